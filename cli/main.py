@@ -1,0 +1,136 @@
+"""The `wmtp` command line: thin typer commands that call one library function each.
+
+A `WmtpError` becomes one `error: ...` line on stderr and exit code 1; any other exception is a bug
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from wmtp.errors import WmtpError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Windowed-MTP cost model: predict, measure and calibrate speculative decoding at long context.")
+
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Registry key (see `wmtp models`).")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="A Hugging Face config.json instead of --model.")]
+HwOpt = Annotated[str, typer.Option("--hw", help="Hardware key (see `wmtp hardware`).")]
+CtxOpt = Annotated[str, typer.Option("--ctx", help="Context tokens: 1048576, 256K, 1M (=1048576), 1.04M.")]
+DepthOpt = Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d = gamma + 1 (2..64), or 'auto'.")]
+WindowOpt = Annotated[str, typer.Option("--window", "-W", help="Draft window W (tokens).")]
+SinkOpt = Annotated[int, typer.Option("--sink", help="Attention-sink tokens n_sink.")]
+BatchOpt = Annotated[int, typer.Option("--batch", "-B", help="Concurrent requests B.")]
+KvOpt = Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache dtype: bf16 or fp8 (default: the model row's).")]
+WdOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight dtype: bf16, fp8 or nvfp4 (default: the model row's).")]
+AccOpt = Annotated[Optional[str], typer.Option(
+    "--accept-length", help="Measured AL at --depth: one value for both methods, or NATIVE:WINDOW.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
+
+
+def _fail(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(1)
+
+
+def parse_accept(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise WmtpError(f"--accept-length takes a number or NATIVE:WINDOW, got {text!r}") from None
+    if len(values) == 1:
+        return values[0], values[0]
+    if len(values) == 2:
+        return values[0], values[1]
+    raise WmtpError(f"--accept-length takes a number or NATIVE:WINDOW, got {text!r}")
+
+
+def parse_depth(text: str) -> int | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise WmtpError(f"--depth takes an integer d >= 2 or 'auto', got {text!r}") from None
+
+
+def resolve_model(model: str | None, config: Path | None, weight_dtype: str | None, kv_dtype: str | None):
+    from wmtp.hf_config import load_config
+    from wmtp.models import get_model
+
+    if (model is None) == (config is None):
+        raise WmtpError("give exactly one of --model KEY or --config path/to/config.json")
+    spec = get_model(model) if model else load_config(config)
+    return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+
+
+@app.command()
+def predict(
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
+    hw: HwOpt = "h200",
+    ctx: CtxOpt = "1M",
+    depth: DepthOpt = "7",
+    window: WindowOpt = "4032",
+    sink: SinkOpt = 64,
+    batch: BatchOpt = 1,
+    kv_dtype: KvOpt = None,
+    weight_dtype: WdOpt = None,
+    accept_length: AccOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Step cost, TPOT, memory and decisions for dense / native MTP / windowed MTP."""
+    from wmtp.hardware import get_hardware
+    from wmtp.predict import predict as run_predict
+    from wmtp.units import parse_tokens
+
+    try:
+        spec = resolve_model(model, config, weight_dtype, kv_dtype)
+        if batch < 1:
+            raise WmtpError(f"--batch must be >= 1, got {batch}")
+        if sink < 0:
+            raise WmtpError(f"--sink must be >= 0, got {sink}")
+        result = run_predict(
+            spec, get_hardware(hw), parse_tokens(ctx), parse_depth(depth), parse_tokens(window), sink, batch,
+            parse_accept(accept_length),
+        )
+    except WmtpError as e:
+        _fail(str(e))
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    from wmtp.cli.render import render_prediction
+
+    render_prediction(result)
+
+
+@app.command()
+def models(as_json: JsonOpt = False) -> None:
+    """The model registry."""
+    from wmtp.cli.render import render_models
+
+    render_models(as_json)
+
+
+@app.command()
+def hardware(as_json: JsonOpt = False) -> None:
+    """The hardware registry."""
+    from wmtp.cli.render import render_hardware
+
+    render_hardware(as_json)
+
+
+def main() -> None:  # console-script entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Rich rendering of library results. Every number carries a short tag saying where it came from."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.table import Table
+
+from wmtp.units import format_bytes, format_tokens
+
+console = Console()
+
+_TAGS = (
+    ("speed-of-light", "sol"),
+    ("scaled from", "scaled"),
+    ("extrapolated", "extrap"),
+    ("interpolated", "interp"),
+    ("measured", "meas"),
+    ("preset", "preset"),
+    ("--accept-length", "flag"),
+    ("generic", "generic"),
+    ("no speculation", "-"),
+    ("analytical", "model"),
+)
+
+
+def short_tag(source: str) -> str:
+    if source.startswith("mixed"):
+        parts = source.split(":", 1)[1].split(" + ")
+        return "+".join(dict.fromkeys(short_tag(p.strip()) for p in parts))
+    for needle, tag in _TAGS:
+        if needle in source:
+            return tag
+    return source[:10]
+
+
+def cell(value: float, source: str, fmt: str = "{:.3f}") -> str:
+    return f"{fmt.format(value)} [dim]{short_tag(source)}[/dim]"
+
+
+def render_prediction(p) -> None:
+    spec, hw = p.spec, p.hw
+    console.print(
+        f"[bold]{spec.name}[/bold] ({spec.key}) on [bold]{hw.name}[/bold] ({hw.key}) | ctx {format_tokens(p.ctx)} "
+        f"({p.ctx:,} tokens) | d {p.depth} | W {p.window} + sink {p.sink} | B {p.batch} | "
+        f"weights {spec.weight_dtype}, KV {spec.kv_dtype} | costs: {p.cost_model}"
+    )
+    names = ("dense", "native", "window")
+    t = Table(title="Decode step (ms per step unless stated)", title_justify="left")
+    t.add_column("")
+    for n in names:
+        t.add_column(n, justify="right")
+    r = {n: p.methods[n] for n in names}
+    t.add_row("d (draft tokens / step)", *[str(r[n].cost.depth) for n in names])
+    t.add_row("keys read by draft", "-", *[format_tokens(r[n].cost.s_eff) for n in names[1:]])
+    t.add_row("t_verify", *[cell(r[n].cost.t_verify.time_ms, r[n].cost.t_verify.source) for n in names])
+    t.add_row("t_ctx", "-", *[cell(r[n].cost.t_ctx.time_ms, r[n].cost.t_ctx.source) for n in names[1:]])
+    t.add_row("t_fwd (x gamma)", "-",
+              *[cell(r[n].cost.t_fwd.time_ms, r[n].cost.t_fwd.source) + f" x{r[n].cost.gamma}" for n in names[1:]])
+    t.add_row("step", *[cell(r[n].cost.step_ms, r[n].cost.source) for n in names])
+    t.add_row("acceptance length AL", *[cell(r[n].accept_length, r[n].accept_source, "{:.2f}") for n in names])
+    t.add_row("TPOT", *[cell(r[n].tpot_ms, r[n].cost.source) for n in names])
+    t.add_row("tok/s per request", *[f"{1e3 / r[n].tpot_ms:.1f}" for n in names])
+    t.add_row("speedup over dense", *[f"{p.speedup(n, 'dense'):.2f}x" for n in names])
+    t.add_row("speedup over native", *[f"{p.speedup(n, 'native'):.2f}x" for n in names])
+    console.print(t)
+
+    m = p.memory
+    mt = Table(title=f"Memory on {hw.key} (analytical, mem_fraction 0.85)", title_justify="left")
+    mt.add_column("")
+    for n in names:
+        mt.add_column(n, justify="right")
+    mt.add_row("weights", *[format_bytes(m.weights_bytes[n]) for n in names])
+    mt.add_row("target KV / request", *[format_bytes(m.per_request[n].target_kv_bytes) for n in names])
+    mt.add_row("draft KV / request", "-", format_bytes(m.per_request["native"].draft_kv_bytes),
+               f"{format_bytes(m.per_request['window'].draft_kv_bytes)} (ring {m.ring_slots} slots)")
+    mt.add_row("recurrent state / request", *[format_bytes(m.per_request[n].state_bytes) for n in names])
+    mt.add_row("max concurrent requests", *[str(m.max_batch[n]) for n in names])
+    console.print(mt)
+    console.print(
+        f"draft pool share {m.draft_pool_share * 100:.1f} % of KV [dim]model[/dim] | reclaimable "
+        f"{format_bytes(m.reclaimable_bytes)} per request [dim]model[/dim] | window seats "
+        f"{m.extra_requests_window:+d} request(s) vs native"
+    )
+    bd = p.best_depth
+    console.print(
+        f"best depth (d = 2..10, min TPOT): native d={bd['native']} ({p.tpot_by_depth['native'][bd['native']]:.3f} ms), "
+        f"window d={bd['window']} ({p.tpot_by_depth['window'][bd['window']]:.3f} ms) [dim]{short_tag(p.methods['native'].cost.source)}[/dim]"
+    )
+    console.print(
+        f"break-even acceptance ratio rho* = step_window / step_native = {p.break_even_accept_ratio:.3f}: "
+        f"windowing pays while AL_window / AL_native > {p.break_even_accept_ratio:.3f}"
+    )
+    sources = {"AL native": r["native"].accept_source, "AL window": r["window"].accept_source,
+               "step": r["native"].cost.source}
+    console.print("[dim]sources: " + "; ".join(f"{k}: {v}" for k, v in sources.items())
+                  + ". tags: sol = speed-of-light (datasheet x achievable fraction), meas = measured, "
+                  "interp/extrap = interpolated/extrapolated from measurements, model = analytical.[/dim]")
+    for w in p.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def render_models(as_json: bool) -> None:
+    from wmtp.models import MODELS
+
+    if as_json:
+        rows = []
+        for s in MODELS.values():
+            d = asdict(s)
+            d.update(total_params=s.total_params, kv_bytes_per_token_layer=s.kv_bytes_per_token_layer,
+                     state_bytes_per_layer=s.state_bytes_per_layer)
+            rows.append(d)
+        console.print_json(json.dumps(rows))
+        return
+    t = Table(title="Models")
+    for c in ("key", "name", "layers", "F", "linear", "q/kv heads", "head dim", "MoE E/k/size", "params",
+              "KV B/tok/layer", "weights"):
+        t.add_column(c)
+    for s in MODELS.values():
+        moe = f"{s.n_experts}/{s.top_k}/{s.expert_ffn}" if s.n_experts else f"dense {s.dense_ffn}"
+        lin = f"{s.n_linear} {s.linear_kind}" if s.n_linear else "-"
+        t.add_row(s.key, s.name, str(s.n_layers), str(s.n_full_attn), lin, f"{s.q_heads}/{s.kv_heads}",
+                  f"{s.head_dim}{' (MLA)' if s.attn_kind == 'mla' else ''}", moe, f"{s.total_params / 1e9:.1f}B",
+                  f"{s.kv_bytes_per_token_layer:.0f}", s.weight_dtype)
+    console.print(t)
+
+
+def render_hardware(as_json: bool) -> None:
+    from wmtp.hardware import HARDWARE
+
+    if as_json:
+        console.print_json(json.dumps([asdict(h) for h in HARDWARE.values()]))
+        return
+    t = Table(title="Hardware (datasheet peaks; achievable fractions until measured)")
+    for c in ("key", "name", "HBM", "TB/s", "bf16 TFLOP/s", "fp8", "fp4", "L2", "SMs", "bw_eff", "flop_eff", "source"):
+        t.add_column(c)
+    for h in HARDWARE.values():
+        t.add_row(h.key, h.name, format_bytes(h.hbm_bytes), f"{h.hbm_bw_tbps:g}", f"{h.bf16_tflops:g}",
+                  f"{h.fp8_tflops:g}", f"{h.fp4_tflops:g}", format_bytes(h.l2_bytes), str(h.sm_count),
+                  f"{h.bw_eff:g}", f"{h.flop_eff:g}", h.source)
+    console.print(t)

@@ -1,0 +1,86 @@
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from wmtp.errors import WmtpError
+from wmtp.hardware import HARDWARE, get_hardware
+from wmtp.latency import SpeedOfLight, draft_fwd_work, step_cost, verify_work
+from wmtp.models import MODELS, get_model
+
+SOL = SpeedOfLight()
+models = st.sampled_from(sorted(MODELS))
+gpus = st.sampled_from(sorted(HARDWARE))
+ctxs = st.integers(min_value=1, max_value=4 * 2**20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(models, gpus, ctxs, st.integers(2, 12), st.integers(1, 16), st.integers(0, 16384), st.integers(0, 128))
+def test_window_step_never_exceeds_native(key, hw, ctx, d, b, w, sink):
+    spec, gpu = get_model(key), get_hardware(hw)
+    nat = step_cost(spec, gpu, SOL, "native", ctx, d, b, w, sink)
+    win = step_cost(spec, gpu, SOL, "window", ctx, d, b, w, sink)
+    assert win.step_ms <= nat.step_ms + 1e-12
+    assert win.t_verify.time_ms == pytest.approx(nat.t_verify.time_ms)  # windowing never touches verify
+    if ctx <= w + sink:  # window degenerates to native
+        assert win.step_ms == pytest.approx(nat.step_ms)
+        assert win.s_eff == ctx
+
+
+@settings(max_examples=100, deadline=None)
+@given(models, gpus, st.integers(1, 2**21), st.integers(1, 2**20), st.integers(2, 10), st.integers(1, 8))
+def test_native_step_grows_with_context(key, hw, ctx, extra, d, b):
+    spec, gpu = get_model(key), get_hardware(hw)
+    small = step_cost(spec, gpu, SOL, "native", ctx, d, b)
+    large = step_cost(spec, gpu, SOL, "native", ctx + extra, d, b)
+    assert large.step_ms >= small.step_ms
+    dense_s = step_cost(spec, gpu, SOL, "dense", ctx, 1, b)
+    dense_l = step_cost(spec, gpu, SOL, "dense", ctx + extra, 1, b)
+    assert dense_l.step_ms >= dense_s.step_ms
+
+
+def test_step_equation_holds():
+    spec, gpu = get_model("q35"), get_hardware("h200")
+    c = step_cost(spec, gpu, SOL, "native", 2**20, 7, 1, accept_length=4.5)
+    assert c.gamma == 6
+    assert c.step_ms == pytest.approx(c.t_verify.time_ms + c.t_ctx.time_ms + 6 * c.t_fwd.time_ms)
+    dense = step_cost(spec, gpu, SOL, "dense", 2**20, 1, 1)
+    assert dense.step_ms == pytest.approx(dense.t_verify.time_ms)
+
+
+def test_draft_attention_bytes_are_kv_per_token_times_keys():
+    spec = get_model("q35")
+    attn = [w for w in draft_fwd_work(spec, 2**20, 3) if w.kind == "decode_attn"][0]
+    assert attn.bytes == 3 * 2**20 * 2048  # B x S x 2 KiB: 6 GiB for three 1M requests
+
+
+def test_verify_reads_each_layer_kv_once_per_request():
+    spec = get_model("q122")
+    attn = [w for w in verify_work(spec, 2**20, 7, 2) if w.kind == "verify_attn"][0]
+    assert attn.count == spec.n_full_attn
+    assert attn.bytes == 2 * (2**20 + 7) * 2048
+
+
+def test_moe_touches_min_experts():
+    spec = get_model("q35")
+    moe = [w for w in verify_work(spec, 1024, 7, 1) if w.kind == "moe"][0]
+    assert moe.shape["experts_touched"] == 56
+    moe = [w for w in verify_work(spec, 1024, 7, 64) if w.kind == "moe"][0]
+    assert moe.shape["experts_touched"] == 256
+
+
+def test_speed_of_light_matches_hand_computation():
+    spec, gpu = get_model("q35"), get_hardware("h200")
+    attn = [w for w in draft_fwd_work(spec, 2**20, 1) if w.kind == "decode_attn"][0]
+    priced = SOL.price(attn, gpu, spec)
+    by_hand = 2**20 * 2048 / (4.8e12 * gpu.bw_eff) * 1e3 + 2 * gpu.kernel_overhead_us * 1e-3
+    assert priced.time_ms == pytest.approx(by_hand)
+    assert priced.source == "speed-of-light"
+
+
+def test_bad_arguments():
+    spec, gpu = get_model("q35"), get_hardware("h200")
+    with pytest.raises(WmtpError, match="unknown method"):
+        step_cost(spec, gpu, SOL, "tree", 1000, 7)
+    with pytest.raises(WmtpError, match="depth"):
+        step_cost(spec, gpu, SOL, "native", 1000, 1)
+    with pytest.raises(WmtpError, match="positive"):
+        step_cost(spec, gpu, SOL, "native", 0, 7)

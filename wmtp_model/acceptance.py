@@ -1,0 +1,176 @@
+"""Acceptance (DESIGN.md section 4): per-position conditional acceptance and acceptance length.
+
+From a histogram H[n] (verify steps that accepted exactly n draft tokens, n = 0..gamma):
+    alpha_j = sum_{n>=j} H[n] / sum_{n>=j-1} H[n]        (j = 1..gamma)
+    AL(d)   = 1 + sum_{j=1..d-1} prod_{k<=j} alpha_k       (the bonus token is the 1)
+A profile measured at depth d_m predicts other depths: shallower ones by truncation (exact for a
+chain), deeper ones by holding the last measured alpha (flagged extrapolated). A bare AL at depth d
+becomes a geometric profile (alpha_j = a for all j), flagged as such.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from wmtp.errors import WmtpError
+
+
+def wilson_interval(successes: float, trials: float, z: float = 1.959964) -> tuple[float, float]:
+    """95 % Wilson score interval for a binomial proportion (nan, nan when trials == 0)."""
+    if trials <= 0:
+        return (math.nan, math.nan)
+    p = successes / trials
+    denom = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass(frozen=True)
+class AcceptanceProfile:
+    """Conditional acceptance per draft position, and where it came from."""
+
+    alphas: tuple[float, ...]  # alpha_1 .. alpha_{d_m - 1}
+    measured_depth: int
+    source: str
+    kind: str = "per-position"  # per-position | geometric
+    counts: tuple[float, ...] = ()  # H[n] when built from a histogram
+
+    def __post_init__(self) -> None:
+        if self.measured_depth < 1 or len(self.alphas) != self.measured_depth - 1:
+            raise WmtpError("an acceptance profile needs d - 1 alphas")
+        if any(not 0.0 <= a <= 1.0 for a in self.alphas):
+            raise WmtpError("conditional acceptances must lie in [0, 1]")
+
+    def alphas_at(self, depth: int) -> list[float]:
+        if depth < 1:
+            raise WmtpError("depth must be >= 1")
+        known = list(self.alphas[: depth - 1])
+        tail = self.alphas[-1] if self.alphas else 0.0
+        return known + [tail] * (depth - 1 - len(known))
+
+    def accept_length(self, depth: int) -> float:
+        al, run = 1.0, 1.0
+        for a in self.alphas_at(depth):
+            run *= a
+            al += run
+        return al
+
+    def is_extrapolated(self, depth: int) -> bool:
+        """Deeper than measured, or any depth other than the measured one for a geometric fit."""
+        if self.kind == "geometric":
+            return depth != self.measured_depth
+        return depth > self.measured_depth
+
+    def tag(self, depth: int) -> str:
+        if self.is_extrapolated(depth):
+            return f"{self.source}, extrapolated from d={self.measured_depth}"
+        return self.source
+
+
+def from_histogram(counts: Sequence[float], source: str) -> AcceptanceProfile:
+    """H[n] for n = 0..gamma -> profile at depth gamma + 1. Positions no step reached get alpha 0."""
+    h = [float(c) for c in counts]
+    if len(h) < 2 or any(c < 0 or not math.isfinite(c) for c in h) or sum(h) <= 0:
+        raise WmtpError("an acceptance histogram needs >= 2 non-negative bins with a positive total")
+    alphas = []
+    for j in range(1, len(h)):
+        reached = sum(h[j - 1:])
+        alphas.append(sum(h[j:]) / reached if reached > 0 else 0.0)
+    return AcceptanceProfile(tuple(alphas), len(h), source, "per-position", tuple(h))
+
+
+def alpha_intervals(profile: AcceptanceProfile) -> list[tuple[float, float, float]]:
+    """(alpha_j, lo, hi) with 95 % Wilson intervals; needs a histogram-built profile."""
+    if not profile.counts:
+        raise WmtpError(f"profile from {profile.source} has no counts for intervals")
+    h = profile.counts
+    out = []
+    for j in range(1, len(h)):
+        trials, succ = sum(h[j - 1:]), sum(h[j:])
+        lo, hi = wilson_interval(succ, trials)
+        out.append((succ / trials if trials else math.nan, lo, hi))
+    return out
+
+
+def _solve_increasing(f, lo: float = 0.0, hi: float = 1.0, tol: float = 1e-13) -> float:
+    """Root of an increasing function on [lo, hi] by bisection (no scipy on the predict path)."""
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if f(mid) > 0:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo < tol:
+            break
+    return 0.5 * (lo + hi)
+
+
+def geometric(accept_length: float, depth: int, source: str) -> AcceptanceProfile:
+    """The constant-alpha profile whose AL at `depth` equals `accept_length`."""
+    if depth < 2:
+        raise WmtpError("an acceptance length needs depth d >= 2")
+    if not 1.0 <= accept_length <= depth:
+        raise WmtpError(f"acceptance length must lie in [1, d] = [1, {depth}], got {accept_length}")
+    gamma = depth - 1
+    if accept_length >= depth:
+        a = 1.0
+    elif accept_length <= 1.0:
+        a = 0.0
+    else:
+        a = _solve_increasing(lambda x: 1 + sum(x**j for j in range(1, gamma + 1)) - accept_length)
+    return AcceptanceProfile(tuple([a] * gamma), depth, source, "geometric")
+
+
+# ---------------------------------------------------------------------------- paper presets
+@dataclass(frozen=True)
+class AcceptancePreset:
+    model: str
+    task: str
+    depth: int
+    native_al: float
+    window_al: float
+    source: str
+
+
+PAPER = "Windowed-MTP paper (reference/paper-results.md)"
+PRESETS: Mapping[tuple[str, str], AcceptancePreset] = {
+    (p.model, p.task): p
+    for p in (
+        AcceptancePreset("q35", "niah_multiquery_enum", 7, 4.49, 4.74, f"{PAPER}, Table 2"),
+        AcceptancePreset("q122", "niah_multiquery_enum", 7, 5.57, 4.74, f"{PAPER}, Table 2"),
+        AcceptancePreset("nem", "niah_multiquery_enum", 7, 3.75, 3.61, f"{PAPER}, Table 2"),
+    )
+}
+DEFAULT_TASK = "niah_multiquery_enum"
+
+
+@dataclass(frozen=True)
+class AcceptanceChoice:
+    native: AcceptanceProfile
+    window: AcceptanceProfile
+    warning: str | None = None
+
+
+def choose_acceptance(model_key: str, depth: int, accept_length: tuple[float, float] | None) -> AcceptanceChoice:
+    """Explicit `--accept-length` first, then a paper preset, else matched acceptance with a warning."""
+    if accept_length is not None:
+        nat, win = accept_length
+        return AcceptanceChoice(geometric(nat, depth, "--accept-length (geometric profile)"),
+                                geometric(win, depth, "--accept-length (geometric profile)"))
+    preset = PRESETS.get((model_key, DEFAULT_TASK))
+    if preset is not None:
+        src = f"preset {preset.model}/{preset.task}: {preset.source}"
+        return AcceptanceChoice(geometric(preset.native_al, preset.depth, src),
+                                geometric(preset.window_al, preset.depth, src))
+    # No data for this model: use the mean native per-position acceptance of the paper presets for
+    # both methods (matched acceptance), and say so.
+    alphas = [geometric(p.native_al, p.depth, "").alphas[0] for p in PRESETS.values()]
+    a = sum(alphas) / len(alphas)
+    d = next(iter(PRESETS.values())).depth
+    prof = AcceptanceProfile(tuple([a] * (d - 1)), d, "generic (mean of paper presets), matched", "geometric")
+    return AcceptanceChoice(prof, prof, warning=(
+        f"no acceptance data for {model_key!r}: native and window both use a generic profile "
+        f"(alpha={a:.3f}, mean of the paper presets); pass --accept-length for real numbers"))

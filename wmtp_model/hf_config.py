@@ -1,0 +1,187 @@
+"""Load a Hugging Face `config.json` into a `ModelSpec` row.
+
+Families: qwen3_next, qwen3_5_moe (text fields may sit under `text_config`), nemotron_h
+(`hybrid_override_pattern`: M = Mamba2, * = attention, E = MoE, - = dense MLP), deepseek_v3,
+glm4_moe, mimo and qwen2 (dense; MTP from `num_nextn_predict_layers`). Anything else, or a config
+lacking a field the model needs, is a `ConfigError` naming what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from wmtp.errors import ConfigError, WmtpError
+from wmtp.specs import ModelSpec
+
+FAMILIES = ("qwen3_next", "qwen3_5_moe", "nemotron_h", "deepseek_v3", "glm4_moe", "mimo", "qwen2")
+
+
+class _Fields:
+    def __init__(self, cfg: dict, family: str, path: str):
+        self.cfg, self.family, self.path, self.missing = cfg, family, path, []
+
+    def need(self, name: str, kind=int):
+        if name not in self.cfg or self.cfg[name] is None:
+            self.missing.append(name)
+            return kind(0) if kind in (int, float) else kind()
+        value = self.cfg[name]
+        try:
+            if kind is int and (isinstance(value, bool) or int(value) != value):
+                raise ValueError
+            return kind(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{self.path}: field {name!r} should be {kind.__name__}, got {value!r}") from None
+
+    def get(self, name: str, default, kind=int):
+        if self.cfg.get(name) is None:
+            return default
+        return self.need(name, kind)
+
+    def check(self) -> None:
+        if self.missing:
+            raise ConfigError(
+                f"{self.path}: a {self.family} config needs {', '.join(sorted(set(self.missing)))}, which it lacks")
+
+
+def _head_dim(f: _Fields) -> int:
+    heads = f.need("num_attention_heads")
+    return f.get("head_dim", f.need("hidden_size") // heads if heads else 0)
+
+
+def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
+    n_layers = f.need("num_hidden_layers")
+    types = f.cfg.get("layer_types")
+    if types is None:
+        interval = f.need("full_attention_interval")
+        types = ["full_attention" if (i + 1) % max(interval, 1) == 0 else "linear_attention" for i in range(n_layers)]
+    if not isinstance(types, list) or len(types) != n_layers:
+        raise ConfigError(f"{f.path}: layer_types must list num_hidden_layers entries")
+    n_full = sum(t == "full_attention" for t in types)
+    mlp_only = f.cfg.get("mlp_only_layers") or []
+    n_experts = f.need("num_experts")
+    spec = dict(
+        hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=n_layers,
+        n_full_attn=n_full, n_linear=n_layers - n_full,
+        n_moe=n_layers - len(mlp_only), n_dense_ffn=len(mlp_only),
+        q_heads=f.need("num_attention_heads"), kv_heads=f.need("num_key_value_heads"), head_dim=_head_dim(f),
+        attn_out_gate=True, linear_kind="gdn",
+        lin_k_heads=f.need("linear_num_key_heads"), lin_v_heads=f.need("linear_num_value_heads"),
+        lin_head_dim=f.need("linear_value_head_dim"), conv_kernel=f.get("linear_conv_kernel_dim", 4),
+        n_experts=n_experts, top_k=f.need("num_experts_per_tok"), expert_ffn=f.need("moe_intermediate_size"),
+        n_shared=1 if f.get("shared_expert_intermediate_size", 0) else 0,
+        shared_ffn=f.get("shared_expert_intermediate_size", 0),
+        dense_ffn=f.get("intermediate_size", 0) if mlp_only else 0,
+        n_mtp=f.get("mtp_num_hidden_layers", 1),
+    )
+    f.check()
+    return ModelSpec(key=key, name=name, family=f.family, **spec)
+
+
+def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
+    pattern = f.need("hybrid_override_pattern", str)
+    f.check()
+    bad = set(pattern) - set("M*E-")
+    if bad:
+        raise ConfigError(f"{f.path}: hybrid_override_pattern has unknown block kinds {sorted(bad)}")
+    n_moe = pattern.count("E")
+    spec = dict(
+        hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=len(pattern),
+        n_full_attn=pattern.count("*"), n_linear=pattern.count("M"), n_moe=n_moe, n_dense_ffn=pattern.count("-"),
+        q_heads=f.need("num_attention_heads"), kv_heads=f.need("num_key_value_heads"), head_dim=_head_dim(f),
+        linear_kind="mamba2", lin_v_heads=f.need("mamba_num_heads"), lin_head_dim=f.need("mamba_head_dim"),
+        ssm_state=f.need("ssm_state_size"), ssm_groups=f.get("n_groups", 8), conv_kernel=f.get("conv_kernel", 4),
+        n_experts=f.need("n_routed_experts") if n_moe else 0, top_k=f.need("num_experts_per_tok") if n_moe else 0,
+        expert_ffn=f.need("moe_intermediate_size") if n_moe else 0,
+        n_shared=f.get("n_shared_experts", 1) if n_moe else 0,
+        shared_ffn=f.get("moe_shared_expert_intermediate_size", 0),
+        moe_latent=f.get("moe_latent_size", 0), dense_ffn=f.get("intermediate_size", 0),
+        ffn_act="relu2", n_mtp=f.get("num_nextn_predict_layers", f.get("mtp_num_hidden_layers", 1)),
+        mtp_moe=n_moe > 0,
+    )
+    f.check()
+    return ModelSpec(key=key, name=name, family=f.family, **spec)
+
+
+def _moe_first_dense(f: _Fields, key: str, name: str, mla: bool) -> ModelSpec:
+    n_layers = f.need("num_hidden_layers")
+    first_dense = f.get("first_k_dense_replace", 0)
+    spec = dict(
+        hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=n_layers,
+        n_full_attn=n_layers, n_linear=0, n_moe=n_layers - first_dense, n_dense_ffn=first_dense,
+        q_heads=f.need("num_attention_heads"),
+        n_experts=f.need("n_routed_experts"), top_k=f.need("num_experts_per_tok"),
+        expert_ffn=f.need("moe_intermediate_size"), n_shared=f.get("n_shared_experts", 0),
+        dense_ffn=f.need("intermediate_size") if first_dense else 0,
+        n_mtp=f.get("num_nextn_predict_layers", 1),
+    )
+    spec["shared_ffn"] = spec["expert_ffn"] if spec["n_shared"] else 0
+    if mla:
+        rope = f.need("qk_rope_head_dim")
+        spec.update(attn_kind="mla", kv_heads=1, head_dim=f.need("kv_lora_rank") + rope,
+                    mla_q_rank=f.get("q_lora_rank", 0), mla_rope=rope,
+                    mla_nope=f.need("qk_nope_head_dim"), mla_v_dim=f.need("v_head_dim"))
+    else:
+        spec.update(kv_heads=f.need("num_key_value_heads"), head_dim=_head_dim(f))
+    f.check()
+    return ModelSpec(key=key, name=name, family=f.family, **spec)
+
+
+def _dense(f: _Fields, key: str, name: str) -> ModelSpec:
+    n_layers = f.need("num_hidden_layers")
+    spec = dict(
+        hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=n_layers,
+        n_full_attn=n_layers, n_linear=0, n_moe=0, n_dense_ffn=n_layers,
+        q_heads=f.need("num_attention_heads"), kv_heads=f.get("num_key_value_heads", f.cfg.get("num_attention_heads", 0)),
+        head_dim=_head_dim(f), dense_ffn=f.need("intermediate_size"),
+        n_mtp=f.get("num_nextn_predict_layers", 1), mtp_moe=False,
+        tied_embeddings=bool(f.cfg.get("tie_word_embeddings", False)),
+    )
+    f.check()
+    if spec["n_mtp"] < 1:
+        raise ConfigError(f"{f.path}: num_nextn_predict_layers is 0: this model has no MTP head to draft with")
+    return ModelSpec(key=key, name=name, family=f.family, **spec)
+
+
+def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = None) -> ModelSpec:
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: top level must be a JSON object")
+    family = cfg.get("model_type")
+    text = cfg.get("text_config")
+    if isinstance(text, dict):  # multimodal wrappers (qwen3_5_moe) keep the LM under text_config
+        merged = {**cfg, **text}
+        merged["model_type"] = family or text.get("model_type")
+        cfg = merged
+    if family in ("qwen3_5_moe_text",):
+        family = "qwen3_5_moe"
+    if family not in FAMILIES:
+        raise ConfigError(
+            f"{path}: model_type {family!r} is not supported; supported: {', '.join(FAMILIES)}")
+    key = key or Path(path).parent.name or family
+    name = (cfg.get("architectures") or [family])[0]
+    f = _Fields(cfg, family, path)
+    try:
+        if family in ("qwen3_next", "qwen3_5_moe"):
+            return _qwen_hybrid(f, key, name)
+        if family == "nemotron_h":
+            return _nemotron_h(f, key, name)
+        if family in ("deepseek_v3", "glm4_moe"):
+            return _moe_first_dense(f, key, name, mla=family == "deepseek_v3")
+        return _dense(f, key, name)
+    except ConfigError:
+        raise
+    except WmtpError as e:  # ModelSpec validation
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def load_config(path: str | Path, key: str | None = None) -> ModelSpec:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read {p}: {e.strerror or e}") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    return spec_from_config(cfg, str(p), key)

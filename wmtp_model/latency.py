@@ -1,0 +1,262 @@
+"""The latency model of DESIGN.md section 2 (Windowed-MTP paper, Eq. 1):
+
+    step(S, d, B, W) = t_verify(S, d, B) + t_ctx(S_eff, B) + gamma * t_fwd(S_eff, B)
+    S_eff = S (native) or min(S, W + n_sink) (windowed);  gamma = d - 1
+    TPOT = step / AL;  throughput = B * AL / step;  dense = t_verify at d = 1, no bookkeeping.
+
+This module turns a model row into *work items* (bytes moved, flops, kernels, shape) per
+component; a `CostModel` prices each item in milliseconds and says where the number comes from.
+`SpeedOfLight` prices from the hardware row; `wmtp.calibrate.profile.ProfileCostModel` from a
+measured profile. Windowing changes only t_ctx and t_fwd.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from wmtp.errors import WmtpError
+from wmtp.hardware import HardwareSpec
+from wmtp.specs import ModelSpec
+
+METHODS = ("dense", "native", "window")
+INDEX_BYTES_PER_ENTRY = 8  # int32 read from req_to_token + int32 written to kv_indices
+
+
+@dataclass(frozen=True)
+class Work:
+    """One component of a phase: `count` identical launches of kernel class `kind`."""
+
+    kind: str  # decode_attn | verify_attn | extend_attn | index_build | gemm | moe | linear_state | lm_head
+    name: str
+    bytes: float  # HBM bytes of one instance (reads + writes)
+    flops: float
+    kernels: int  # kernel launches of one instance
+    count: int = 1
+    shape: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Priced:
+    work: Work
+    time_ms: float  # all `count` instances
+    source: str
+
+
+class CostModel(Protocol):
+    name: str
+
+    def price(self, work: Work, hw: HardwareSpec, spec: ModelSpec) -> Priced: ...
+
+
+def _compute_dtype(spec: ModelSpec) -> str:
+    return spec.weight_dtype
+
+
+class SpeedOfLight:
+    """bytes / (HBM bandwidth x bw_eff) against flops / (peak x flop_eff), plus a per-kernel overhead.
+
+    Draft attention whose working set fits in L2 (`shape['l2_resident']`) is read at the L2
+    estimate instead of HBM bandwidth (the gamma back-to-back draft forwards re-read it).
+    """
+
+    name = "speed-of-light"
+
+    def price(self, work: Work, hw: HardwareSpec, spec: ModelSpec) -> Priced:
+        bw = hw.hbm_bw_tbps * 1e12 * hw.bw_eff
+        if work.shape.get("l2_resident"):
+            bw = hw.l2_bw_tbps * 1e12 * hw.bw_eff
+        dtype = _compute_dtype(spec) if work.kind in ("gemm", "moe", "lm_head") else "bf16"
+        rate = hw.tflops_for(dtype) * 1e12 * hw.flop_eff
+        t_s = max(work.bytes / bw, work.flops / rate) + work.kernels * hw.kernel_overhead_us * 1e-6
+        return Priced(work, t_s * 1e3 * work.count, "speed-of-light")
+
+
+# ---------------------------------------------------------------------------- work items
+def _attention_flops(spec: ModelSpec, queries: float, keys: float) -> float:
+    """QK^T and PV for `queries` query tokens over `keys` keys, all heads (MLA: absorbed form)."""
+    if spec.attn_kind == "mla":
+        return 2.0 * spec.q_heads * queries * keys * (spec.head_dim + spec.head_dim - spec.mla_rope)
+    return 4.0 * spec.q_heads * queries * keys * spec.head_dim
+
+
+def _experts_touched(spec: ModelSpec, tokens: int) -> int:
+    """Distinct experts read by `tokens` routed tokens: min(E, tokens * top_k) (DESIGN 2)."""
+    return min(spec.n_experts, tokens * spec.top_k)
+
+
+def _ffn_work(spec: ModelSpec, tokens: int, prefix: str, moe: bool, count: int) -> list[Work]:
+    wb = spec.weight_bytes_per_param
+    act = 2.0 * tokens * spec.hidden * 2  # bf16 activations in and out
+    if moe:
+        touched = _experts_touched(spec, tokens)
+        params = touched * spec.expert_params + spec.moe_dense_params
+        flops = 2.0 * tokens * (spec.top_k * spec.expert_params + spec.moe_dense_params)
+        return [Work("moe", f"{prefix}.moe", params * wb + act, flops, 4, count,
+                     {"tokens": tokens, "experts_touched": touched})]
+    params = spec.dense_ffn_params
+    return [Work("gemm", f"{prefix}.ffn", params * wb + act, 2.0 * tokens * params, 2, count, {"tokens": tokens})]
+
+
+def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
+    """Target forward over B*d tokens: F attention layers over S keys, linear layers, FFNs, lm_head."""
+    tokens = batch * d
+    kv = spec.kv_bytes_per_token_layer
+    wb = spec.weight_bytes_per_param
+    act = 2.0 * tokens * spec.hidden * 2
+    items = [
+        Work("verify_attn", "verify.attention", batch * (ctx * kv + d * kv),
+             batch * _attention_flops(spec, d, ctx), 2, spec.n_full_attn,
+             {"ctx": ctx, "d": d, "batch": batch}),
+        Work("gemm", "verify.attn_proj", spec.attn_params * wb + act, 2.0 * tokens * spec.attn_params, 2,
+             spec.n_full_attn, {"tokens": tokens}),
+    ]
+    if spec.n_linear:
+        state = spec.ssm_state_bytes_per_layer
+        items += [
+            Work("linear_state", f"verify.{spec.linear_kind}_state", batch * 2 * state,
+                 batch * d * 6.0 * state / 4, 2, spec.n_linear, {"batch": batch, "d": d}),
+            Work("gemm", f"verify.{spec.linear_kind}_proj", spec.linear_params * wb + act,
+                 2.0 * tokens * spec.linear_params, 2, spec.n_linear, {"tokens": tokens}),
+        ]
+    if spec.n_moe:
+        items += _ffn_work(spec, tokens, "verify", True, spec.n_moe)
+    if spec.n_dense_ffn:
+        items += _ffn_work(spec, tokens, "verify", False, spec.n_dense_ffn)
+    items.append(Work("lm_head", "verify.lm_head", spec.lm_head_params * wb + tokens * spec.vocab * 4,
+                      2.0 * tokens * spec.lm_head_params, 1, 1, {"tokens": tokens}))
+    return items
+
+
+def _mtp_dense_work(spec: ModelSpec, tokens: int, prefix: str) -> list[Work]:
+    wb = spec.weight_bytes_per_param
+    params = 2 * spec.hidden * spec.hidden + spec.attn_params
+    act = 2.0 * tokens * spec.hidden * 2
+    return [Work("gemm", f"{prefix}.mtp_proj", params * wb + act, 2.0 * tokens * params, 3, 1, {"tokens": tokens})]
+
+
+def draft_fwd_work(spec: ModelSpec, s_eff: int, batch: int, l2_resident: bool = False) -> list[Work]:
+    """One draft forward: 1-query attention over S_eff keys, MTP projections, its FFN, lm_head."""
+    kv = spec.kv_bytes_per_token_layer
+    wb = spec.weight_bytes_per_param
+    items = [
+        Work("decode_attn", "fwd.attention", batch * s_eff * kv, batch * _attention_flops(spec, 1, s_eff), 2, 1,
+             {"ctx": s_eff, "batch": batch, "l2_resident": l2_resident}),
+        *_mtp_dense_work(spec, batch, "fwd"),
+        *_ffn_work(spec, batch, "fwd", spec.mtp_moe, 1),
+        Work("lm_head", "fwd.lm_head", spec.lm_head_params * wb + batch * spec.vocab * 4,
+             2.0 * batch * spec.lm_head_params, 1, 1, {"tokens": batch}),
+    ]
+    return items
+
+
+def draft_ctx_work(spec: ModelSpec, s_eff: int, batch: int, accept_length: float) -> list[Work]:
+    """Once per step: the draft KV-index build over S_eff entries and the draft-extend pass."""
+    kv = spec.kv_bytes_per_token_layer
+    q = max(1, math.ceil(accept_length))
+    tokens = batch * q
+    return [
+        Work("index_build", "ctx.index_build", batch * s_eff * INDEX_BYTES_PER_ENTRY, 0.0, 1, 1,
+             {"ctx": s_eff, "batch": batch}),
+        Work("extend_attn", "ctx.extend_attention", batch * (s_eff * kv + q * kv),
+             batch * _attention_flops(spec, q, s_eff), 2, 1, {"ctx": s_eff, "d": q, "batch": batch}),
+        *_mtp_dense_work(spec, tokens, "ctx"),
+        *_ffn_work(spec, tokens, "ctx", spec.mtp_moe, 1),
+    ]
+
+
+# ---------------------------------------------------------------------------- phases and steps
+@dataclass(frozen=True)
+class Phase:
+    items: tuple[Priced, ...]
+
+    @property
+    def time_ms(self) -> float:
+        return sum(p.time_ms for p in self.items)
+
+    @property
+    def source(self) -> str:
+        return combine_sources(p.source for p in self.items)
+
+
+def combine_sources(sources) -> str:
+    uniq = sorted(set(sources))
+    if not uniq:
+        return "none"
+    return uniq[0] if len(uniq) == 1 else "mixed: " + " + ".join(uniq)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    method: str
+    ctx: int
+    depth: int
+    batch: int
+    s_eff: int
+    t_verify: Phase
+    t_ctx: Phase
+    t_fwd: Phase
+
+    @property
+    def gamma(self) -> int:
+        return self.depth - 1 if self.method != "dense" else 0
+
+    @property
+    def step_ms(self) -> float:
+        return self.t_verify.time_ms + self.t_ctx.time_ms + self.gamma * self.t_fwd.time_ms
+
+    @property
+    def source(self) -> str:
+        phases = [self.t_verify] + ([self.t_ctx, self.t_fwd] if self.method != "dense" else [])
+        return combine_sources(p.source for p in phases for p in p.items)
+
+
+def effective_ctx(method: str, ctx: int, window: int, sink: int) -> int:
+    """Keys the draft reads: S natively, min(S, W + n_sink) windowed (degenerates to native)."""
+    if method == "window":
+        return min(ctx, window + sink)
+    return ctx
+
+
+def l2_resident(spec: ModelSpec, hw: HardwareSpec, s_eff: int, batch: int) -> bool:
+    """Whether the draft KV working set stays in L2 across the gamma back-to-back draft forwards."""
+    return batch * s_eff * spec.kv_bytes_per_token_layer <= 0.5 * hw.l2_bytes
+
+
+def step_cost(
+    spec: ModelSpec,
+    hw: HardwareSpec,
+    cost: CostModel,
+    method: str,
+    ctx: int,
+    depth: int,
+    batch: int = 1,
+    window: int = 4032,
+    sink: int = 64,
+    accept_length: float | None = None,
+) -> StepCost:
+    if method not in METHODS:
+        raise WmtpError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if ctx <= 0 or batch <= 0:
+        raise WmtpError("ctx and batch must be positive")
+    if window < 0 or sink < 0:
+        raise WmtpError("window and sink must be >= 0")
+    if method != "dense" and not 2 <= depth <= 64:
+        raise WmtpError(f"depth d must be in 2..64 (d = gamma + 1), got {depth}")
+
+    def priced(items):
+        return Phase(tuple(cost.price(w, hw, spec) for w in items))
+
+    if method == "dense":
+        empty = Phase(())
+        return StepCost(method, ctx, 1, batch, ctx, priced(verify_work(spec, ctx, 1, batch)), empty, empty)
+    s_eff = effective_ctx(method, ctx, window, sink)
+    al = accept_length if accept_length is not None else depth
+    resident = l2_resident(spec, hw, s_eff, batch)
+    return StepCost(
+        method, ctx, depth, batch, s_eff,
+        priced(verify_work(spec, ctx, depth, batch)),
+        priced(draft_ctx_work(spec, s_eff, batch, al)),
+        priced(draft_fwd_work(spec, s_eff, batch, resident)),
+    )

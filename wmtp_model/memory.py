@@ -1,0 +1,112 @@
+"""The memory model of DESIGN.md section 3.
+
+Per request at context S: target KV F * kv_bytes_per_token_layer * S; draft KV
+kv_bytes_per_token_layer * S natively, or a ring buffer of (n_sink + W + d * k) slots windowed
+(chain k = 1, tree width k); recurrent state of the linear-attention layers (independent of S).
+KV budget = mem_fraction * HBM - weights - workspace. Dense decoding loads no MTP weights and keeps
+no draft KV.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from wmtp.errors import WmtpError
+from wmtp.hardware import HardwareSpec
+from wmtp.specs import ModelSpec
+
+DEFAULT_MEM_FRACTION = 0.85
+DEFAULT_WORKSPACE_BYTES = 4 * 1024**3  # activations, CUDA graphs, sampling buffers (preset)
+
+
+@dataclass(frozen=True)
+class RequestMemory:
+    target_kv_bytes: float
+    draft_kv_bytes: float
+    state_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.target_kv_bytes + self.draft_kv_bytes + self.state_bytes
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    ctx: int
+    weights_bytes: dict  # per method
+    budget_bytes: dict  # KV budget per method
+    per_request: dict  # method -> RequestMemory
+    max_batch: dict  # method -> int
+    draft_pool_share: float  # draft KV / all KV, native, at ctx
+    reclaimable_bytes: float  # per request: native draft KV - ring buffer
+    ring_slots: int
+
+    @property
+    def extra_requests_window(self) -> int:
+        return self.max_batch["window"] - self.max_batch["native"]
+
+
+def ring_slots(window: int, sink: int, depth: int, tree_width: int = 1) -> int:
+    return sink + window + depth * tree_width
+
+
+def request_memory(spec: ModelSpec, method: str, ctx: int, window: int, sink: int, depth: int,
+                   tree_width: int = 1) -> RequestMemory:
+    kv = spec.kv_bytes_per_token_layer
+    target = spec.n_full_attn * kv * ctx
+    state = spec.n_linear * spec.state_bytes_per_layer
+    if method == "dense":
+        draft = 0.0
+    elif method == "native":
+        draft = spec.n_mtp * kv * ctx
+    elif method == "window":
+        # The ring never holds more slots than the context it mirrors (plus the chain in flight).
+        draft = spec.n_mtp * kv * min(ring_slots(window, sink, depth, tree_width), ctx + depth * tree_width)
+    else:
+        raise WmtpError(f"unknown method {method!r}")
+    return RequestMemory(target, draft, state)
+
+
+def weights_bytes(spec: ModelSpec, with_mtp: bool) -> float:
+    params = spec.total_params if with_mtp else spec.target_params
+    return params * spec.weight_bytes_per_param
+
+
+def memory_report(
+    spec: ModelSpec,
+    hw: HardwareSpec,
+    ctx: int,
+    window: int = 4032,
+    sink: int = 64,
+    depth: int = 7,
+    tree_width: int = 1,
+    mem_fraction: float = DEFAULT_MEM_FRACTION,
+    workspace_bytes: float = DEFAULT_WORKSPACE_BYTES,
+    tp: int = 1,
+) -> MemoryReport:
+    if not 0 < mem_fraction <= 1:
+        raise WmtpError(f"mem_fraction must be in (0, 1], got {mem_fraction}")
+    if tree_width < 1:
+        raise WmtpError("tree width k must be >= 1")
+    weights, budget, per_req, max_b = {}, {}, {}, {}
+    for method in ("dense", "native", "window"):
+        w = weights_bytes(spec, with_mtp=method != "dense") / tp
+        weights[method] = w
+        budget[method] = mem_fraction * hw.hbm_bytes - w - workspace_bytes
+        req = request_memory(spec, method, ctx, window, sink, depth, tree_width)
+        per_req[method] = req
+        per_gpu = req.total_bytes / tp
+        max_b[method] = max(0, math.floor(budget[method] / per_gpu)) if budget[method] > 0 else 0
+    native = per_req["native"]
+    share = native.draft_kv_bytes / (native.draft_kv_bytes + native.target_kv_bytes)
+    return MemoryReport(
+        ctx=ctx,
+        weights_bytes=weights,
+        budget_bytes=budget,
+        per_request=per_req,
+        max_batch=max_b,
+        draft_pool_share=share,
+        reclaimable_bytes=native.draft_kv_bytes - per_req["window"].draft_kv_bytes,
+        ring_slots=ring_slots(window, sink, depth, tree_width),
+    )

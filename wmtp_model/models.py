@@ -1,0 +1,98 @@
+"""The model registry: one frozen `ModelSpec` row per supported model.
+
+Facts from `shared/reference/architectures.md` (gathered from the published configs). Weight dtype
+is the checkpoint a long-context deployment would run on one GPU: the paper's NVFP4 checkpoints for
+q35 / q122 / nem, the official FP8 release where one exists, else bf16. `--weight-dtype` overrides.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Iterable, Mapping
+
+from wmtp.errors import UnknownSpecError, WmtpError
+from wmtp.specs import ModelSpec
+
+_ARCH = "shared/reference/architectures.md"
+
+
+def build_registry(rows: Iterable, what: str) -> Mapping:
+    """Index rows by `.key` in an immutable mapping; a duplicate key is an error."""
+    table: dict = {}
+    for row in rows:
+        if row.key in table:
+            raise WmtpError(f"duplicate {what} key {row.key!r}")
+        table[row.key] = row
+    return MappingProxyType(table)
+
+
+def lookup(table: Mapping, key: str, what: str):
+    try:
+        return table[key.strip().lower()]
+    except KeyError:
+        raise UnknownSpecError(f"unknown {what} {key!r}; known: {', '.join(table)}") from None
+
+
+MODELS: Mapping[str, ModelSpec] = build_registry(
+    [
+        ModelSpec(
+            key="q35", name="Qwen3.6-35B-A3B", family="qwen3_5_moe",
+            hidden=2048, vocab=248320, n_layers=40, n_full_attn=10, n_linear=30, n_moe=40, n_dense_ffn=0,
+            q_heads=16, kv_heads=2, head_dim=256, attn_out_gate=True,
+            linear_kind="gdn", lin_k_heads=16, lin_v_heads=32, lin_head_dim=128, conv_kernel=4,
+            n_experts=256, top_k=8, expert_ffn=512, n_shared=1, shared_ffn=512,
+            weight_dtype="nvfp4", source=f"{_ARCH}; paper checkpoint NVFP4",
+        ),
+        ModelSpec(
+            key="q122", name="Qwen3.5-122B-A10B", family="qwen3_5_moe",
+            hidden=3072, vocab=248320, n_layers=48, n_full_attn=12, n_linear=36, n_moe=48, n_dense_ffn=0,
+            q_heads=32, kv_heads=2, head_dim=256, attn_out_gate=True,
+            linear_kind="gdn", lin_k_heads=16, lin_v_heads=64, lin_head_dim=128, conv_kernel=4,
+            n_experts=256, top_k=8, expert_ffn=1024, n_shared=1, shared_ffn=1024,
+            weight_dtype="nvfp4", source=f"{_ARCH}; paper checkpoint NVFP4",
+        ),
+        ModelSpec(
+            key="nem", name="Nemotron-3-Super-120B-A12B", family="nemotron_h",
+            hidden=4096, vocab=131072, n_layers=88, n_full_attn=8, n_linear=40, n_moe=40, n_dense_ffn=0,
+            q_heads=32, kv_heads=2, head_dim=128,
+            linear_kind="mamba2", lin_v_heads=128, lin_head_dim=64, ssm_state=128, ssm_groups=8, conv_kernel=4,
+            n_experts=512, top_k=22, expert_ffn=2688, moe_latent=1024, n_shared=1, shared_ffn=5376,
+            ffn_act="relu2", weight_dtype="nvfp4", source=f"{_ARCH}; paper checkpoint NVFP4",
+        ),
+        ModelSpec(
+            key="qnext", name="Qwen3-Next-80B-A3B", family="qwen3_next",
+            hidden=2048, vocab=151936, n_layers=48, n_full_attn=12, n_linear=36, n_moe=48, n_dense_ffn=0,
+            q_heads=16, kv_heads=2, head_dim=256, attn_out_gate=True,
+            linear_kind="gdn", lin_k_heads=16, lin_v_heads=32, lin_head_dim=128, conv_kernel=4,
+            n_experts=512, top_k=10, expert_ffn=512, n_shared=1, shared_ffn=512,
+            weight_dtype="fp8", source=f"{_ARCH}; official FP8 release",
+        ),
+        ModelSpec(
+            key="dsv3", name="DeepSeek-V3", family="deepseek_v3",
+            hidden=7168, vocab=129280, n_layers=61, n_full_attn=61, n_linear=0, n_moe=58, n_dense_ffn=3,
+            q_heads=128, kv_heads=1, head_dim=576, attn_kind="mla",
+            mla_q_rank=1536, mla_rope=64, mla_nope=128, mla_v_dim=128,
+            n_experts=256, top_k=8, expert_ffn=2048, n_shared=1, shared_ffn=2048, dense_ffn=18432,
+            weight_dtype="fp8", source=f"{_ARCH}; native FP8 release",
+        ),
+        ModelSpec(
+            key="glm45", name="GLM-4.5", family="glm4_moe",
+            hidden=5120, vocab=151552, n_layers=92, n_full_attn=92, n_linear=0, n_moe=89, n_dense_ffn=3,
+            q_heads=96, kv_heads=8, head_dim=128,
+            n_experts=160, top_k=8, expert_ffn=1536, n_shared=1, shared_ffn=1536, dense_ffn=12288,
+            weight_dtype="bf16", source=_ARCH,
+        ),
+        ModelSpec(
+            key="mimo7b", name="MiMo-7B", family="mimo",
+            hidden=4096, vocab=151680, n_layers=36, n_full_attn=36, n_linear=0, n_moe=0, n_dense_ffn=36,
+            q_heads=32, kv_heads=8, head_dim=128, dense_ffn=11008, mtp_moe=False,
+            weight_dtype="bf16", source=_ARCH,
+        ),
+    ],
+    "model",
+)
+
+
+def get_model(key: str) -> ModelSpec:
+    """The registry row for `key`; `UnknownSpecError` lists the known keys."""
+    return lookup(MODELS, key, "model")

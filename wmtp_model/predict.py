@@ -1,0 +1,170 @@
+"""`wmtp predict`: one call that assembles latency, acceptance, memory and decisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wmtp import __version__
+from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, choose_acceptance
+from wmtp.errors import WmtpError
+from wmtp.hardware import HardwareSpec
+from wmtp.latency import CostModel, SpeedOfLight, StepCost, step_cost
+from wmtp.memory import MemoryReport, memory_report
+from wmtp.specs import ModelSpec
+
+DEPTH_RANGE = range(2, 11)
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    cost: StepCost
+    accept_length: float
+    accept_source: str
+
+    @property
+    def tpot_ms(self) -> float:
+        return self.cost.step_ms / self.accept_length
+
+    @property
+    def throughput_tok_s(self) -> float:
+        return self.cost.batch * self.accept_length / self.cost.step_ms * 1e3
+
+
+@dataclass(frozen=True)
+class Prediction:
+    spec: ModelSpec
+    hw: HardwareSpec
+    cost_model: str
+    ctx: int
+    depth: int | str
+    window: int
+    sink: int
+    batch: int
+    methods: dict  # method -> MethodResult
+    memory: MemoryReport
+    best_depth: dict  # method -> int
+    tpot_by_depth: dict  # method -> {d: tpot_ms}
+    break_even_accept_ratio: float
+    warnings: list = field(default_factory=list)
+
+    def speedup(self, method: str, over: str) -> float:
+        return self.methods[over].tpot_ms / self.methods[method].tpot_ms
+
+    def to_json(self) -> dict:
+        def phase(p):
+            return {"ms": p.time_ms, "source": p.source}
+
+        methods = {}
+        for name, r in self.methods.items():
+            c = r.cost
+            methods[name] = {
+                "depth": c.depth,
+                "s_eff": c.s_eff,
+                "step_ms": c.step_ms,
+                "t_verify_ms": c.t_verify.time_ms,
+                "t_ctx_ms": c.t_ctx.time_ms,
+                "t_fwd_ms": c.t_fwd.time_ms,
+                "accept_length": r.accept_length,
+                "accept_source": r.accept_source,
+                "tpot_ms": r.tpot_ms,
+                "throughput_tok_s": r.throughput_tok_s,
+                "speedup_over_dense": self.speedup(name, "dense"),
+                "speedup_over_native": self.speedup(name, "native"),
+                "source": c.source,
+                "phases": {"t_verify": phase(c.t_verify), "t_ctx": phase(c.t_ctx), "t_fwd": phase(c.t_fwd)},
+                "components": [
+                    {"name": p.work.name, "kind": p.work.kind, "count": p.work.count, "ms": p.time_ms,
+                     "bytes": p.work.bytes * p.work.count, "source": p.source}
+                    for ph in (c.t_verify, c.t_ctx, c.t_fwd) for p in ph.items
+                ],
+            }
+        m = self.memory
+        return {
+            "wmtp_version": __version__,
+            "model": self.spec.key,
+            "model_name": self.spec.name,
+            "hardware": self.hw.key,
+            "cost_model": self.cost_model,
+            "ctx": self.ctx,
+            "depth": self.depth,
+            "window": self.window,
+            "sink": self.sink,
+            "batch": self.batch,
+            "weight_dtype": self.spec.weight_dtype,
+            "kv_dtype": self.spec.kv_dtype,
+            "methods": methods,
+            "memory": {
+                "source": "analytical (DESIGN 3)",
+                "draft_pool_share": m.draft_pool_share,
+                "reclaimable_bytes": m.reclaimable_bytes,
+                "ring_slots": m.ring_slots,
+                "per_request": {
+                    k: {"target_kv_bytes": r.target_kv_bytes, "draft_kv_bytes": r.draft_kv_bytes,
+                        "state_bytes": r.state_bytes, "total_bytes": r.total_bytes}
+                    for k, r in m.per_request.items()
+                },
+                "weights_bytes": m.weights_bytes,
+                "kv_budget_bytes": m.budget_bytes,
+                "max_batch": m.max_batch,
+            },
+            "decisions": {
+                "best_depth": self.best_depth,
+                "tpot_ms_by_depth": {k: {str(d): t for d, t in v.items()} for k, v in self.tpot_by_depth.items()},
+                "break_even_accept_ratio": self.break_even_accept_ratio,
+            },
+            "warnings": self.warnings,
+        }
+
+
+def _method_result(spec, hw, cost, method, ctx, depth, batch, window, sink, profile: AcceptanceProfile | None):
+    if method == "dense":
+        return MethodResult(step_cost(spec, hw, cost, "dense", ctx, 1, batch), 1.0, "no speculation")
+    al = profile.accept_length(depth)
+    c = step_cost(spec, hw, cost, method, ctx, depth, batch, window, sink, accept_length=al)
+    return MethodResult(c, al, profile.tag(depth))
+
+
+def predict(
+    spec: ModelSpec,
+    hw: HardwareSpec,
+    ctx: int,
+    depth: int | str = 7,
+    window: int = 4032,
+    sink: int = 64,
+    batch: int = 1,
+    accept_length: tuple[float, float] | None = None,
+    cost: CostModel | None = None,
+    mem_fraction: float = 0.85,
+    tree_width: int = 1,
+) -> Prediction:
+    cost = cost or SpeedOfLight()
+    auto = depth == "auto"
+    if not auto and (not isinstance(depth, int) or depth < 2):
+        raise WmtpError(f"--depth must be an integer >= 2 or 'auto', got {depth!r}")
+    if accept_length is not None and auto:
+        raise WmtpError("--accept-length is measured at one depth: give --depth N with it, not auto")
+    acc: AcceptanceChoice = choose_acceptance(spec.key, 7 if auto else depth, accept_length)
+    profiles = {"native": acc.native, "window": acc.window}
+
+    tpot_by_depth: dict = {"native": {}, "window": {}}
+    for method in ("native", "window"):
+        for d in DEPTH_RANGE:
+            r = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method])
+            tpot_by_depth[method][d] = r.tpot_ms
+    best = {m: min(v, key=v.get) for m, v in tpot_by_depth.items()}
+
+    methods = {"dense": _method_result(spec, hw, cost, "dense", ctx, 1, batch, window, sink, None)}
+    for method in ("native", "window"):
+        d = best[method] if auto else depth
+        methods[method] = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method])
+    ratio = methods["window"].cost.step_ms / methods["native"].cost.step_ms
+    mem_depth = max(methods["native"].cost.depth, methods["window"].cost.depth)
+    memory = memory_report(spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction)
+    warnings = [acc.warning] if acc.warning else []
+    for method, n in memory.max_batch.items():
+        if n < batch:
+            warnings.append(
+                f"{method}: only {n} request(s) of {ctx} tokens fit on {hw.key} "
+                f"(asked for batch {batch}); its latency is shown as if memory allowed it")
+    return Prediction(spec, hw, cost.name, ctx, "auto" if auto else depth, window, sink, batch,
+                      methods, memory, best, tpot_by_depth, ratio, warnings)

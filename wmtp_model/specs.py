@@ -1,0 +1,248 @@
+"""Model rows: the architecture facts the latency and memory models need.
+
+A `ModelSpec` is a frozen, validated row. Shapes follow `shared/reference/architectures.md` and
+the models' Hugging Face configs. Byte and parameter counts are derived properties, so there is
+one place where "how big is a layer" is answered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wmtp.errors import WmtpError
+
+# Bytes per stored element, per dtype name. nvfp4: 4-bit values plus one fp8 scale per 16.
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "nvfp4": 0.5 + 1.0 / 16}
+WEIGHT_DTYPES = ("bf16", "fp8", "nvfp4")
+KV_DTYPES = ("bf16", "fp8")
+LINEAR_KINDS = (None, "gdn", "mamba2")
+ATTN_KINDS = ("gqa", "mla")
+FFN_ACTS = ("swiglu", "relu2")
+
+
+def dtype_bytes(name: str) -> float:
+    try:
+        return DTYPE_BYTES[name]
+    except KeyError:
+        raise WmtpError(f"unknown dtype {name!r}; known: {', '.join(DTYPE_BYTES)}") from None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model. Counts are per model; "layer" means one decoder block of the target.
+
+    Attention (`attn_kind='gqa'`): `q_heads`, `kv_heads`, `head_dim`. MLA: `kv_heads=1` and
+    `head_dim` = cached elements per token (kv_lora_rank + rope dim), `mla_q_rank`/`mla_v_dim` for
+    the projections (`mla_rope`, `mla_nope` per-head dims). Linear attention: `linear_kind` gdn (Gated-DeltaNet: `lin_k_heads`,
+    `lin_v_heads`, `lin_head_dim`, state [v_heads, dim, dim] fp32) or mamba2 (`lin_v_heads` heads
+    x `lin_head_dim`, `ssm_state` per head, `ssm_groups`). MoE: `n_experts`, `top_k`,
+    `expert_ffn`, `n_shared`, `shared_ffn`, optional `moe_latent` (experts run in a smaller width).
+    """
+
+    key: str
+    name: str
+    family: str  # Hugging Face model_type
+    hidden: int
+    vocab: int
+    n_layers: int  # decoder blocks counted as in the config
+    n_full_attn: int  # F: softmax attention layers (with KV cache)
+    n_linear: int  # linear-attention / SSM layers (recurrent state, no KV)
+    n_moe: int  # layers whose FFN is MoE
+    n_dense_ffn: int  # layers whose FFN is dense
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    attn_kind: str = "gqa"
+    mla_q_rank: int = 0
+    mla_rope: int = 0
+    mla_nope: int = 0
+    mla_v_dim: int = 0
+    linear_kind: str | None = None
+    lin_k_heads: int = 0
+    lin_v_heads: int = 0
+    lin_head_dim: int = 0
+    ssm_state: int = 0
+    ssm_groups: int = 0
+    conv_kernel: int = 4
+    n_experts: int = 0
+    top_k: int = 0
+    expert_ffn: int = 0
+    n_shared: int = 0
+    shared_ffn: int = 0
+    moe_latent: int = 0
+    dense_ffn: int = 0
+    ffn_act: str = "swiglu"
+    attn_out_gate: bool = False  # Qwen3-Next/3.5 gated attention: q projection doubled
+    n_mtp: int = 1
+    mtp_moe: bool = True  # the MTP block's FFN is MoE (else dense)
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    tied_embeddings: bool = False
+    source: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        problems = []
+        for f in ("hidden", "vocab", "n_layers", "q_heads", "kv_heads", "head_dim"):
+            if getattr(self, f) <= 0:
+                problems.append(f"{f} must be positive")
+        for f in ("n_full_attn", "n_linear", "n_moe", "n_dense_ffn", "n_mtp"):
+            if getattr(self, f) < 0:
+                problems.append(f"{f} must be >= 0")
+        if self.n_full_attn < 1:
+            problems.append("needs at least one full-attention layer (F >= 1)")
+        if self.attn_kind not in ATTN_KINDS:
+            problems.append(f"attn_kind must be one of {ATTN_KINDS}")
+        if self.linear_kind not in LINEAR_KINDS:
+            problems.append(f"linear_kind must be one of {LINEAR_KINDS}")
+        if self.n_linear and not self.linear_kind:
+            problems.append("n_linear > 0 needs a linear_kind")
+        if self.linear_kind and (self.lin_v_heads <= 0 or self.lin_head_dim <= 0):
+            problems.append("linear attention needs lin_v_heads and lin_head_dim")
+        if self.linear_kind == "mamba2" and self.ssm_state <= 0:
+            problems.append("mamba2 needs ssm_state")
+        if self.attn_kind == "gqa" and self.q_heads % self.kv_heads:
+            problems.append("q_heads must be a multiple of kv_heads")
+        if self.n_moe and (self.n_experts <= 0 or not 0 < self.top_k <= self.n_experts or self.expert_ffn <= 0):
+            problems.append("MoE layers need n_experts, 0 < top_k <= n_experts, expert_ffn")
+        if self.n_dense_ffn and self.dense_ffn <= 0:
+            problems.append("dense FFN layers need dense_ffn")
+        if self.ffn_act not in FFN_ACTS:
+            problems.append(f"ffn_act must be one of {FFN_ACTS}")
+        if self.weight_dtype not in WEIGHT_DTYPES:
+            problems.append(f"weight_dtype must be one of {WEIGHT_DTYPES}")
+        if self.kv_dtype not in KV_DTYPES:
+            problems.append(f"kv_dtype must be one of {KV_DTYPES}")
+        if self.mtp_moe and self.n_mtp and self.n_experts <= 0:
+            problems.append("an MoE MTP head needs n_experts")
+        if problems:
+            raise WmtpError(f"model {self.key!r}: " + "; ".join(problems))
+
+    # ---- KV cache -------------------------------------------------------------------------------
+    @property
+    def kv_elems_per_token_layer(self) -> int:
+        """Cached elements per token per attention layer (K and V; MLA: one latent row)."""
+        if self.attn_kind == "mla":
+            return self.kv_heads * self.head_dim
+        return 2 * self.kv_heads * self.head_dim
+
+    @property
+    def kv_bytes_per_token_layer(self) -> float:
+        return self.kv_elems_per_token_layer * dtype_bytes(self.kv_dtype)
+
+    @property
+    def group_size(self) -> int:
+        return self.q_heads // self.kv_heads if self.attn_kind == "gqa" else self.q_heads
+
+    # ---- recurrent state ------------------------------------------------------------------------
+    @property
+    def state_bytes_per_layer(self) -> float:
+        """fp32 recurrent state of one linear-attention layer for one request (+ bf16 conv state)."""
+        if self.linear_kind == "gdn":
+            ssm = self.lin_v_heads * self.lin_head_dim * self.lin_head_dim * 4
+            conv_ch = (2 * self.lin_k_heads + self.lin_v_heads) * self.lin_head_dim
+        elif self.linear_kind == "mamba2":
+            ssm = self.lin_v_heads * self.lin_head_dim * self.ssm_state * 4
+            conv_ch = self.lin_v_heads * self.lin_head_dim + 2 * self.ssm_groups * self.ssm_state
+        else:
+            return 0.0
+        return ssm + conv_ch * (self.conv_kernel - 1) * 2
+
+    @property
+    def ssm_state_bytes_per_layer(self) -> float:
+        """The fp32 recurrent matrix alone (what a decode step reads and writes)."""
+        if self.linear_kind == "gdn":
+            return self.lin_v_heads * self.lin_head_dim * self.lin_head_dim * 4
+        if self.linear_kind == "mamba2":
+            return self.lin_v_heads * self.lin_head_dim * self.ssm_state * 4
+        return 0.0
+
+    # ---- parameters (element counts) ------------------------------------------------------------
+    @property
+    def attn_params(self) -> int:
+        """Projections of one softmax-attention layer."""
+        h, d = self.hidden, self.head_dim
+        if self.attn_kind == "mla":
+            kv_rank = d - self.mla_rope  # cached row = latent + shared rope key
+            qk_head = self.mla_nope + self.mla_rope
+            q = (h * self.mla_q_rank + self.mla_q_rank * self.q_heads * qk_head) if self.mla_q_rank else h * self.q_heads * qk_head
+            kv = h * d + kv_rank * self.q_heads * (self.mla_nope + self.mla_v_dim)
+            return q + kv + self.q_heads * self.mla_v_dim * h
+        q_out = self.q_heads * d * (2 if self.attn_out_gate else 1)
+        return h * q_out + 2 * h * self.kv_heads * d + self.q_heads * d * h
+
+    @property
+    def linear_params(self) -> int:
+        """Projections of one linear-attention / SSM layer."""
+        h, dim = self.hidden, self.lin_head_dim
+        if self.linear_kind == "gdn":
+            qk = 2 * self.lin_k_heads * dim
+            v = self.lin_v_heads * dim
+            # in-proj: q, k, v, z (output gate) + beta, alpha per v-head; out-proj v -> hidden
+            return h * (qk + 2 * v + 2 * self.lin_v_heads) + v * h
+        if self.linear_kind == "mamba2":
+            inner = self.lin_v_heads * dim
+            in_proj = h * (2 * inner + 2 * self.ssm_groups * self.ssm_state + self.lin_v_heads)
+            return in_proj + inner * h
+        return 0
+
+    @property
+    def _ffn_mats(self) -> int:
+        return 3 if self.ffn_act == "swiglu" else 2
+
+    @property
+    def expert_params(self) -> int:
+        width = self.moe_latent or self.hidden
+        return self._ffn_mats * width * self.expert_ffn
+
+    @property
+    def moe_dense_params(self) -> int:
+        """Parameters of one MoE layer that every token touches: router, shared expert(s), latent projections."""
+        router = self.hidden * self.n_experts
+        shared = self.n_shared * self._ffn_mats * self.hidden * self.shared_ffn
+        latent = 2 * self.hidden * self.moe_latent if self.moe_latent else 0
+        return router + shared + latent
+
+    @property
+    def dense_ffn_params(self) -> int:
+        return self._ffn_mats * self.hidden * self.dense_ffn
+
+    @property
+    def lm_head_params(self) -> int:
+        return self.vocab * self.hidden
+
+    @property
+    def mtp_params(self) -> int:
+        """One MTP/NEXTN block: eh projection (2h -> h), one attention layer, its FFN."""
+        ffn = self.moe_dense_params + self.n_experts * self.expert_params if self.mtp_moe else self.dense_ffn_params
+        return self.n_mtp * (2 * self.hidden * self.hidden + self.attn_params + ffn)
+
+    @property
+    def target_params(self) -> int:
+        embed = self.vocab * self.hidden
+        head = 0 if self.tied_embeddings else self.lm_head_params
+        return (
+            embed
+            + head
+            + self.n_full_attn * self.attn_params
+            + self.n_linear * self.linear_params
+            + self.n_moe * (self.moe_dense_params + self.n_experts * self.expert_params)
+            + self.n_dense_ffn * self.dense_ffn_params
+        )
+
+    @property
+    def total_params(self) -> int:
+        return self.target_params + self.mtp_params
+
+    @property
+    def weight_bytes_per_param(self) -> float:
+        return dtype_bytes(self.weight_dtype)
+
+    def with_dtypes(self, *, weight_dtype: str | None = None, kv_dtype: str | None = None) -> "ModelSpec":
+        from dataclasses import replace
+
+        return replace(
+            self,
+            weight_dtype=weight_dtype or self.weight_dtype,
+            kv_dtype=kv_dtype or self.kv_dtype,
+        )

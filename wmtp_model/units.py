@@ -1,0 +1,67 @@
+"""Parsing and formatting of token counts and byte sizes.
+
+Token counts use binary suffixes, as serving engines do: 1K = 1024, 1M = 1,048,576.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from wmtp.errors import WmtpError
+
+_SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+_TOKENS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)\s*$", re.IGNORECASE)
+
+
+def parse_tokens(text: str | int) -> int:
+    """Parse `1048576`, `256K`, `1M`, `1.04M` (binary suffixes) into a positive token count."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        m = _TOKENS_RE.match(str(text))
+        if not m:
+            raise WmtpError(
+                f"cannot read {text!r} as a token count; use e.g. 1048576, 256K, 1M or 1.04M "
+                "(K = 1024, M = 1048576)"
+            )
+        number, suffix = m.group(1), m.group(2).upper()
+        if suffix == "" and "." in number:
+            raise WmtpError(f"cannot read {text!r} as a token count: a plain count must be whole")
+        value = int(round(float(number) * _SUFFIX[suffix]))
+    if value <= 0:
+        raise WmtpError(f"token count must be positive, got {text!r}")
+    return value
+
+
+def format_tokens(n: int) -> str:
+    """Shortest exact binary-suffixed form (1048576 -> '1M', 262144 -> '256K'), else 2 decimals."""
+    units = (("G", 1024**3), ("M", 1024**2), ("K", 1024))
+    for suffix, scale in units:
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{suffix}"
+    for suffix, scale in units:
+        if n >= scale:
+            return f"{n / scale:.2f}{suffix}"
+    return str(n)
+
+
+def format_bytes(n: float) -> str:
+    """Binary-prefixed bytes: 2147483648 -> '2.00 GiB'."""
+    if not math.isfinite(n):
+        return str(n)
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.2f} {unit}"
+        n /= 1024
+    return f"{sign}{n:.2f} TiB"  # pragma: no cover
+
+
+def parse_int_list(text: str, *, what: str) -> list[int]:
+    """Comma-separated token counts: '64K,256K,1M'."""
+    parts = [p for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise WmtpError(f"empty list for {what}")
+    return [parse_tokens(p) for p in parts]
