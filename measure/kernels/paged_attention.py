@@ -1,0 +1,221 @@
+"""Paged split-KV attention (flash-decoding) for the draft decode and the verify / draft-extend pass.
+
+KV pool `[slots, kv_heads, head_dim]` (page size 1) addressed through `kv_indptr` / `kv_indices`
+(any index set: full, window, ring). Queries `[total_q, q_heads, head_dim]` with `qo_indptr`:
+request b owns query rows qo_indptr[b]:qo_indptr[b+1] (n_q tokens, the newest positions of its
+n_kv keys) and query i may see keys 0 .. n_kv - n_q + i (causal among the new tokens).
+
+Stage 1, grid (B, kv_heads * m_blocks, splits): one program takes a KV group's query heads times
+the request's n_q query tokens as the rows of one tile, so each K/V tile is loaded once for all of
+them (a verify costs about one decode read), and walks its share of the keys with an online
+softmax (base 2). Stage 2, grid (total_q, q_heads): merges the splits by log-sum-exp.
+Decode is the case n_q = 1.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@triton.jit
+def _attn_split_kernel(
+    Q, K, V, qo_indptr, kv_indptr, kv_indices, MidO, MidL,
+    qk_scale, num_splits,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+    stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
+    GROUP: tl.constexpr, HEADS_PER_BLOCK: tl.constexpr, Q_PAD: tl.constexpr, M_BLOCKS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, UPCAST: tl.constexpr,
+):
+    b = tl.program_id(0)
+    kvh = tl.program_id(1) // M_BLOCKS
+    mb = tl.program_id(1) % M_BLOCKS
+    split = tl.program_id(2)
+
+    q_start = tl.load(qo_indptr + b)
+    n_q = tl.load(qo_indptr + b + 1) - q_start
+    kv_start = tl.load(kv_indptr + b)
+    n_kv = tl.load(kv_indptr + b + 1) - kv_start
+    split_len = tl.cdiv(n_kv, num_splits)
+    lo = split * split_len
+    hi = tl.minimum(lo + split_len, n_kv)
+
+    rows = tl.arange(0, BLOCK_M)
+    h_local = mb * HEADS_PER_BLOCK + rows // Q_PAD
+    qi = rows % Q_PAD
+    row_ok = (rows // Q_PAD < HEADS_PER_BLOCK) & (h_local < GROUP) & (qi < n_q)
+    head = kvh * GROUP + h_local
+    dims = tl.arange(0, HEAD_DIM)
+    q_ptrs = Q + (q_start + qi)[:, None].to(tl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :]
+    q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+    if UPCAST:  # Triton's CPU interpreter computes bf16 dots wrongly; it runs them in fp32
+        q = q.to(tl.float32)
+    limit = n_kv - n_q + qi  # last key each row may see
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < hi
+        slots = tl.load(kv_indices + kv_start + offs_n, mask=n_ok, other=0).to(tl.int64)
+        k = tl.load(K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :], mask=n_ok[:, None], other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        s = tl.where(n_ok[None, :] & (offs_n[None, :] <= limit[:, None]), s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_safe[:, None])
+        alpha = tl.math.exp2(m_i - m_safe)
+        v = tl.load(V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :], mask=n_ok[:, None], other=0.0)
+        if UPCAST:
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_new
+
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.math.log2(l_safe))
+    t = (q_start + qi).to(tl.int64)
+    o_ptrs = MidO + t[:, None] * stride_ot + head[:, None] * stride_oh + split * stride_os + dims[None, :]
+    tl.store(o_ptrs, acc / l_safe[:, None], mask=row_ok[:, None])
+    tl.store(MidL + t * stride_lt + head * stride_lh + split, lse, mask=row_ok)
+
+
+@triton.jit
+def _merge_kernel(
+    MidO, MidL, Out, num_splits,
+    stride_ot, stride_oh, stride_os, stride_lt, stride_lh, stride_outt, stride_outh,
+    HEAD_DIM: tl.constexpr, SPLIT_BLOCK: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    dims = tl.arange(0, HEAD_DIM)
+    m = tl.full([1], float("-inf"), tl.float32)
+    den = tl.zeros([1], tl.float32)
+    acc = tl.zeros([HEAD_DIM], tl.float32)
+    for s0 in range(0, num_splits, SPLIT_BLOCK):
+        sp = s0 + tl.arange(0, SPLIT_BLOCK)
+        ok = sp < num_splits
+        lse = tl.load(MidL + t * stride_lt + h * stride_lh + sp, mask=ok, other=float("-inf"))
+        m_new = tl.maximum(m, tl.max(lse, 0))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        w = tl.math.exp2(lse - m_safe)
+        scale = tl.math.exp2(m - m_safe)
+        o = tl.load(MidO + t * stride_ot + h * stride_oh + sp[:, None] * stride_os + dims[None, :],
+                    mask=ok[:, None] & (w[:, None] > 0), other=0.0)
+        acc = acc * scale + tl.sum(w[:, None] * o, 0)
+        den = den * scale + tl.sum(w, 0)
+        m = m_new
+    tl.store(Out + t * stride_outt + h * stride_outh + dims, (acc / den).to(Out.dtype.element_ty))
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def choose_splits(max_kv: int, batch: int, kv_heads: int, m_blocks: int, sm_count: int,
+                  min_keys: int = 256, waves: int = 4) -> int:
+    """Enough programs for `waves` per SM, but no split shorter than `min_keys` keys."""
+    programs = max(1, batch * kv_heads * m_blocks)
+    want = triton.cdiv(waves * sm_count, programs)
+    return int(max(1, min(want, triton.cdiv(max(max_kv, 1), min_keys))))
+
+
+def _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr):
+    if k_pool.shape != v_pool.shape or k_pool.dim() != 3:
+        raise ValueError("k_pool and v_pool must both be [slots, kv_heads, head_dim]")
+    if q.dim() != 3 or q.shape[2] != k_pool.shape[2]:
+        raise ValueError("q must be [tokens, q_heads, head_dim] with the pool's head_dim")
+    if q.dtype != k_pool.dtype or k_pool.dtype != v_pool.dtype:
+        raise ValueError("q, k_pool and v_pool must share one dtype")
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"dtype {q.dtype} not supported (bfloat16, float16)")
+    hd = q.shape[2]
+    if hd not in (16, 32, 64, 128, 256):
+        raise ValueError(f"head_dim {hd} not supported (16, 32, 64, 128, 256)")
+    if q.shape[1] % k_pool.shape[1]:
+        raise ValueError("q_heads must be a multiple of kv_heads")
+    for name, t in (("kv_indptr", kv_indptr), ("kv_indices", kv_indices), ("qo_indptr", qo_indptr)):
+        if t.dtype != torch.int32:
+            raise ValueError(f"{name} must be int32")
+    if q.stride(2) != 1 or k_pool.stride(2) != 1 or v_pool.stride(2) != 1:
+        raise ValueError("head_dim must be the contiguous (last) dimension")
+
+
+def paged_attention(
+    q: torch.Tensor,  # [total_q, Hq, D]
+    k_pool: torch.Tensor,  # [slots, Hkv, D]
+    v_pool: torch.Tensor,  # [slots, Hkv, D]
+    kv_indptr: torch.Tensor,  # [B+1] int32
+    kv_indices: torch.Tensor,  # [nnz] int32 slots
+    qo_indptr: torch.Tensor,  # [B+1] int32
+    max_q: int,  # longest n_q (host int)
+    max_kv: int,  # longest n_kv (host int)
+    sm_scale: float | None = None,
+    num_splits: int | None = None,
+    block_n: int = 64,
+    max_rows: int = 128,
+    num_warps: int = 4,
+    num_stages: int = 2,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr)
+    if max_q < 1 or max_q > 64:
+        raise ValueError(f"query tokens per request must be in 1..64, got {max_q}")
+    total_q, hq, hd = q.shape
+    hkv = k_pool.shape[1]
+    group = hq // hkv
+    bsz = kv_indptr.numel() - 1
+    heads_per_block = min(group, max(1, 2 ** int(math.log2(max(1, max_rows // max_q)))))
+    m_blocks = triton.cdiv(group, heads_per_block)
+    block_m = max(16, triton.next_power_of_2(heads_per_block * max_q))
+    if num_splits is None:
+        num_splits = choose_splits(max_kv, bsz, hkv, m_blocks, _sm_count(q.device))
+    sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
+    mid_o = torch.empty((total_q, hq, num_splits, hd), dtype=torch.float32, device=q.device)
+    mid_l = torch.empty((total_q, hq, num_splits), dtype=torch.float32, device=q.device)
+    if out is None:
+        out = torch.empty_like(q)
+    if total_q == 0:
+        return out
+    _attn_split_kernel[(bsz, hkv * m_blocks, num_splits)](
+        q, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, mid_o, mid_l,
+        sm_scale * LOG2E, num_splits,
+        q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
+        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
+        GROUP=group, HEADS_PER_BLOCK=heads_per_block, Q_PAD=max_q, M_BLOCKS=m_blocks,
+        BLOCK_M=block_m, BLOCK_N=block_n, HEAD_DIM=hd, UPCAST=_INTERPRET and q.dtype == torch.bfloat16,
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    _merge_kernel[(total_q, hq)](
+        mid_o, mid_l, out, num_splits,
+        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
+        out.stride(0), out.stride(1), HEAD_DIM=hd, SPLIT_BLOCK=16, num_warps=4,
+    )
+    return out
+
+
+def decode_attention(q, k_pool, v_pool, kv_indptr, kv_indices, max_kv: int, **kw) -> torch.Tensor:
+    """One query token per request: q [B, Hq, D]."""
+    bsz = kv_indptr.numel() - 1
+    if q.shape[0] != bsz:
+        raise ValueError(f"decode needs one query row per request: q has {q.shape[0]}, batch is {bsz}")
+    qo_indptr = torch.arange(bsz + 1, dtype=torch.int32, device=q.device)
+    return paged_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, 1, max_kv, **kw)
+
+
+def verify_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int, max_kv: int,
+                     **kw) -> torch.Tensor:
+    """d query tokens per request (verify, or ~AL tokens for the draft-extend pass), causal among them."""
+    return paged_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q, max_kv, **kw)

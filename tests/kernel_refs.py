@@ -1,0 +1,48 @@
+"""Plain-torch references for the kernels (fp64), each checked on a case with a known answer."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def ref_index(req_to_token, seq_lens, mode, n_sink, window, depth, req_pool_indices=None):
+    rows = req_pool_indices.tolist() if req_pool_indices is not None else list(range(len(seq_lens)))
+    indptr, out = [0], []
+    for b, s in enumerate(seq_lens.tolist()):
+        r = rows[b]
+        if mode == "native" or s <= n_sink + window:
+            pos = list(range(s))
+        else:
+            pos = list(range(n_sink)) + list(range(s - window, s))
+        if mode == "ring":
+            out += [r * (n_sink + window + depth) + (p if p < n_sink else n_sink + (p - n_sink) % (window + depth))
+                    for p in pos]
+        else:
+            out += [int(req_to_token[r, p]) for p in pos]
+        indptr.append(len(out))
+    return torch.tensor(indptr, dtype=torch.int32), torch.tensor(out, dtype=torch.int32)
+
+
+def ref_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, sm_scale=None):
+    """fp64 softmax attention per request; query i of n_q sees keys 0 .. n_kv - n_q + i."""
+    hq, hd = q.shape[1], q.shape[2]
+    hkv = k_pool.shape[1]
+    group = hq // hkv
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
+    out = torch.empty(q.shape, dtype=torch.float64)
+    for b in range(len(kv_indptr) - 1):
+        idx = kv_indices[kv_indptr[b]:kv_indptr[b + 1]].long()
+        k = k_pool[idx].double()  # [n_kv, Hkv, D]
+        v = v_pool[idx].double()
+        q0, q1 = int(qo_indptr[b]), int(qo_indptr[b + 1])
+        n_q, n_kv = q1 - q0, len(idx)
+        for i in range(n_q):
+            qq = q[q0 + i].double()  # [Hq, D]
+            kk = k[: n_kv - n_q + i + 1].repeat_interleave(group, dim=1)  # [n, Hq, D]
+            vv = v[: n_kv - n_q + i + 1].repeat_interleave(group, dim=1)
+            s = torch.einsum("hd,nhd->hn", qq, kk) * scale
+            p = torch.softmax(s, dim=-1)
+            out[q0 + i] = torch.einsum("hn,nhd->hd", p, vv)
+    return out

@@ -1,0 +1,206 @@
+"""Kernel correctness against fp64 torch references. On a machine without a GPU the kernels run
+under TRITON_INTERPRET=1 (set in conftest) at small sizes; on a GPU the same tests run compiled,
+plus the larger `gpu`-marked sizes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kernel_refs import ref_attention, ref_index  # noqa: E402
+from wmtp.measure.kernels.index_build import build_kv_indices  # noqa: E402
+from wmtp.measure.kernels.paged_attention import decode_attention, paged_attention, verify_attention  # noqa: E402
+
+pytestmark = pytest.mark.kernels
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+GPU = DEV == "cuda"
+TOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}
+
+
+def rel_err(out, ref):
+    return float((out.double().cpu() - ref).norm() / ref.norm())
+
+
+def make_pool(slots, hkv, hd, dtype, gen):
+    k = torch.randn(slots, hkv, hd, generator=gen).to(dtype)
+    v = torch.randn(slots, hkv, hd, generator=gen).to(dtype)
+    return k.to(DEV), v.to(DEV)
+
+
+def make_r2t(seq_lens, gen, width=None):
+    """Each request's positions map to distinct, permuted (non-contiguous) slots."""
+    width = width or max(seq_lens)
+    total = sum(seq_lens)
+    perm = torch.randperm(total + 7, generator=gen)[:total].to(torch.int32)
+    r2t = torch.full((len(seq_lens), width), -1, dtype=torch.int32)
+    start = 0
+    for b, s in enumerate(seq_lens):
+        r2t[b, :s] = perm[start:start + s]
+        start += s
+    return r2t, total + 7
+
+
+# ------------------------------------------------------------------ references on known answers
+def test_reference_attention_known_answers():
+    # Identical keys -> uniform softmax -> the mean of V; a single key -> that V row.
+    hd = 4
+    q = torch.randn(1, 2, hd)
+    k = torch.ones(3, 1, hd)
+    v = torch.arange(12, dtype=torch.float32).reshape(3, 1, hd)
+    ind = torch.tensor([0, 3], dtype=torch.int32)
+    out = ref_attention(q, k, v, ind, torch.arange(3, dtype=torch.int32), torch.tensor([0, 1], dtype=torch.int32))
+    assert torch.allclose(out[0, 0], v[:, 0].double().mean(0)) and torch.allclose(out[0, 1], out[0, 0])
+    # Causal: with two new queries over 3 keys, the first query sees keys 0..1 only.
+    q2 = torch.zeros(2, 1, hd)
+    out2 = ref_attention(q2, k, v, ind, torch.arange(3, dtype=torch.int32), torch.tensor([0, 2], dtype=torch.int32))
+    assert torch.allclose(out2[0, 0], v[:2, 0].double().mean(0))
+    assert torch.allclose(out2[1, 0], v[:, 0].double().mean(0))
+
+
+def test_reference_index_known_answer():
+    r2t = torch.arange(20, dtype=torch.int32).reshape(1, 20) + 100
+    _, idx = ref_index(r2t, torch.tensor([10], dtype=torch.int32), "window", 2, 3, 1)
+    assert idx.tolist() == [100, 101, 107, 108, 109]
+    _, ring = ref_index(r2t, torch.tensor([10], dtype=torch.int32), "ring", 2, 3, 1)
+    assert ring.tolist() == [0, 1, 2 + (7 - 2) % 4, 2 + (8 - 2) % 4, 2 + (9 - 2) % 4]
+
+
+# ------------------------------------------------------------------ index build
+INDEX_CASES = [
+    ([1], 4, 8), ([5, 1000, 37], 4, 64), ([300], 0, 100), ([300], 16, 0), ([70], 64, 4032), ([129, 2000], 3, 61),
+]
+
+
+@pytest.mark.parametrize("mode", ["native", "window", "ring"])
+@pytest.mark.parametrize("seq_lens, n_sink, window", INDEX_CASES)
+def test_index_build(mode, seq_lens, n_sink, window):
+    gen = torch.Generator().manual_seed(hash((mode, tuple(seq_lens), n_sink, window)) % 2**31)
+    r2t, _ = make_r2t(seq_lens, gen, width=max(seq_lens) + 5)
+    pool_rows = torch.randperm(len(seq_lens) + 2, generator=gen)[: len(seq_lens)].to(torch.int32)
+    big = torch.full((len(seq_lens) + 2, r2t.shape[1]), -1, dtype=torch.int32)
+    big[pool_rows.long()] = r2t
+    sl = torch.tensor(seq_lens, dtype=torch.int32)
+    ref_ptr, ref_idx = ref_index(big, sl, mode, n_sink, window, 3, pool_rows)
+    out = torch.full((len(ref_idx),), -7, dtype=torch.int32, device=DEV)  # poisoned
+    ptr, idx = build_kv_indices(big.to(DEV), sl.to(DEV), mode, n_sink, window, 3, pool_rows.to(DEV),
+                                max_len=max(seq_lens), out=out, block=64)
+    assert ptr.cpu().tolist() == ref_ptr.tolist()
+    assert idx.cpu().tolist() == ref_idx.tolist()
+    if mode == "window" and max(seq_lens) <= n_sink + window:
+        _, nat = ref_index(big, sl, "native", n_sink, window, 3, pool_rows)
+        assert idx.cpu().tolist() == nat.tolist()  # identical to native when S <= n_sink + W
+
+
+def test_ring_slots_are_unique_within_request():
+    sl = torch.tensor([5000], dtype=torch.int32)
+    r2t = torch.zeros(1, 5000, dtype=torch.int32)
+    _, idx = build_kv_indices(r2t.to(DEV), sl.to(DEV), "ring", 64, 512, 7, block=256)
+    assert len(set(idx.cpu().tolist())) == 64 + 512
+    assert max(idx.cpu().tolist()) < 64 + 512 + 7
+
+
+def test_index_build_errors():
+    r2t = torch.zeros(1, 8, dtype=torch.int32, device=DEV)
+    with pytest.raises(ValueError, match="unknown index mode"):
+        build_kv_indices(r2t, torch.tensor([4], dtype=torch.int32, device=DEV), "tree")
+    with pytest.raises(ValueError, match="int32"):
+        build_kv_indices(r2t.long(), torch.tensor([4], dtype=torch.int32, device=DEV))
+    with pytest.raises(ValueError, match="exceeds"):
+        build_kv_indices(r2t, torch.tensor([9], dtype=torch.int32, device=DEV))
+
+
+# ------------------------------------------------------------------ attention
+def run_attention(seq_lens, q_lens, hq, hkv, hd, dtype, index_mode="native", n_sink=4, window=16, seed=0,
+                  **kw):
+    gen = torch.Generator().manual_seed(seed)
+    r2t, slots = make_r2t(seq_lens, gen)
+    k_pool, v_pool = make_pool(slots, hkv, hd, dtype, gen)
+    sl = torch.tensor(seq_lens, dtype=torch.int32)
+    ptr, idx = ref_index(r2t, sl, index_mode, n_sink, window, 1)
+    qo = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0)), dtype=torch.int32)
+    q = torch.randn(int(qo[-1]), hq, hd, generator=gen).to(dtype)
+    ref = ref_attention(q.double(), k_pool.cpu().double(), v_pool.cpu().double(), ptr, idx, qo)
+    assert ref.abs().max() > 1e-3  # not trivially zero
+    out = torch.full_like(q, float("nan"), device=DEV)
+    max_kv = int((ptr[1:] - ptr[:-1]).max())
+    paged_attention(q.to(DEV), k_pool, v_pool, ptr.to(DEV), idx.to(DEV), qo.to(DEV), max(q_lens), max_kv,
+                    out=out, **kw)
+    assert not torch.isnan(out).any(), "unwritten or NaN output"
+    return rel_err(out, ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("hq, hkv, hd", [(2, 2, 64), (16, 2, 128), (16, 1, 256), (32, 2, 64)])
+@pytest.mark.parametrize("seq_lens", [[1], [63], [200, 5, 77]])
+def test_decode_attention(dtype, hq, hkv, hd, seq_lens):
+    err = run_attention(seq_lens, [1] * len(seq_lens), hq, hkv, hd, dtype, seed=len(seq_lens) + hd)
+    assert err < TOL[dtype]
+
+
+@pytest.mark.parametrize("splits", [1, 3, 16])
+@pytest.mark.parametrize("index_mode", ["native", "window"])
+def test_decode_splits_and_windows(splits, index_mode):
+    err = run_attention([150, 20, 97], [1, 1, 1], 8, 2, 64, torch.bfloat16, index_mode, n_sink=4, window=32,
+                        num_splits=splits, block_n=16)
+    assert err < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("d", [1, 2, 7, 16])
+@pytest.mark.parametrize("hq, hkv, hd", [(8, 2, 64), (16, 1, 128), (2, 2, 256)])
+def test_verify_attention_causal_chain(d, hq, hkv, hd):
+    err = run_attention([90, 33], [d, d], hq, hkv, hd, torch.bfloat16, seed=d, num_splits=2)
+    assert err < TOL[torch.bfloat16]
+
+
+def test_verify_mixed_query_lengths_and_small_row_tiles():
+    # Requests with 1, 5 and 3 new tokens; max_rows=16 forces several head blocks per KV group.
+    err = run_attention([40, 130, 9], [1, 5, 3], 16, 2, 64, torch.float16, seed=3, max_rows=16, num_splits=4)
+    assert err < TOL[torch.float16]
+
+
+def test_extend_over_ring_window():
+    # The draft-extend pass: ~AL queries over the draft's windowed keys.
+    err = run_attention([300], [4], 16, 2, 128, torch.bfloat16, "window", n_sink=8, window=56, seed=9)
+    assert err < TOL[torch.bfloat16]
+
+
+def test_decode_and_verify_launchers_agree():
+    gen = torch.Generator().manual_seed(5)
+    k, v = make_pool(64, 2, 64, torch.bfloat16, gen)
+    ptr = torch.tensor([0, 40], dtype=torch.int32, device=DEV)
+    idx = torch.randperm(64, generator=gen)[:40].to(torch.int32).to(DEV)
+    q = torch.randn(1, 8, 64, generator=gen).to(torch.bfloat16).to(DEV)
+    a = decode_attention(q, k, v, ptr, idx, 40)
+    b = verify_attention(q, k, v, ptr, idx, torch.tensor([0, 1], dtype=torch.int32, device=DEV), 1, 40)
+    assert torch.equal(a, b)
+
+
+def test_attention_errors():
+    k = torch.zeros(8, 2, 64, dtype=torch.bfloat16, device=DEV)
+    ptr = torch.tensor([0, 4], dtype=torch.int32, device=DEV)
+    idx = torch.arange(4, dtype=torch.int32, device=DEV)
+    q = torch.zeros(1, 3, 64, dtype=torch.bfloat16, device=DEV)
+    with pytest.raises(ValueError, match="multiple of kv_heads"):
+        decode_attention(q, k, k, ptr, idx, 4)
+    with pytest.raises(ValueError, match="head_dim 48"):
+        z = torch.zeros(8, 2, 48, dtype=torch.bfloat16, device=DEV)
+        decode_attention(torch.zeros(1, 2, 48, dtype=torch.bfloat16, device=DEV), z, z, ptr, idx, 4)
+    with pytest.raises(ValueError, match="not supported"):
+        decode_attention(q[:, :2].float(), k.float(), k.float(), ptr, idx, 4)
+    with pytest.raises(ValueError, match="one query row"):
+        decode_attention(torch.zeros(2, 2, 64, dtype=torch.bfloat16, device=DEV), k, k, ptr, idx, 4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="large sizes need a GPU")
+@pytest.mark.parametrize("seq_lens, q_len, hq, hkv, hd", [
+    ([65537], 1, 16, 2, 256), ([300000, 1000, 77777], 1, 32, 2, 128), ([131072], 7, 16, 2, 256),
+    ([100000, 3], 7, 32, 2, 256), ([50000], 16, 32, 2, 128), ([4096 + 64], 1, 16, 2, 256),
+])
+def test_attention_large_on_gpu(seq_lens, q_len, hq, hkv, hd):
+    err = run_attention(seq_lens, [q_len] * len(seq_lens), hq, hkv, hd, torch.bfloat16, seed=11)
+    assert err < TOL[torch.bfloat16]
