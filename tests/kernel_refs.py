@@ -46,3 +46,43 @@ def ref_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, sm_scale=
             p = torch.softmax(s, dim=-1)
             out[q0 + i] = torch.einsum("hn,nhd->hd", p, vv)
     return out
+
+
+def ref_moe(x, w_up, w_down, topk_ids, topk_weights, act="swiglu"):
+    x, w_up, w_down = x.double(), w_up.double(), w_down.double()
+    out = torch.zeros(x.shape[0], w_down.shape[2], dtype=torch.float64)
+    ffn = w_down.shape[1]
+    for t in range(x.shape[0]):
+        for j in range(topk_ids.shape[1]):
+            e = int(topk_ids[t, j])
+            h = x[t] @ w_up[e]
+            if act == "swiglu":
+                g, u = h[:ffn], h[ffn:]
+                h = g * torch.sigmoid(g) * u
+            else:
+                h = torch.relu(h) ** 2
+            out[t] += float(topk_weights[t, j]) * (h @ w_down[e])
+    return out
+
+
+def ref_linear_state(state, q, k, v, g, beta, delta_rule=True):
+    """Token-by-token recurrence in fp64; returns (outputs [B,T,H,DV], final state, all states)."""
+    s = state.double().clone()
+    bsz, h, dk, dv = s.shape
+    t_len, hk = q.shape[1], q.shape[2]
+    grp = h // hk
+    out = torch.zeros(bsz, t_len, h, dv, dtype=torch.float64)
+    states = torch.zeros(bsz, t_len, h, dk, dv, dtype=torch.float64)
+    for b in range(bsz):
+        for t in range(t_len):
+            for hh in range(h):
+                kk, qq = k[b, t, hh // grp].double(), q[b, t, hh // grp].double()
+                vv = v[b, t, hh].double()
+                s[b, hh] *= float(g[b, t, hh])
+                if delta_rule:
+                    s[b, hh] += torch.outer(kk, float(beta[b, t, hh]) * (vv - s[b, hh].T @ kk))
+                else:
+                    s[b, hh] += float(beta[b, t, hh]) * torch.outer(kk, vv)
+                out[b, t, hh] = s[b, hh].T @ qq
+                states[b, t, hh] = s[b, hh]
+    return out, s, states
