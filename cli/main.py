@@ -128,6 +128,44 @@ def hardware(as_json: JsonOpt = False) -> None:
     render_hardware(as_json)
 
 
+measure_app = typer.Typer(no_args_is_help=True, help="Run and time the project's kernels on this GPU.")
+app.add_typer(measure_app, name="measure")
+
+
+@measure_app.command("kernels")
+def measure_kernels(
+    model: Annotated[str, typer.Option("--model", "-m", help="Comma-separated registry keys.")] = "q35",
+    ctx: Annotated[str, typer.Option("--ctx", help="Comma-separated contexts.")] = "64K,256K,1M",
+    batch: Annotated[str, typer.Option("--batch", "-B", help="Comma-separated batch sizes.")] = "1,4,16",
+    out: Annotated[Path, typer.Option("--out", help="Output folder (kernels.csv, kernels.meta.json, summary.md).")] = Path("measure/results/run"),
+    variants: Annotated[bool, typer.Option(help="Also time tuning variants at the largest ctx, B=1.")] = True,
+    components: Annotated[bool, typer.Option(help="Also time non-attention components.")] = True,
+    sdpa: Annotated[bool, typer.Option(help="Also time torch SDPA on contiguous K/V.")] = True,
+    resume: Annotated[bool, typer.Option(help="Append to an existing kernels.csv.")] = False,
+) -> None:
+    """Time the KV-index build, paged decode / verify / extend attention and components (GPU only)."""
+    from wmtp.models import get_model
+    from wmtp.units import parse_int_list
+
+    try:
+        specs = [get_model(k) for k in model.split(",") if k.strip()]
+        ctxs = parse_int_list(ctx, what="--ctx")
+        batches = [int(b) for b in batch.split(",") if b.strip()]
+        if not batches or min(batches) < 1:
+            raise WmtpError("--batch takes positive integers, e.g. 1,4,16")
+        from wmtp.measure.run import run_kernels
+
+        path = run_kernels(specs, ctxs, batches, out, variants=variants, components=components, sdpa=sdpa,
+                           resume=resume)
+    except ValueError as e:
+        _fail(f"--batch: {e}")
+    except WmtpError as e:
+        _fail(str(e))
+    except KeyboardInterrupt:
+        _fail(f"interrupted: the samples taken so far are in {out / 'kernels.csv'}")
+    typer.echo(f"wrote {path} and {path.parent / 'summary.md'}")
+
+
 def main() -> None:  # console-script entry point
     app()
 

@@ -26,25 +26,27 @@ def ref_index(req_to_token, seq_lens, mode, n_sink, window, depth, req_pool_indi
 
 
 def ref_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, sm_scale=None):
-    """fp64 softmax attention per request; query i of n_q sees keys 0 .. n_kv - n_q + i."""
-    hq, hd = q.shape[1], q.shape[2]
+    """fp64 softmax attention per request, on the inputs' device; query i of n_q sees keys
+    0 .. n_kv - n_q + i. GQA by grouping query heads, never by copying K/V."""
+    n_tok, hq, hd = q.shape
     hkv = k_pool.shape[1]
     group = hq // hkv
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
-    out = torch.empty(q.shape, dtype=torch.float64)
-    for b in range(len(kv_indptr) - 1):
-        idx = kv_indices[kv_indptr[b]:kv_indptr[b + 1]].long()
+    out = torch.empty((n_tok, hq, hd), dtype=torch.float64, device=q.device)
+    ptr, qo = kv_indptr.tolist(), qo_indptr.tolist()
+    for b in range(len(ptr) - 1):
+        idx = kv_indices[ptr[b]:ptr[b + 1]].long().to(k_pool.device)
         k = k_pool[idx].double()  # [n_kv, Hkv, D]
         v = v_pool[idx].double()
-        q0, q1 = int(qo_indptr[b]), int(qo_indptr[b + 1])
+        q0, q1 = qo[b], qo[b + 1]
         n_q, n_kv = q1 - q0, len(idx)
-        for i in range(n_q):
-            qq = q[q0 + i].double()  # [Hq, D]
-            kk = k[: n_kv - n_q + i + 1].repeat_interleave(group, dim=1)  # [n, Hq, D]
-            vv = v[: n_kv - n_q + i + 1].repeat_interleave(group, dim=1)
-            s = torch.einsum("hd,nhd->hn", qq, kk) * scale
-            p = torch.softmax(s, dim=-1)
-            out[q0 + i] = torch.einsum("hn,nhd->hd", p, vv)
+        qq = q[q0:q1].double().view(n_q, hkv, group, hd)
+        s = torch.einsum("qhgd,nhd->qhgn", qq, k) * scale
+        keys = torch.arange(n_kv, device=q.device)
+        allowed = keys[None, :] <= (n_kv - n_q + torch.arange(n_q, device=q.device))[:, None]  # [n_q, n_kv]
+        s = s.masked_fill(~allowed[:, None, None, :], float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        out[q0:q1] = torch.einsum("qhgn,nhd->qhgd", p, v).reshape(n_q, hq, hd)
     return out
 
 

@@ -123,7 +123,7 @@ def run_attention(seq_lens, q_lens, hq, hkv, hd, dtype, index_mode="native", n_s
     ptr, idx = ref_index(r2t, sl, index_mode, n_sink, window, 1)
     qo = torch.tensor([0] + list(torch.tensor(q_lens).cumsum(0)), dtype=torch.int32)
     q = torch.randn(int(qo[-1]), hq, hd, generator=gen).to(dtype)
-    ref = ref_attention(q.double(), k_pool.cpu().double(), v_pool.cpu().double(), ptr, idx, qo)
+    ref = ref_attention(q.to(DEV), k_pool, v_pool, ptr, idx, qo).cpu()
     assert ref.abs().max() > 1e-3  # not trivially zero
     out = torch.full_like(q, float("nan"), device=DEV)
     max_kv = int((ptr[1:] - ptr[:-1]).max())

@@ -79,6 +79,7 @@ def linear_state_update(
             raise ValueError(f"{name} must be contiguous in its last dimension")
     if g.dtype != torch.float32 or beta.dtype != torch.float32 or not g.is_contiguous() or not beta.is_contiguous():
         raise ValueError("g and beta must be contiguous fp32")
+    block_v = min(block_v, dv)
     if dk & (dk - 1) or dv % block_v or block_v & (block_v - 1):
         raise ValueError("DK must be a power of two and DV a multiple of the (power-of-two) block_v")
     if q.stride(0) != k.stride(0) or q.stride(1) != k.stride(1) or q.stride(2) != k.stride(2):

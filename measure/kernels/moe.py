@@ -18,8 +18,8 @@ import triton.language as tl
 
 @triton.jit
 def _find_expert(cum_blocks, E, blk, LOG_E: tl.constexpr):
-    lo = 0
-    hi = E
+    lo = tl.full([], 0, tl.int32)
+    hi = tl.full([], 0, tl.int32) + E
     for _ in range(LOG_E):  # largest e with cum_blocks[e] <= blk
         mid = (lo + hi) // 2
         go_right = tl.load(cum_blocks + mid) <= blk

@@ -1,0 +1,96 @@
+"""The benchmark harness end to end on a tiny model, on the CPU (Triton interpreter, stand-in timer):
+every kernel kind produces rows, failures become rows, the summary is written."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from wmtp.measure import bench, components, timing  # noqa: E402
+from wmtp.specs import ModelSpec  # noqa: E402
+
+TINY = ModelSpec(
+    key="tiny", name="tiny", family="qwen3_next", hidden=64, vocab=128, n_layers=4, n_full_attn=1, n_linear=3,
+    n_moe=4, n_dense_ffn=0, q_heads=4, kv_heads=2, head_dim=32, attn_out_gate=True, linear_kind="gdn",
+    lin_k_heads=2, lin_v_heads=4, lin_head_dim=16, n_experts=8, top_k=2, expert_ffn=32, n_shared=1, shared_ffn=32,
+)
+
+
+@pytest.fixture
+def cpu_harness(monkeypatch):
+    calls = []
+
+    def fake_time(work, reps=50, warmup=5, flush=True, graph=True):
+        for fn in work:  # really run every call once, so kernels and shapes are exercised
+            fn()
+        calls.append(len(work))
+        return timing.Timing([0.5, 0.25], "stand-in")
+
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    monkeypatch.setattr(components, "DEVICE", "cpu")
+    monkeypatch.setattr(timing, "time_calls", fake_time)
+    monkeypatch.setattr(bench, "_free_bytes", lambda: 1 << 40)
+    monkeypatch.setattr(bench, "_l2_bytes", lambda: 1 << 16)
+    return calls
+
+
+def test_harness_writes_every_kernel_kind(tmp_path, cpu_harness):
+    cfg = bench.BenchConfig(ctxs=[100], batches=[2], window=24, sink=4, depth=3, extend_queries=2, variants=False)
+    w = bench.RowWriter(tmp_path / "k.csv")
+    bench.attention_rows(w, TINY, 100, 2, cfg, tune=False)
+    bench.component_rows(w, TINY, 2, cfg)
+    w.close()
+    df = pd.read_csv(tmp_path / "k.csv")
+    assert list(df.columns) == bench.COLUMNS
+    bad = df[df.status != "ok"]
+    assert bad.empty, bad[["kernel", "config", "status"]].to_string()
+    kinds = set(df.kernel)
+    assert {"index_build", "decode_attn", "verify_attn", "extend_attn", "lm_head", "gemm", "moe", "linear_state"} <= kinds
+    assert set(df[df.kernel == "decode_attn"].impl) == {"wmtp", "torch_sdpa"}
+    native = df[(df.kernel == "decode_attn") & (df.config == "native") & (df.impl == "wmtp")]
+    assert (native.bytes == 2 * 100 * TINY.kv_bytes_per_token_layer).all()
+    window = df[(df.kernel == "decode_attn") & (df.config == "window")]
+    assert (window.bytes == 2 * 28 * TINY.kv_bytes_per_token_layer).all()
+    assert (df.rep.isin([0, 1])).all() and len(df) % 2 == 0  # one row per sample
+    (tmp_path / "summary.md").write_text(bench.summarize(tmp_path / "k.csv"))
+    assert "decode_attn" in (tmp_path / "summary.md").read_text()
+
+
+def test_failing_shape_is_a_row(tmp_path, cpu_harness, monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("kernel exploded\nsecond line")
+
+    monkeypatch.setattr(bench, "decode_attention", boom)
+    cfg = bench.BenchConfig(ctxs=[50], batches=[1], window=8, sink=2, depth=2, extend_queries=2, variants=False,
+                            sdpa=False)
+    w = bench.RowWriter(tmp_path / "k.csv")
+    bench.attention_rows(w, TINY, 50, 1, cfg, tune=False)
+    w.close()
+    df = pd.read_csv(tmp_path / "k.csv")
+    failed = df[df.kernel == "decode_attn"]
+    assert len(failed) == 2 and failed.status.str.contains("RuntimeError: kernel exploded").all()
+    assert failed.time_ms.isna().all()
+    assert (df[df.kernel == "verify_attn"].status == "ok").all()
+
+
+def test_not_enough_memory_is_a_row(tmp_path, cpu_harness, monkeypatch):
+    monkeypatch.setattr(bench, "_free_bytes", lambda: 1000)
+    cfg = bench.BenchConfig(ctxs=[50], batches=[1])
+    w = bench.RowWriter(tmp_path / "k.csv")
+    bench.attention_rows(w, TINY, 50, 1, cfg, tune=False)
+    w.close()
+    df = pd.read_csv(tmp_path / "k.csv")
+    assert len(df) == 1 and df.status[0].startswith("skipped: needs")
+
+
+def test_resume_appends(tmp_path):
+    w = bench.RowWriter(tmp_path / "k.csv")
+    w.write({"kernel": "copy"}, [1.0], "t")
+    w.close()
+    w = bench.RowWriter(tmp_path / "k.csv", resume=True)
+    w.write({"kernel": "copy"}, [2.0], "t")
+    w.close()
+    assert pd.read_csv(tmp_path / "k.csv").time_ms.tolist() == [1.0, 2.0]
