@@ -32,7 +32,8 @@ from wmtp.specs import ModelSpec
 
 COLUMNS = ["kernel", "impl", "model", "ctx", "batch", "d", "window", "sink", "q_heads", "kv_heads", "head_dim",
            "dtype", "rep", "time_ms", "bytes", "flops", "status", "config", "timer"]
-DECODE_VARIANTS = [dict(block_n=bn, num_warps=w, num_stages=st) for bn in (32, 64, 128) for w in (4, 8) for st in (2, 3)]
+DECODE_VARIANTS = ([dict(block_n=bn, num_warps=w, num_stages=st) for bn in (32, 64, 128) for w in (4, 8) for st in (2, 3)]
+                   + [dict(block_n=32, num_warps=4, num_stages=2, num_splits=ns) for ns in (66, 132, 528, 1056)])
 DEVICE = "cuda"  # tests point this (and components.DEVICE) at "cpu" with a stand-in timer
 VERIFY_VARIANTS = [dict(block_n=bn, num_warps=w, max_rows=mr) for bn in (32, 64) for w in (4, 8) for mr in (64, 128)]
 
