@@ -3,7 +3,7 @@ from hypothesis import given, settings, strategies as st
 
 from wmtp.errors import WmtpError
 from wmtp.hardware import HARDWARE, get_hardware
-from wmtp.latency import SpeedOfLight, draft_fwd_work, step_cost, verify_work
+from wmtp.latency import SpeedOfLight, draft_fwd_work, experts_touched, step_cost, verify_work
 from wmtp.models import MODELS, get_model
 
 SOL = SpeedOfLight()
@@ -59,12 +59,21 @@ def test_verify_reads_each_layer_kv_once_per_request():
     assert attn.bytes == 2 * (2**20 + 7) * 2048
 
 
-def test_moe_touches_min_experts():
-    spec = get_model("q35")
-    moe = [w for w in verify_work(spec, 1024, 7, 1) if w.kind == "moe"][0]
-    assert moe.shape["experts_touched"] == 56
+@given(st.sampled_from(["q35", "q122", "nem", "dsv3"]), st.integers(1, 4096))
+def test_experts_touched_bounded_by_design(key, tokens):
+    spec = get_model(key)
+    n = experts_touched(spec, tokens)
+    assert n <= min(spec.n_experts, tokens * spec.top_k) + 1e-9
+    assert n >= spec.top_k - 1e-9  # at least one token's experts
+    assert experts_touched(spec, tokens + 1) >= n
+
+
+def test_experts_touched_closed_form():
+    spec = get_model("q35")  # E = 256, k = 8
+    assert experts_touched(spec, 1) == pytest.approx(8)
+    assert experts_touched(spec, 7) == pytest.approx(256 * (1 - (248 / 256) ** 7))
     moe = [w for w in verify_work(spec, 1024, 7, 64) if w.kind == "moe"][0]
-    assert moe.shape["experts_touched"] == 256
+    assert moe.shape["experts_touched"] == pytest.approx(256, rel=1e-6)
 
 
 def test_speed_of_light_matches_hand_computation():

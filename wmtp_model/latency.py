@@ -81,16 +81,19 @@ def _attention_flops(spec: ModelSpec, queries: float, keys: float) -> float:
     return 4.0 * spec.q_heads * queries * keys * spec.head_dim
 
 
-def _experts_touched(spec: ModelSpec, tokens: int) -> int:
-    """Distinct experts read by `tokens` routed tokens: min(E, tokens * top_k) (DESIGN 2)."""
-    return min(spec.n_experts, tokens * spec.top_k)
+def experts_touched(spec: ModelSpec, tokens: int) -> float:
+    """Expected distinct experts read by `tokens` tokens, each routed to top_k of E experts uniformly:
+    E * (1 - (1 - k/E)^T). Never more than DESIGN's bound min(E, T*k), and close to it while
+    T*k << E; at large batches it approaches E more slowly than the bound, as measured routing does."""
+    e, k = spec.n_experts, spec.top_k
+    return e * (1.0 - (1.0 - k / e) ** tokens)
 
 
 def _ffn_work(spec: ModelSpec, tokens: int, prefix: str, moe: bool, count: int) -> list[Work]:
     wb = spec.weight_bytes_per_param
     act = 2.0 * tokens * spec.hidden * 2  # bf16 activations in and out
     if moe:
-        touched = _experts_touched(spec, tokens)
+        touched = experts_touched(spec, tokens)
         params = touched * spec.expert_params + spec.moe_dense_params
         flops = 2.0 * tokens * (spec.top_k * spec.expert_params + spec.moe_dense_params)
         return [Work("moe", f"{prefix}.moe", params * wb + act, flops, 4, count,

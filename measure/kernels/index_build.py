@@ -65,6 +65,7 @@ def build_kv_indices(
     kv_indptr: torch.Tensor | None = None,  # [B+1] precomputed
     out: torch.Tensor | None = None,
     block: int = 1024,
+    num_warps: int = 4,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if mode not in MODES:
         raise ValueError(f"unknown index mode {mode!r}; known: {', '.join(MODES)}")
@@ -97,6 +98,6 @@ def build_kv_indices(
         _index_build_kernel[grid](
             req_to_token, req_to_token.stride(0), req_pool_indices, seq_lens, kv_indptr, out,
             n_sink, window, window + depth, n_sink + window + depth,
-            MODE=MODES[mode], BLOCK=block,
+            MODE=MODES[mode], BLOCK=block, num_warps=num_warps,
         )
     return kv_indptr, out

@@ -125,7 +125,7 @@ def _sm_count(device: torch.device) -> int:
 
 
 def choose_splits(max_kv: int, batch: int, kv_heads: int, m_blocks: int, sm_count: int,
-                  min_keys: int = 256, waves: int = 4) -> int:
+                  min_keys: int = 64, waves: int = 4) -> int:
     """Enough programs for `waves` per SM, but no split shorter than `min_keys` keys."""
     programs = max(1, batch * kv_heads * m_blocks)
     want = triton.cdiv(waves * sm_count, programs)
@@ -164,13 +164,17 @@ def paged_attention(
     max_kv: int,  # longest n_kv (host int)
     sm_scale: float | None = None,
     num_splits: int | None = None,
-    block_n: int = 64,
+    block_n: int | None = None,
     max_rows: int = 128,
     num_warps: int = 4,
-    num_stages: int = 2,
+    num_stages: int = 3,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    """Defaults come from the H200 tuning run (measure/results/h200): 3 pipeline stages; 32-key
+    tiles for head_dim 256, 64-key tiles for smaller heads."""
     _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr)
+    if block_n is None:
+        block_n = 32 if q.shape[2] >= 256 else 64
     if max_q < 1 or max_q > 64:
         raise ValueError(f"query tokens per request must be in 1..64, got {max_q}")
     total_q, hq, hd = q.shape
