@@ -31,6 +31,9 @@ WdOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight dty
 AccOpt = Annotated[Optional[str], typer.Option(
     "--accept-length", help="Measured AL at --depth: one value for both methods, or NATIVE:WINDOW.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
+ProfileOpt = Annotated[Optional[Path], typer.Option(
+    "--profile", help="Measured latency profile (default: the shipped one for --hw, else the H200's scaled).")]
+SolOpt = Annotated[bool, typer.Option("--speed-of-light", help="Ignore measured profiles: datasheet speed of light.")]
 
 
 def _fail(msg: str) -> None:
@@ -85,9 +88,12 @@ def predict(
     kv_dtype: KvOpt = None,
     weight_dtype: WdOpt = None,
     accept_length: AccOpt = None,
+    profile: ProfileOpt = None,
+    speed_of_light: SolOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Step cost, TPOT, memory and decisions for dense / native MTP / windowed MTP."""
+    from wmtp.calibrate.profile import cost_model_for
     from wmtp.hardware import get_hardware
     from wmtp.predict import predict as run_predict
     from wmtp.units import parse_tokens
@@ -98,9 +104,10 @@ def predict(
             raise WmtpError(f"--batch must be >= 1, got {batch}")
         if sink < 0:
             raise WmtpError(f"--sink must be >= 0, got {sink}")
+        gpu = get_hardware(hw)
         result = run_predict(
-            spec, get_hardware(hw), parse_tokens(ctx), parse_depth(depth), parse_tokens(window), sink, batch,
-            parse_accept(accept_length),
+            spec, gpu, parse_tokens(ctx), parse_depth(depth), parse_tokens(window), sink, batch,
+            parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light),
         )
     except WmtpError as e:
         _fail(str(e))
@@ -164,6 +171,74 @@ def measure_kernels(
     except KeyboardInterrupt:
         _fail(f"interrupted: the samples taken so far are in {out / 'kernels.csv'}")
     typer.echo(f"wrote {path} and {path.parent / 'summary.md'}")
+
+
+@app.command()
+def calibrate(
+    models: Annotated[str, typer.Option("--models", help="Comma-separated registry keys to sweep.")] = "q35,q122,nem",
+    quick: Annotated[bool, typer.Option("--quick", help="Corners of the grid only (about 2 minutes on an H200).")] = False,
+    out: Annotated[Path, typer.Option("--out", help="Output folder: raw.csv, raw.meta.json, profile.json, profile.md.")] = Path("calibration"),
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out.")] = False,
+    from_raw: Annotated[Optional[Path], typer.Option("--from-raw", help="Refit an existing raw.csv (no GPU needed).")] = None,
+) -> None:
+    """Sweep the latency components on this GPU and fit a profile (or refit one with --from-raw)."""
+    from wmtp.models import get_model
+
+    try:
+        specs = [get_model(k) for k in models.split(",") if k.strip()]
+        if from_raw is not None:
+            import json as _json
+
+            from wmtp.calibrate.fitting import fit_raw_to_profile
+
+            meta_path = from_raw.with_name(from_raw.stem + ".meta.json")
+            meta = _json.loads(meta_path.read_text()) if meta_path.exists() else {}
+            path = fit_raw_to_profile(from_raw, out / "profile.json", meta, [s.key for s in specs])
+        else:
+            from wmtp.measure.run import run_calibrate
+
+            path = run_calibrate(specs, out, quick=quick, resume=resume)
+    except WmtpError as e:
+        _fail(str(e))
+    except KeyboardInterrupt:
+        _fail(f"interrupted: the samples taken so far are in {out / 'raw.csv'}; `wmtp calibrate --resume` continues")
+    typer.echo(f"wrote {path} and {path.with_suffix('.md')}")
+
+
+@app.command()
+def validate(
+    profile: Annotated[Path, typer.Option("--profile", help="Profile to validate.")] = Path("calibration/profile.json"),
+    models: Annotated[str, typer.Option("--models", help="Comma-separated registry keys.")] = "q35,q122,nem",
+    ctx: Annotated[str, typer.Option("--ctx", help="Comma-separated contexts.")] = "64K,256K,1M",
+    depths: Annotated[str, typer.Option("--depths", help="Comma-separated d values.")] = "3,5,7",
+    out: Annotated[Path, typer.Option("--out", help="Output folder: validation.csv, validation.md.")] = Path("calibration"),
+) -> None:
+    """Time whole composed speculative iterations on this GPU and compare them with the profile (GPU only)."""
+    from wmtp.models import get_model
+    from wmtp.units import parse_int_list
+
+    try:
+        from wmtp.measure import require_gpu
+
+        require_gpu()
+        from wmtp.calibrate.profile import load_profile
+
+        load_profile(profile)
+        specs = [get_model(k) for k in models.split(",") if k.strip()]
+        ctxs = parse_int_list(ctx, what="--ctx")
+        ds = [int(x) for x in depths.split(",") if x.strip()]
+        from wmtp.measure.run import _progress
+        from wmtp.measure.validate import run_validate, validation_summary
+        from wmtp.measure.provenance import atomic_write_text
+
+        with _progress() as bar:
+            path = run_validate(profile, specs, out, tuple(ctxs), tuple(ds), progress=bar)
+        atomic_write_text(out / "validation.md", validation_summary(path))
+    except ValueError as e:
+        _fail(f"--depths: {e}")
+    except WmtpError as e:
+        _fail(str(e))
+    typer.echo(f"wrote {path} and {out / 'validation.md'}")
 
 
 def main() -> None:  # console-script entry point

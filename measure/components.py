@@ -55,12 +55,12 @@ def _pick(items: list[Work], kind: str, name_part: str = "") -> Work:
     raise KeyError(f"no {kind} work item {name_part!r}")
 
 
-def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str) -> Component:
+def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str, copies: int | None = None) -> Component:
     s = spec.with_dtypes(weight_dtype="bf16")
     width = s.moe_latent or s.hidden
     n_up = (2 if s.ffn_act == "swiglu" else 1) * s.expert_ffn
     per_copy = s.expert_params * s.n_experts * 2
-    copies = _copies(per_copy, l2, cap=2)
+    copies = copies or _copies(per_copy, l2, cap=2)
     x = _rand(tokens, s.hidden, scale=1.0)
     calls = []
     for _ in range(copies):
@@ -89,10 +89,10 @@ def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str) -> Compo
     return Component("moe", f"{prefix}.moe", work, calls)
 
 
-def dense_ffn_component(spec: ModelSpec, tokens: int, l2: float) -> Component:
+def dense_ffn_component(spec: ModelSpec, tokens: int, l2: float, copies: int | None = None) -> Component:
     s = spec.with_dtypes(weight_dtype="bf16")
     n_up = (2 if s.ffn_act == "swiglu" else 1) * s.dense_ffn
-    copies = _copies(s.dense_ffn_params * 2, l2)
+    copies = copies or _copies(s.dense_ffn_params * 2, l2)
     x = _rand(tokens, s.hidden, scale=1.0)
     calls = []
     for _ in range(copies):
@@ -102,7 +102,7 @@ def dense_ffn_component(spec: ModelSpec, tokens: int, l2: float) -> Component:
     return Component("gemm", "verify.ffn", work, calls)
 
 
-def gemm_component(spec: ModelSpec, tokens: int, l2: float, which: str) -> Component:
+def gemm_component(spec: ModelSpec, tokens: int, l2: float, which: str, copies: int | None = None) -> Component:
     """Projections: 'attn' (fused qkv + o), 'linear' (in + out projections), 'mtp' (eh + attention)."""
     s = spec.with_dtypes(weight_dtype="bf16")
     hd = s.head_dim
@@ -122,7 +122,7 @@ def gemm_component(spec: ModelSpec, tokens: int, l2: float, which: str) -> Compo
     if s.attn_kind == "mla" and which != "linear":
         raise ValueError("MLA projections are not measured (no registry model in the sweep uses them)")
     per_copy = sum(o * i for o, i in shapes) * 2
-    copies = _copies(per_copy, l2)
+    copies = copies or _copies(per_copy, l2)
     xs = {i: _rand(tokens, i, scale=1.0) for _, i in shapes}
     calls = []
     for _ in range(copies):
@@ -131,16 +131,18 @@ def gemm_component(spec: ModelSpec, tokens: int, l2: float, which: str) -> Compo
     return Component("gemm", work.name, work, calls)
 
 
-def lm_head_component(spec: ModelSpec, tokens: int, l2: float) -> Component:
+def lm_head_component(spec: ModelSpec, tokens: int, l2: float, copies: int | None = None,
+                      weight: torch.Tensor | None = None) -> Component:
+    """`weight` shares one lm_head between callers (the MTP head reuses the target's)."""
     s = spec.with_dtypes(weight_dtype="bf16")
-    copies = 2
+    copies = copies or 2
     x = _rand(tokens, s.hidden, scale=1.0)
-    calls = [lambda w=_rand(s.vocab, s.hidden): F.linear(x, w) for _ in range(copies)]
+    calls = [lambda w=(weight if weight is not None else _rand(s.vocab, s.hidden)): F.linear(x, w) for _ in range(copies)]
     work = _pick(verify_work(s, 1, 1, tokens), "lm_head")
     return Component("lm_head", "lm_head", work, calls)
 
 
-def linear_state_component(spec: ModelSpec, batch: int, d: int, l2: float) -> Component:
+def linear_state_component(spec: ModelSpec, batch: int, d: int, l2: float, copies: int | None = None) -> Component:
     s = spec
     if s.linear_kind == "gdn":
         h, hk, dk, dv, delta = s.lin_v_heads, s.lin_k_heads, s.lin_head_dim, s.lin_head_dim, True
@@ -148,7 +150,7 @@ def linear_state_component(spec: ModelSpec, batch: int, d: int, l2: float) -> Co
         h, hk, dk, dv, delta = s.lin_v_heads, s.ssm_groups, s.ssm_state, s.lin_head_dim, False
     else:
         raise ValueError(f"{s.key} has no linear-attention layers")
-    copies = _copies(batch * h * dk * dv * 4, l2, cap=256)
+    copies = copies or _copies(batch * h * dk * dv * 4, l2, cap=256)
     q = _rand(batch, d, hk, dk, scale=1.0)
     k = F.normalize(_rand(batch, d, hk, dk, scale=1.0).float(), dim=-1).to(DT)
     v = _rand(batch, d, h, dv, scale=1.0)

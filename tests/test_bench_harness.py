@@ -94,3 +94,54 @@ def test_resume_appends(tmp_path):
     w.write({"kernel": "copy"}, [2.0], "t")
     w.close()
     assert pd.read_csv(tmp_path / "k.csv").time_ms.tolist() == [1.0, 2.0]
+
+
+def test_calibration_sweep_and_fit_end_to_end(tmp_path, cpu_harness, monkeypatch):
+    from wmtp.calibrate.fitting import fit_raw_to_profile
+    from wmtp.calibrate.profile import load_profile
+    from wmtp.measure import sweep
+
+    monkeypatch.setattr(sweep, "_free_bytes", lambda: 1 << 40)
+    monkeypatch.setattr(sweep, "_l2_bytes", lambda: 1 << 16)
+    cfg = sweep.SweepConfig(ctxs=(64, 200), batches=(1, 2), depths=(2, 3), windows=(16,), gammas=(1, 2), sink=4,
+                            extra_ctx=0)
+    w = bench.RowWriter(tmp_path / "raw.csv")
+    labels = []
+    for label, step in sweep.sweep_plan([TINY], cfg):
+        labels.append(label)
+        step(w)
+    w.close()
+    assert len(labels) == len(set(labels))  # --resume keys steps by label
+    df = pd.read_csv(tmp_path / "raw.csv")
+    assert (df.status == "ok").all()
+    assert {"decode_attn", "verify_attn", "index_build", "gemm", "moe", "lm_head", "linear_state",
+            "draft_loop"} <= set(df.kernel)
+    prof = fit_raw_to_profile(tmp_path / "raw.csv", tmp_path / "profile.json", {"gpu_name": "test"}, ["tiny"])
+    assert set(load_profile(prof)["components"]) >= {"decode_attn", "verify_attn", "moe"}
+
+
+def test_composed_step_runs_and_matches_work_items(cpu_harness):
+    from wmtp.latency import step_cost, SpeedOfLight
+    from wmtp.hardware import get_hardware
+    from wmtp.measure import composed
+
+    model = composed.ComposedModel(TINY, 200, 1 << 16)
+    for method, ctx, d in (("dense", 200, 1), ("native", 200, 3), ("window", 150, 4)):
+        calls = model.step(method, ctx, d, 16, 4, 2)
+        for c in calls:
+            c()
+        cost = step_cost(TINY, get_hardware("h200"), SpeedOfLight(), method, ctx, max(d, 1), 1, 16, 4, accept_length=2)
+        # one call per work item instance (attention projections count as one call per layer)
+        expected = sum(p.work.count for ph in (cost.t_verify, cost.t_ctx) for p in ph.items)
+        expected += (cost.gamma * sum(p.work.count for p in cost.t_fwd.items))
+        assert len(calls) == expected, (method, len(calls), expected)
+
+
+def test_fit_layers_scales_only_when_needed():
+    from wmtp.measure.composed import fit_layers
+    from wmtp.models import get_model
+
+    full, note = fit_layers(get_model("q35"), 2**20, 200 * 2**30)
+    assert note == "full model" and full.n_full_attn == 10 and full.weight_dtype == "bf16"
+    small, note = fit_layers(get_model("q122"), 2**20, 100 * 2**30)
+    assert "scaled" in note and 1 <= small.n_full_attn < 12 and small.n_linear < 36

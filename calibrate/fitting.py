@@ -1,0 +1,65 @@
+"""From a raw sweep CSV to a profile JSON and its markdown summary (CPU only)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
+from wmtp.calibrate.profile import build_profile, save_profile, _atomic_write
+from wmtp.errors import WmtpError
+from wmtp.models import MODELS
+
+REQUIRED = {"kernel", "model", "config", "ctx", "batch", "d", "window", "time_ms", "bytes", "flops", "status"}
+
+
+def read_raw(path: Path) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise WmtpError(f"no sweep data at {path}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise WmtpError(f"{path} is not a readable sweep CSV ({type(e).__name__})") from None
+    missing = REQUIRED - set(df.columns)
+    if missing:
+        raise WmtpError(f"{path} lacks columns {', '.join(sorted(missing))}")
+    return df
+
+
+def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[str]) -> Path:
+    df = read_raw(raw)
+    fits = fit_all(df)
+    loop = draft_loop_check(df, fits, dict(MODELS))
+    hw = "h200" if "H200" in str(meta.get("gpu_name", "")) else str(meta.get("gpu_name", "unknown")).lower().replace(" ", "-")
+    prof = build_profile(fits, hw, meta, ceilings(df), raw, models, extra={"draft_loop_check": loop})
+    save_profile(prof, profile_path)
+    _atomic_write(profile_path.with_suffix(".md"), profile_summary(prof))
+    return profile_path
+
+
+def profile_summary(prof: dict) -> str:
+    p = prof["provenance"]
+    lines = [f"# Latency profile: {prof['hardware']}", "",
+             f"GPU {p.get('gpu_name')} (driver {p.get('driver')}), torch {p.get('torch')}, triton {p.get('triton')}, "
+             f"wmtp {p.get('wmtp_version')} at {p.get('git_sha')}, {p.get('utc_time')}; timer: {p.get('timer')}.",
+             f"Ceilings in the same run: {json.dumps(prof.get('ceilings', {}))}. "
+             f"Raw data: {prof['raw_data']['file']} (sha256 {prof['raw_data']['sha256'][:16]}...).", "",
+             "Held-out error per component (leave-one-shape-out: each shape predicted by a fit that did not see it):", "",
+             "| component | shapes | median abs err | p90 abs err | max | fit (ms) |", "|---|---|---|---|---|---|"]
+    for kind, c in sorted(prof["components"].items()):
+        h = c["heldout"]
+        fit = " + ".join(f"{v:.3g}*{f}" for f, v in zip(c["features"], c["coef_ms"]))
+        lines.append(f"| {kind} | {c['n_shapes']} | {h['median_rel']:.1%} | {h['p90_rel']:.1%} | {h['max_rel']:.1%} | {fit} |")
+    loop = prof.get("draft_loop_check") or []
+    if loop:
+        lines += ["", "Draft loop (gamma back-to-back draft forwards, per forward) against the sum of the cold "
+                  "component fits:", "", "| model | ctx | B | gamma | window | measured ms | component sum ms | diff |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in loop:
+            diff = f"{r['rel_err']:+.1%}" if not math.isnan(r["rel_err"]) else "n/a"
+            lines.append(f"| {r['model']} | {r['ctx']} | {r['batch']} | {r['gamma']} | {r['window'] or '-'} | "
+                         f"{r['measured_ms']:.4f} | {r['predicted_ms']:.4f} | {diff} |")
+    return "\n".join(lines) + "\n"

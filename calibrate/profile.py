@@ -1,0 +1,196 @@
+"""Measured profiles: the fitted latency components of one GPU, as schema-versioned JSON.
+
+A profile holds provenance, the ceilings measured in the same run, one fit per work kind
+(coefficients, held-out error, the shapes measured), and the sha256 of the raw data it was
+fitted on. `ProfileCostModel` prices `wmtp.latency` work items from it and tags every number:
+`measured` (a shape of this model that was timed), `interpolated` (inside the measured range of
+bytes and flops), `extrapolated` (outside it, holding the fitted bandwidth and flop rate), or, on
+another GPU, `scaled from <gpu>` (byte and flop terms scaled by the bandwidth and flop ratios).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+
+from wmtp.errors import ProfileError
+from wmtp.hardware import HardwareSpec
+from wmtp.latency import Priced, Work
+from wmtp.specs import ModelSpec
+
+SCHEMA_VERSION = 1
+PROFILE_KIND = "wmtp-latency-profile"
+PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+ALIASES = {"extend_attn": "verify_attn"}
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_profile(fits: dict, hardware: str, provenance: dict, ceilings: dict, raw_path: str | Path,
+                  models: list[str], extra: dict | None = None) -> dict:
+    comps = {}
+    for kind, f in fits.items():
+        d = asdict(f)
+        comps[kind] = {
+            "features": list(d["features"]), "coef_ms": d["coef"], "n_shapes": d["n_shapes"],
+            "heldout": {"median_rel": d["heldout_median"], "p90_rel": d["heldout_p90"], "max_rel": d["heldout_max"],
+                        "method": "leave-one-shape-out"},
+            "bytes_range": list(d["bytes_range"]), "flops_range": list(d["flops_range"]), "points": d["points"],
+        }
+    return {
+        "schema_version": SCHEMA_VERSION, "kind": PROFILE_KIND, "hardware": hardware, "models": models,
+        "provenance": provenance, "ceilings": ceilings, "components": comps,
+        "raw_data": {"file": Path(raw_path).name, "sha256": sha256_file(raw_path)},
+        **(extra or {}),
+    }
+
+
+def save_profile(profile: dict, path: str | Path) -> None:
+    _atomic_write(Path(path), json.dumps(profile, indent=1, sort_keys=True) + "\n")
+
+
+def load_profile(path: str | Path) -> dict:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ProfileError(f"cannot read profile {p}: {e.strerror or e}") from None
+    try:
+        prof = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"profile {p} is corrupt: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(prof, dict) or prof.get("kind") != PROFILE_KIND:
+        raise ProfileError(f"{p} is not a wmtp latency profile")
+    if prof.get("schema_version") != SCHEMA_VERSION:
+        raise ProfileError(f"profile {p} has schema version {prof.get('schema_version')!r}; "
+                           f"this wmtp reads version {SCHEMA_VERSION}")
+    comps = prof.get("components")
+    if not isinstance(comps, dict) or not comps:
+        raise ProfileError(f"profile {p} is corrupt: no components")
+    for kind, c in comps.items():
+        try:
+            ok = len(c["features"]) == len(c["coef_ms"]) and all(isinstance(x, (int, float)) for x in c["coef_ms"])
+            ok = ok and len(c["bytes_range"]) == 2 and isinstance(c["points"], list)
+        except (KeyError, TypeError):
+            ok = False
+        if not ok:
+            raise ProfileError(f"profile {p} is corrupt: component {kind!r} is malformed")
+    if not isinstance(prof.get("hardware"), str):
+        raise ProfileError(f"profile {p} is corrupt: no hardware key")
+    return prof
+
+
+@lru_cache(maxsize=8)
+def _load_cached(path: str) -> dict:
+    return load_profile(path)
+
+
+def shipped_profile_path(hardware: str) -> Path | None:
+    p = PROFILES_DIR / f"{hardware}.json"
+    return p if p.exists() else None
+
+
+class ProfileCostModel:
+    """Prices work items from a measured profile (see module docstring for the tags)."""
+
+    def __init__(self, profile: dict, source_path: str = ""):
+        self.profile = profile
+        self.hw_key = profile["hardware"]
+        self.name = f"measured profile {self.hw_key}" + (f" ({source_path})" if source_path else "")
+        self._hw_ref = None
+        self._cache: dict = {}
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> "ProfileCostModel":
+        return cls(_load_cached(str(Path(path).resolve())), str(path))
+
+    def _component(self, kind: str) -> dict:
+        comp = self.profile["components"].get(ALIASES.get(kind, kind))
+        if comp is None:
+            raise ProfileError(f"profile for {self.hw_key} has no fit for {kind!r} components; recalibrate")
+        return comp
+
+    def _ranges(self, kind: str, comp: dict) -> tuple:
+        """Measured ranges of bytes, flops and bytes per request (cached per kind)."""
+        key = ("ranges", kind)
+        if key not in self._cache:
+            pts = comp["points"]
+            per_req = [p["bytes"] / max(p.get("batch", 1.0), 1.0) for p in pts] or [0.0]
+            self._cache[key] = (comp["bytes_range"], comp["flops_range"], (min(per_req), max(per_req)))
+        return self._cache[key]
+
+    def tag(self, work: Work, spec: ModelSpec, comp: dict) -> str:
+        batch = float(work.shape.get("batch", 1) or 1)
+        for pt in comp["points"]:
+            if (pt["model"] == spec.key and abs(pt["bytes"] - work.bytes) <= 0.01 * max(work.bytes, 1)
+                    and abs(pt["flops"] - work.flops) <= 0.01 * max(work.flops, 1)
+                    and abs(pt.get("batch", 1.0) - batch) < 0.5):
+                return "measured"
+        (lo, hi), (flo, fhi), (rlo, rhi) = self._ranges(work.kind, comp)
+        per_req = work.bytes / batch
+
+        def inside(x, a, b):
+            return a * 0.999 <= x <= b * 1.001
+
+        if inside(work.bytes, lo, hi) and inside(work.flops, flo, fhi) and inside(per_req, rlo, rhi):
+            return "interpolated"
+        return "extrapolated"
+
+    def price(self, work: Work, hw: HardwareSpec, spec: ModelSpec) -> Priced:
+        from wmtp.hardware import get_hardware
+
+        comp = self._component(work.kind)
+        feats = {"const": 1.0, "bytes": work.bytes, "flops": work.flops,
+                 "batch": float(work.shape.get("batch", 1) or 1)}
+        coef = dict(zip(comp["features"], comp["coef_ms"]))
+        tag = self.tag(work, spec, comp)
+        if hw.key != self.hw_key:
+            ref = self._hw_ref or get_hardware(self.hw_key)
+            self._hw_ref = ref
+            coef["bytes"] = coef.get("bytes", 0.0) * ref.hbm_bw_tbps / hw.hbm_bw_tbps
+            dtype = spec.weight_dtype if work.kind in ("gemm", "moe", "lm_head") else "bf16"
+            coef["flops"] = coef.get("flops", 0.0) * ref.tflops_for("bf16") / hw.tflops_for(dtype)
+            tag = f"scaled from {self.hw_key} ({tag} there)"
+        t = sum(coef.get(f, 0.0) * v for f, v in feats.items() if f in coef)
+        return Priced(work, t * work.count, tag)
+
+
+def cost_model_for(hw: HardwareSpec, profile_path: str | Path | None, speed_of_light: bool = False):
+    """The cost model `predict` uses: --speed-of-light, else --profile, else the shipped profile
+    of this GPU, else the shipped H200 profile scaled to this GPU, else speed-of-light."""
+    from wmtp.latency import SpeedOfLight
+
+    if speed_of_light:
+        return SpeedOfLight()
+    if profile_path is not None:
+        return ProfileCostModel.from_path(profile_path)
+    own = shipped_profile_path(hw.key)
+    if own is not None:
+        return ProfileCostModel.from_path(own)
+    ref = shipped_profile_path("h200")
+    if ref is not None:
+        return ProfileCostModel.from_path(ref)
+    return SpeedOfLight()

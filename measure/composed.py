@@ -1,0 +1,129 @@
+"""A whole speculative iteration built from the measured pieces, for validating the latency model.
+
+At a model row's real shapes, every layer with its own random weights and its own KV pool:
+  verify  for each full-attention layer: projections, verify attention (d queries over S keys),
+          its FFN; for each linear-attention layer: projections, recurrent-state update, its FFN;
+          then the lm_head over B*d tokens;
+  draft   the KV-index build (native: all S positions; window: sink + last W), the draft-extend
+          pass (ceil(AL) queries over S_eff keys, MTP projections, FFN), then gamma draft forwards
+          (1-query attention over S_eff keys, MTP projections, FFN, the shared lm_head).
+The iteration is captured in one CUDA graph and replayed (CUDA events; L2 not flushed: one replay
+follows another, as decode steps do). Where the weights do not fit, the layer counts are scaled
+down together (`fit_layers`) and the prediction is made for the same truncated row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import torch
+
+from wmtp.measure import components as comp
+from wmtp.measure.kernels.index_build import build_kv_indices
+from wmtp.measure.kernels.paged_attention import decode_attention, verify_attention
+from wmtp.measure.timing import time_calls
+from wmtp.memory import weights_bytes
+from wmtp.specs import ModelSpec
+
+
+def fit_layers(spec: ModelSpec, ctx: int, budget_bytes: float) -> tuple[ModelSpec, str]:
+    """The row itself if its bf16 weights and KV at `ctx` fit `budget_bytes`, else the same row with
+    its layer counts scaled down together (at least one of each kind)."""
+    s = spec.with_dtypes(weight_dtype="bf16")
+    kv = (s.n_full_attn + 1) * s.kv_bytes_per_token_layer * ctx
+    need = weights_bytes(s, with_mtp=True) + kv
+    if need <= budget_bytes:
+        return s, "full model"
+    fixed = (s.lm_head_params + s.mtp_params + s.vocab * s.hidden) * 2 + s.kv_bytes_per_token_layer * ctx
+    per_layers = need - fixed
+    f = max(0.0, (budget_bytes - fixed) / per_layers)
+
+    def scaled(n: int) -> int:
+        return 0 if n == 0 else max(1, math.floor(n * f))
+
+    t = replace(s, n_full_attn=scaled(s.n_full_attn), n_linear=scaled(s.n_linear), n_moe=scaled(s.n_moe),
+                n_dense_ffn=scaled(s.n_dense_ffn))
+    t = replace(t, n_layers=t.n_full_attn + t.n_linear if s.family != "nemotron_h" else t.n_full_attn + t.n_linear + t.n_moe)
+    note = (f"weights do not fit in bf16 ({need / 2**30:.0f} GiB needed, {budget_bytes / 2**30:.0f} GiB budget): "
+            f"layers scaled to F={t.n_full_attn}, linear={t.n_linear}, moe={t.n_moe}, dense={t.n_dense_ffn}")
+    return t, note
+
+
+class ComposedModel:
+    """Weights and KV pools for one (truncated) model at context up to `max_ctx`, batch 1."""
+
+    def __init__(self, spec: ModelSpec, max_ctx: int, l2: float):
+        self.spec, self.max_ctx = spec, max_ctx
+        s = spec
+        self.l2 = l2
+        dev = comp.DEVICE
+        shape = (max_ctx, s.kv_heads, s.head_dim)
+        self.kv = [(torch.randn(shape, device=dev, dtype=torch.bfloat16),
+                    torch.randn(shape, device=dev, dtype=torch.bfloat16)) for _ in range(s.n_full_attn)]
+        self.draft_kv = (torch.randn(shape, device=dev, dtype=torch.bfloat16),
+                         torch.randn(shape, device=dev, dtype=torch.bfloat16))
+        self.lm_w = comp._rand(s.vocab, s.hidden)
+        self.r2t = torch.randperm(max_ctx, device=dev).to(torch.int32).view(1, max_ctx)
+
+    def step(self, method: str, ctx: int, d: int, window: int, sink: int, extend_q: int) -> list:
+        """The calls of one iteration, in order (dense: method 'dense', d = 1, no draft)."""
+        s, l2, dev = self.spec, self.l2, comp.DEVICE
+        if ctx > self.max_ctx:
+            raise ValueError("ctx beyond the allocated pools")
+        seq = torch.tensor([ctx], device=dev, dtype=torch.int32)
+        r2t = self.r2t[:, :ctx].contiguous() if ctx < self.max_ctx else self.r2t
+        if ctx < self.max_ctx:  # slots of a shorter request: a random subset of the pool
+            r2t = torch.randperm(self.max_ctx, device=dev)[:ctx].to(torch.int32).view(1, ctx)
+        nat_ptr = torch.tensor([0, ctx], device=dev, dtype=torch.int32)
+        nat_ind = r2t.view(-1)
+        calls = []
+        tokens = d
+        qv = torch.randn(tokens, s.q_heads, s.head_dim, device=dev, dtype=torch.bfloat16)
+        ov = torch.empty_like(qv)
+        qo = torch.tensor([0, tokens], device=dev, dtype=torch.int32)
+        ffn = (lambda: comp.moe_component(s, tokens, l2, "verify", copies=1)) if s.n_moe else (
+            lambda: comp.dense_ffn_component(s, tokens, l2, copies=1))
+        n_ffn = s.n_moe + s.n_dense_ffn
+        ffns = [ffn().calls[0] for _ in range(n_ffn)]
+        for i in range(s.n_full_attn):
+            calls.append(comp.gemm_component(s, tokens, l2, "attn", copies=1).calls[0])
+            k, v = self.kv[i]
+            calls.append(lambda k=k, v=v: verify_attention(qv, k, v, nat_ptr, nat_ind, qo, tokens, ctx, out=ov))
+        for _ in range(s.n_linear):
+            calls.append(comp.gemm_component(s, tokens, l2, "linear", copies=1).calls[0])
+            calls.append(comp.linear_state_component(s, 1, tokens, l2, copies=1).calls[0])
+        calls += ffns
+        calls.append(comp.lm_head_component(s, tokens, l2, copies=1, weight=self.lm_w).calls[0])
+        if method == "dense":
+            return calls
+        mode = "native" if method == "native" else "window"
+        n = ctx if mode == "native" else min(ctx, window + sink)
+        ptr = torch.tensor([0, n], device=dev, dtype=torch.int32)
+        ind = torch.empty(n, device=dev, dtype=torch.int32)
+        calls.append(lambda: build_kv_indices(r2t, seq, mode, sink, window, d, max_len=ctx, kv_indptr=ptr, out=ind))
+        dk, dv = self.draft_kv
+        qe = torch.randn(extend_q, s.q_heads, s.head_dim, device=dev, dtype=torch.bfloat16)
+        oe = torch.empty_like(qe)
+        qoe = torch.tensor([0, extend_q], device=dev, dtype=torch.int32)
+        calls.append(lambda: verify_attention(qe, dk, dv, ptr, ind, qoe, extend_q, n, out=oe))
+        calls.append(comp.gemm_component(s, extend_q, l2, "mtp", copies=1).calls[0])
+        mtp_ffn = comp.moe_component(s, extend_q, l2, "fwd", copies=1) if s.mtp_moe else comp.dense_ffn_component(
+            s, extend_q, l2, copies=1)
+        calls.append(mtp_ffn.calls[0])
+        q1 = torch.randn(1, s.q_heads, s.head_dim, device=dev, dtype=torch.bfloat16)
+        o1 = torch.empty_like(q1)
+        fwd = [comp.gemm_component(s, 1, l2, "mtp", copies=1).calls[0],
+               (comp.moe_component(s, 1, l2, "fwd", copies=1) if s.mtp_moe else
+                comp.dense_ffn_component(s, 1, l2, copies=1)).calls[0],
+               comp.lm_head_component(s, 1, l2, copies=1, weight=self.lm_w).calls[0]]
+        for _ in range(d - 1):
+            calls.append(lambda: decode_attention(q1, dk, dv, ptr, ind, n, out=o1))
+            calls += fwd
+        return calls
+
+
+def time_step(calls: list, reps: int = 20) -> list[float]:
+    """Per-iteration samples in ms (graph replay of the whole iteration)."""
+    t = time_calls([lambda: [c() for c in calls]], reps=reps, warmup=3, flush=False)
+    return t.samples_ms

@@ -1,0 +1,179 @@
+"""Fitting, profiles and profile-priced prediction, on synthetic sweep data with known coefficients."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from wmtp.calibrate.fit import fit_all, shape_medians
+from wmtp.calibrate.fitting import fit_raw_to_profile
+from wmtp.calibrate.profile import ProfileCostModel, cost_model_for, load_profile
+from wmtp.cli.main import app
+from wmtp.errors import ProfileError, WmtpError
+from wmtp.hardware import get_hardware
+from wmtp.latency import SpeedOfLight, step_cost
+from wmtp.models import get_model
+
+# Known truth: t = 0.004 ms + bytes / 3.9 TB/s + flops / 600 TFLOP/s (+ 0.001 ms per request).
+C0, BW, FL, PB = 0.004, 3.9e12, 600e12, 0.001
+
+
+def truth(bytes_, flops, batch=1.0):
+    return C0 + bytes_ / BW * 1e3 + flops / FL * 1e3 + PB * batch
+
+
+def synthetic_raw(rng, noise=0.01, reps=5) -> pd.DataFrame:
+    from wmtp.latency import draft_ctx_work, draft_fwd_work, verify_work
+
+    rows = []
+    for key in ("q35", "q122", "nem"):
+        spec = get_model(key).with_dtypes(weight_dtype="bf16")
+        for ctx in (4096, 16384, 65536, 262144, 1048576):
+            for b in (1, 2, 4, 8):
+                items = verify_work(spec, ctx, 7, b) + draft_fwd_work(spec, ctx, b) + draft_ctx_work(spec, ctx, b, 4)
+                for w in items:
+                    kind = "verify_attn" if w.kind == "extend_attn" else w.kind
+                    base = truth(w.bytes, w.flops, b if "attn" in kind else 0.0)
+                    for r in range(reps):
+                        rows.append(dict(kernel=kind, impl="wmtp", model=key, config=w.name, ctx=ctx, batch=b, d=7,
+                                         window="", rep=r, time_ms=base * (1 + noise * rng.standard_normal()),
+                                         bytes=w.bytes, flops=w.flops, status="ok"))
+    rows.append(dict(kernel="decode_attn", impl="wmtp", model="q35", config="broken", ctx=1, batch=1, d=1, window="",
+                     rep=0, time_ms=np.nan, bytes=1, flops=1, status="error: RuntimeError: boom"))
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def raw_path(tmp_path_factory):
+    p = tmp_path_factory.mktemp("cal") / "raw.csv"
+    synthetic_raw(np.random.default_rng(0)).to_csv(p, index=False)
+    return p
+
+
+def test_fit_recovers_known_bandwidth(raw_path):
+    fits = fit_all(pd.read_csv(raw_path))
+    dec = fits["decode_attn"]
+    coef = dict(zip(dec.features, dec.coef))
+    assert 1e3 / coef["bytes"] == pytest.approx(BW, rel=0.03)  # ms per byte -> bytes per second
+    assert coef["batch"] == pytest.approx(PB, rel=0.3)
+    for f in fits.values():
+        assert f.heldout_median < 0.02 and f.heldout_p90 < 0.04  # 1 % noise: held-out error stays small
+
+
+def test_heldout_error_is_out_of_sample():
+    # Two clusters with different slopes: a global affine fit cannot match both, and the
+    # leave-one-out error must say so (an in-sample error could hide it).
+    rows = []
+    for i, b in enumerate([1e6, 2e6, 3e6, 4e6, 1e9, 2e9, 3e9, 4e9]):
+        t = b / 1e12 * 1e3 * (1 if b < 1e8 else 3)
+        rows.append(dict(kernel="index_build", model="m", config="c", ctx=i, batch=1, d=1, window="", time_ms=t,
+                         bytes=b, flops=0, status="ok"))
+    fit = fit_all(pd.DataFrame(rows))["index_build"]
+    assert fit.heldout_p90 > 0.2
+
+
+def test_shape_medians_drop_failures_and_take_medians():
+    df = pd.DataFrame([dict(kernel="k", model="m", config="c", ctx=1, batch=1, d=1, window="", time_ms=t, bytes=1,
+                            flops=0, status="ok") for t in (1.0, 2.0, 9.0)]
+                      + [dict(kernel="k", model="m", config="c", ctx=2, batch=1, d=1, window="", time_ms=np.nan,
+                              bytes=1, flops=0, status="error: x")])
+    s = shape_medians(df)
+    assert len(s) == 1 and s.median_ms[0] == 2.0
+    with pytest.raises(WmtpError, match="no successful"):
+        shape_medians(df[df.status != "ok"])
+
+
+@pytest.fixture(scope="module")
+def profile_path(raw_path):
+    out = raw_path.parent / "profile.json"
+    fit_raw_to_profile(raw_path, out, {"gpu_name": "NVIDIA H200", "driver": "x"}, ["q35", "q122", "nem"])
+    return out
+
+
+def test_profile_round_trip_and_summary(profile_path):
+    prof = load_profile(profile_path)
+    assert prof["hardware"] == "h200" and prof["schema_version"] == 1
+    assert len(prof["raw_data"]["sha256"]) == 64
+    md = profile_path.with_suffix(".md").read_text()
+    assert "leave-one-shape-out" in md and "decode_attn" in md
+
+
+def test_profile_prices_like_the_truth_and_tags(profile_path):
+    cost = ProfileCostModel.from_path(profile_path)
+    spec = get_model("q35").with_dtypes(weight_dtype="bf16")
+    h200 = get_hardware("h200")
+    c = step_cost(spec, h200, cost, "native", 1048576, 7, 1, accept_length=4)
+    attn = [p for p in c.t_fwd.items if p.work.kind == "decode_attn"][0]
+    assert attn.time_ms == pytest.approx(truth(attn.work.bytes, attn.work.flops, 1), rel=0.03)
+    assert attn.source == "measured"
+    far = step_cost(spec, h200, cost, "native", 8 * 1048576, 7, 1)
+    assert [p for p in far.t_fwd.items if p.work.kind == "decode_attn"][0].source == "extrapolated"
+    mid = step_cost(spec, h200, cost, "native", 100000, 7, 1)
+    assert [p for p in mid.t_fwd.items if p.work.kind == "decode_attn"][0].source == "interpolated"
+    b200 = step_cost(spec, get_hardware("b200"), cost, "native", 1048576, 7, 1)
+    attn_b = [p for p in b200.t_fwd.items if p.work.kind == "decode_attn"][0]
+    assert attn_b.source.startswith("scaled from h200")
+    assert attn_b.time_ms < attn.time_ms  # 8 TB/s against 4.8
+
+
+def test_corrupt_and_unknown_profiles(tmp_path, profile_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ProfileError, match="corrupt"):
+        load_profile(bad)
+    prof = json.loads(profile_path.read_text())
+    prof["schema_version"] = 99
+    bad.write_text(json.dumps(prof))
+    with pytest.raises(ProfileError, match="schema version 99"):
+        load_profile(bad)
+    prof["schema_version"] = 1
+    prof["components"]["gemm"]["coef_ms"] = ["x"]
+    bad.write_text(json.dumps(prof))
+    with pytest.raises(ProfileError, match="malformed"):
+        load_profile(bad)
+    with pytest.raises(ProfileError, match="cannot read"):
+        load_profile(tmp_path / "missing.json")
+
+
+def test_cost_model_choice(profile_path):
+    h200 = get_hardware("h200")
+    assert isinstance(cost_model_for(h200, None, speed_of_light=True), SpeedOfLight)
+    assert isinstance(cost_model_for(h200, profile_path), ProfileCostModel)
+
+
+def test_cli_predict_with_profile_and_errors(profile_path, tmp_path):
+    r = CliRunner().invoke(app, ["predict", "--model", "q35", "--profile", str(profile_path), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["cost_model"].startswith("measured profile h200")
+    assert {c["source"] for c in out["methods"]["native"]["components"]} <= {"measured", "interpolated", "extrapolated"}
+    bad = tmp_path / "p.json"
+    bad.write_text("[]")
+    r = CliRunner().invoke(app, ["predict", "--model", "q35", "--profile", str(bad)])
+    assert r.exit_code == 1 and r.output.startswith("error: ") and "not a wmtp latency profile" in r.output
+
+
+def test_cli_calibrate_from_raw(raw_path, tmp_path):
+    r = CliRunner().invoke(app, ["calibrate", "--from-raw", str(raw_path), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert load_profile(tmp_path / "o" / "profile.json")["components"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    r = CliRunner().invoke(app, ["calibrate", "--from-raw", str(bad), "--out", str(tmp_path / "o2")])
+    assert r.exit_code == 1 and "lacks columns" in r.output
+
+
+def test_gpu_commands_fail_cleanly_without_gpu(tmp_path, profile_path):
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    r = CliRunner().invoke(app, ["calibrate", "--out", str(tmp_path)])
+    assert r.exit_code == 1 and r.output.strip().startswith("error: no CUDA GPU")
+    r = CliRunner().invoke(app, ["validate", "--profile", str(profile_path), "--out", str(tmp_path)])
+    assert r.exit_code == 1 and "no CUDA GPU" in r.output
