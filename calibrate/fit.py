@@ -1,81 +1,89 @@
 """Fit the latency model's components to sweep data.
 
-Each work kind gets a physically shaped model, affine in what it moves and computes:
-    t_ms = c0 + c_bytes * bytes + c_flops * flops (+ c_batch * batch for attention)
-with non-negative coefficients (so 1 / c_bytes is an effective bandwidth and 1 / c_flops an
-effective flop rate), fitted by least squares on relative error over the per-shape medians.
-Accuracy is reported out of sample: every shape is predicted by a fit that did not see it
-(leave-one-shape-out), median and p90 of |predicted / measured - 1|. Never the error on the points
-fitted.
+Each work kind gets a physically shaped model, affine in what it moves and computes
+(`wmtp.features.FEATURES`): e.g. for the draft's decode attention
+    t_ms = c0 + c1 * kv_bytes + c2 * padded_flops + c3 * split_partial_bytes + c4 * batch
+with non-negative coefficients (1 / c1 is an effective bandwidth), fitted by least squares on
+relative error over the per-shape medians. On top of the shared fit, each component of each model
+(`model|name`, e.g. `nem|attn_proj`) gets a multiplicative factor, the median of measured over
+fitted for its own shapes: it carries what bytes and flops do not (a GEMM shape cuBLAS runs less
+efficiently), while the byte and flop rates still carry dtype and size changes.
+Accuracy is reported out of sample: every shape is predicted by a fit, and a factor, that did not
+see it (leave-one-shape-out), median and p90 of |predicted / measured - 1|.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
 from wmtp.errors import WmtpError
+from wmtp.features import FEATURES, features, group_name
 
-FEATURES: dict[str, tuple[str, ...]] = {
-    "decode_attn": ("const", "bytes", "flops", "batch"),
-    "verify_attn": ("const", "bytes", "flops", "batch"),
-    "index_build": ("const", "bytes"),
-    "gemm": ("const", "bytes", "flops"),
-    "moe": ("const", "bytes", "flops"),
-    "lm_head": ("const", "bytes", "flops"),
-    "linear_state": ("const", "bytes", "flops"),
-}
-# Work kinds priced with another kind's fit (same kernel).
-ALIASES = {"extend_attn": "verify_attn"}
-SHAPE_KEYS = ["kernel", "model", "config", "ctx", "batch", "d", "window"]
-SCALE = {"const": 1.0, "bytes": 1e-9, "flops": 1e-12, "batch": 1.0}  # conditioning: GB, TFLOP
+SHAPE_KEYS = ["kernel", "model", "config", "ctx", "batch", "d", "window", "q_heads", "kv_heads", "head_dim", "sink"]
+SCALE = {"bytes": 1e-9, "flops": 1e-12, "padded_flops": 1e-12, "extra_pass_bytes": 1e-9, "mid_bytes": 1e-9}
 
 
 @dataclass
 class KindFit:
     kind: str
     features: tuple[str, ...]
-    coef: list[float]  # per unscaled feature unit, in ms
+    coef: list[float]  # ms per unit of each (unscaled) feature
+    groups: dict  # "model|name" -> factor
     n_shapes: int
     heldout_median: float
     heldout_p90: float
     heldout_max: float
     bytes_range: tuple[float, float]
     flops_range: tuple[float, float]
-    points: list[dict]  # measured shapes: model, bytes, flops, batch, median_ms
+    points: list[dict] = field(default_factory=list)
 
-    def predict(self, feats: dict) -> float:
-        return float(sum(c * feats.get(f, 0.0) for c, f in zip(self.coef, self.features)))
+    def predict(self, feats: dict, group: str | None = None) -> float:
+        base = float(sum(c * feats.get(f, 0.0) for c, f in zip(self.coef, self.features)))
+        return base * self.groups.get(group, 1.0) if group else base
 
 
-def shape_medians(raw: pd.DataFrame) -> pd.DataFrame:
+def _num(x, default=0.0) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(v) else v
+
+
+def shape_medians(raw: pd.DataFrame, sm_count: int = 132) -> pd.DataFrame:
     """One row per measured shape: the median time over repetitions, with its features."""
     ok = raw[(raw["status"] == "ok") & raw["time_ms"].notna()].copy()
     if ok.empty:
         raise WmtpError("the sweep data holds no successful measurement")
     for k in SHAPE_KEYS:
+        if k not in ok.columns:
+            ok[k] = ""
         ok[k] = ok[k].astype(object).where(ok[k].notna(), "").astype(str)
     g = ok.groupby(SHAPE_KEYS, sort=False).agg(
         median_ms=("time_ms", "median"), bytes=("bytes", "first"), flops=("flops", "first"),
         reps=("time_ms", "size")).reset_index()
-    g["batch_n"] = pd.to_numeric(g["batch"], errors="coerce").fillna(1.0)
+    feats = []
+    for r in g.itertuples():
+        batch = _num(r.batch, 1.0) or 1.0
+        ctx, window, sink = _num(r.ctx), _num(r.window), _num(r.sink, 64.0)
+        keys = min(ctx, window + sink) if (window and r.kernel == "decode_attn") else ctx
+        kvh = int(_num(r.kv_heads, 1) or 1)
+        qh = int(_num(r.q_heads, kvh) or kvh)
+        feats.append(features(r.kernel, float(r.bytes), float(r.flops), batch, keys, _num(r.d, 1.0) or 1.0,
+                              kvh, max(1, qh // kvh), int(_num(r.head_dim, 128) or 128), sm_count))
+    f = pd.DataFrame(feats).add_prefix("f_")
+    g = pd.concat([g.reset_index(drop=True), f], axis=1)
+    g["group"] = [f"{m}|{group_name(c)}" for m, c in zip(g["model"], g["config"])]
     return g
 
 
-def _design(df: pd.DataFrame, features: tuple[str, ...]) -> np.ndarray:
-    cols = []
-    for f in features:
-        if f == "const":
-            cols.append(np.ones(len(df)))
-        elif f == "batch":
-            cols.append(df["batch_n"].to_numpy(float))
-        else:
-            cols.append(df[f].to_numpy(float) * SCALE[f])
-    return np.column_stack(cols)
+def _design(df: pd.DataFrame, feats: tuple[str, ...]) -> np.ndarray:
+    return np.column_stack([df["f_" + f].to_numpy(float) * SCALE.get(f, 1.0) for f in feats])
 
 
 def _solve(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -84,27 +92,40 @@ def _solve(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return coef
 
 
+def _group_factors(pred: np.ndarray, y: np.ndarray, groups: np.ndarray, skip: int | None = None) -> dict:
+    out = {}
+    for g in np.unique(groups):
+        idx = [i for i in np.flatnonzero(groups == g) if i != skip and pred[i] > 0]
+        if idx:
+            out[str(g)] = float(np.median(y[idx] / pred[idx]))
+    return out
+
+
 def fit_kind(df: pd.DataFrame, kind: str) -> KindFit:
-    features = FEATURES[kind]
-    x, y = _design(df, features), df["median_ms"].to_numpy(float)
+    feats = FEATURES[kind]
+    x, y = _design(df, feats), df["median_ms"].to_numpy(float)
+    groups = df["group"].to_numpy(str)
     coef = _solve(x, y)
+    factors = _group_factors(x @ coef, y, groups)
     errs = []
-    if len(df) >= len(features) + 2:
+    if len(df) >= len(feats) + 2:
         for i in range(len(df)):
             keep = np.arange(len(df)) != i
             c = _solve(x[keep], y[keep])
-            errs.append(abs(float(x[i] @ c) / y[i] - 1.0))
-    errs_arr = np.array(errs) if errs else np.array([math.nan])
-    unscaled = [float(c * SCALE[f]) for c, f in zip(coef, features)]
-    points = [dict(model=r.model, bytes=float(r.bytes), flops=float(r.flops), batch=float(r.batch_n),
+            pred = x @ c
+            fac = _group_factors(pred, y, groups, skip=i).get(groups[i], 1.0)
+            errs.append(abs(pred[i] * fac / y[i] - 1.0))
+    e = np.array(errs) if errs else np.array([math.nan])
+    unscaled = [float(c * SCALE.get(f, 1.0)) for c, f in zip(coef, feats)]
+    points = [dict(model=r.model, group=r.group, bytes=float(r.bytes), flops=float(r.flops), batch=float(r.f_batch),
                    median_ms=float(r.median_ms), config=r.config) for r in df.itertuples()]
-    return KindFit(kind, features, unscaled, len(df), float(np.median(errs_arr)), float(np.quantile(errs_arr, 0.9)),
-                   float(np.max(errs_arr)), (float(df["bytes"].min()), float(df["bytes"].max())),
+    return KindFit(kind, feats, unscaled, factors, len(df), float(np.median(e)), float(np.quantile(e, 0.9)),
+                   float(np.max(e)), (float(df["bytes"].min()), float(df["bytes"].max())),
                    (float(df["flops"].min()), float(df["flops"].max())), points)
 
 
-def fit_all(raw: pd.DataFrame) -> dict[str, KindFit]:
-    shapes = shape_medians(raw)
+def fit_all(raw: pd.DataFrame, sm_count: int = 132) -> dict[str, KindFit]:
+    shapes = shape_medians(raw, sm_count)
     fits = {}
     for kind in FEATURES:
         df = shapes[shapes["kernel"] == kind].reset_index(drop=True)
@@ -127,34 +148,30 @@ def ceilings(raw: pd.DataFrame) -> dict:
     return out
 
 
-def draft_loop_check(raw: pd.DataFrame, fits: dict[str, KindFit], specs: dict) -> list[dict]:
+def draft_loop_check(raw: pd.DataFrame, fits: dict[str, KindFit], specs: dict, sm_count: int = 132) -> list[dict]:
     """Measured per-forward time of gamma back-to-back draft forwards against the component sum
-    (cold, L2 flushed per component): where they part is where L2 reuse (or its absence) shows."""
+    (each component timed cold, L2 flushed): where they part is where L2 reuse shows."""
+    from wmtp.features import fit_kind as alias, work_features
     from wmtp.latency import draft_fwd_work
 
-    shapes = shape_medians(raw)
+    shapes = shape_medians(raw, sm_count)
     loops = shapes[shapes["kernel"] == "draft_loop"]
     out = []
     for r in loops.itertuples():
         spec = specs.get(r.model)
         if spec is None:
             continue
-        gamma = int(float(r.d)) - 1
-        window = int(float(r.window)) if r.window not in ("", "nan") else 0
-        ctx, batch = int(float(r.ctx)), int(float(r.batch))
-        s_eff = min(ctx, window + 64) if window else ctx
+        window = int(_num(r.window))
+        ctx, batch = int(_num(r.ctx)), int(_num(r.batch, 1))
+        s_eff = min(ctx, window + int(_num(r.sink, 64))) if window else ctx
         pred = 0.0
         for w in draft_fwd_work(spec.with_dtypes(weight_dtype="bf16"), s_eff, batch):
-            fit = fits.get(ALIASES.get(w.kind, w.kind))
+            fit = fits.get(alias(w.kind))
             if fit is None:
                 pred = math.nan
                 break
-            pred += fit.predict(work_features(w)) * w.count
-        out.append(dict(model=r.model, ctx=ctx, batch=batch, gamma=gamma, window=window,
-                        measured_ms=float(r.median_ms), predicted_ms=pred,
-                        rel_err=pred / float(r.median_ms) - 1 if pred == pred else math.nan))
+            pred += fit.predict(work_features(w, spec, sm_count), f"{spec.key}|{group_name(w.name)}") * w.count
+        meas = float(r.median_ms)
+        out.append(dict(model=r.model, ctx=ctx, batch=batch, gamma=int(_num(r.d)) - 1, window=window,
+                        measured_ms=meas, predicted_ms=pred, rel_err=pred / meas - 1 if pred == pred else math.nan))
     return out
-
-
-def work_features(work) -> dict:
-    return {"const": 1.0, "bytes": work.bytes, "flops": work.flops, "batch": float(work.shape.get("batch", 1) or 1)}

@@ -31,8 +31,9 @@ def read_raw(path: Path) -> pd.DataFrame:
 
 def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[str]) -> Path:
     df = read_raw(raw)
-    fits = fit_all(df)
-    loop = draft_loop_check(df, fits, dict(MODELS))
+    sm = int(meta.get("gpu_sm_count") or 132)
+    fits = fit_all(df, sm)
+    loop = draft_loop_check(df, fits, dict(MODELS), sm)
     hw = "h200" if "H200" in str(meta.get("gpu_name", "")) else str(meta.get("gpu_name", "unknown")).lower().replace(" ", "-")
     prof = build_profile(fits, hw, meta, ceilings(df), raw, models, extra={"draft_loop_check": loop})
     save_profile(prof, profile_path)
@@ -51,7 +52,7 @@ def profile_summary(prof: dict) -> str:
              "| component | shapes | median abs err | p90 abs err | max | fit (ms) |", "|---|---|---|---|---|---|"]
     for kind, c in sorted(prof["components"].items()):
         h = c["heldout"]
-        fit = " + ".join(f"{v:.3g}*{f}" for f, v in zip(c["features"], c["coef_ms"]))
+        fit = " + ".join(f"{v:.3g}*{f}" for f, v in zip(c["features"], c["coef_ms"]) if v)
         lines.append(f"| {kind} | {c['n_shapes']} | {h['median_rel']:.1%} | {h['p90_rel']:.1%} | {h['max_rel']:.1%} | {fit} |")
     loop = prof.get("draft_loop_check") or []
     if loop:

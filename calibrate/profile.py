@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from wmtp.errors import ProfileError
+from wmtp.features import fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import Priced, Work
 from wmtp.specs import ModelSpec
@@ -26,7 +27,6 @@ from wmtp.specs import ModelSpec
 SCHEMA_VERSION = 1
 PROFILE_KIND = "wmtp-latency-profile"
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
-ALIASES = {"extend_attn": "verify_attn"}
 
 
 def sha256_file(path: str | Path) -> str:
@@ -55,7 +55,7 @@ def build_profile(fits: dict, hardware: str, provenance: dict, ceilings: dict, r
     for kind, f in fits.items():
         d = asdict(f)
         comps[kind] = {
-            "features": list(d["features"]), "coef_ms": d["coef"], "n_shapes": d["n_shapes"],
+            "features": list(d["features"]), "coef_ms": d["coef"], "groups": d["groups"], "n_shapes": d["n_shapes"],
             "heldout": {"median_rel": d["heldout_median"], "p90_rel": d["heldout_p90"], "max_rel": d["heldout_max"],
                         "method": "leave-one-shape-out"},
             "bytes_range": list(d["bytes_range"]), "flops_range": list(d["flops_range"]), "points": d["points"],
@@ -128,7 +128,7 @@ class ProfileCostModel:
         return cls(_load_cached(str(Path(path).resolve())), str(path))
 
     def _component(self, kind: str) -> dict:
-        comp = self.profile["components"].get(ALIASES.get(kind, kind))
+        comp = self.profile["components"].get(fit_kind(kind))
         if comp is None:
             raise ProfileError(f"profile for {self.hw_key} has no fit for {kind!r} components; recalibrate")
         return comp
@@ -163,18 +163,25 @@ class ProfileCostModel:
         from wmtp.hardware import get_hardware
 
         comp = self._component(work.kind)
-        feats = {"const": 1.0, "bytes": work.bytes, "flops": work.flops,
-                 "batch": float(work.shape.get("batch", 1) or 1)}
+        same_gpu = hw.key == self.hw_key
+        sm = int(self.profile.get("provenance", {}).get("gpu_sm_count") or hw.sm_count) if same_gpu else hw.sm_count
+        feats = work_features(work, spec, sm)
         coef = dict(zip(comp["features"], comp["coef_ms"]))
         tag = self.tag(work, spec, comp)
-        if hw.key != self.hw_key:
+        if not same_gpu:
             ref = self._hw_ref or get_hardware(self.hw_key)
             self._hw_ref = ref
-            coef["bytes"] = coef.get("bytes", 0.0) * ref.hbm_bw_tbps / hw.hbm_bw_tbps
+            bw = ref.hbm_bw_tbps / hw.hbm_bw_tbps
             dtype = spec.weight_dtype if work.kind in ("gemm", "moe", "lm_head") else "bf16"
-            coef["flops"] = coef.get("flops", 0.0) * ref.tflops_for("bf16") / hw.tflops_for(dtype)
+            fl = ref.tflops_for("bf16") / hw.tflops_for(dtype)
+            for f in coef:
+                if f.endswith("bytes"):
+                    coef[f] *= bw
+                elif f.endswith("flops"):
+                    coef[f] *= fl
             tag = f"scaled from {self.hw_key} ({tag} there)"
-        t = sum(coef.get(f, 0.0) * v for f, v in feats.items() if f in coef)
+        factor = comp.get("groups", {}).get(f"{spec.key}|{group_name(work.name)}", 1.0)
+        t = factor * sum(c * feats.get(f, 0.0) for f, c in coef.items())
         return Priced(work, t * work.count, tag)
 
 

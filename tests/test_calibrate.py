@@ -22,11 +22,15 @@ from wmtp.models import get_model
 C0, BW, FL, PB = 0.004, 3.9e12, 600e12, 0.001
 
 
-def truth(bytes_, flops, batch=1.0):
-    return C0 + bytes_ / BW * 1e3 + flops / FL * 1e3 + PB * batch
+def truth(f: dict, attention: bool) -> float:
+    """The synthetic GPU: affine in the same physical features the fit uses."""
+    if attention:
+        return C0 + (f["bytes"] + f["mid_bytes"]) / BW * 1e3 + f["padded_flops"] / FL * 1e3 + PB * f["batch"]
+    return C0 + f["bytes"] / BW * 1e3 + f["flops"] / FL * 1e3
 
 
 def synthetic_raw(rng, noise=0.01, reps=5) -> pd.DataFrame:
+    from wmtp.features import work_features
     from wmtp.latency import draft_ctx_work, draft_fwd_work, verify_work
 
     rows = []
@@ -37,10 +41,12 @@ def synthetic_raw(rng, noise=0.01, reps=5) -> pd.DataFrame:
                 items = verify_work(spec, ctx, 7, b) + draft_fwd_work(spec, ctx, b) + draft_ctx_work(spec, ctx, b, 4)
                 for w in items:
                     kind = "verify_attn" if w.kind == "extend_attn" else w.kind
-                    base = truth(w.bytes, w.flops, b if "attn" in kind else 0.0)
+                    base = truth(work_features(w, spec, 132), "attn" in kind)
                     for r in range(reps):
-                        rows.append(dict(kernel=kind, impl="wmtp", model=key, config=w.name, ctx=ctx, batch=b, d=7,
-                                         window="", rep=r, time_ms=base * (1 + noise * rng.standard_normal()),
+                        rows.append(dict(kernel=kind, impl="wmtp", model=key, config=f"{w.name};tokens={w.shape.get('tokens', '')}", ctx=w.shape.get("ctx", ""),
+                                         batch=w.shape.get("batch", ""), d=w.shape.get("d", ""), window="", sink=64,
+                                         q_heads=spec.q_heads, kv_heads=spec.kv_heads, head_dim=spec.head_dim, rep=r,
+                                         time_ms=base * (1 + noise * rng.standard_normal()),
                                          bytes=w.bytes, flops=w.flops, status="ok"))
     rows.append(dict(kernel="decode_attn", impl="wmtp", model="q35", config="broken", ctx=1, batch=1, d=1, window="",
                      rep=0, time_ms=np.nan, bytes=1, flops=1, status="error: RuntimeError: boom"))
@@ -58,7 +64,9 @@ def test_fit_recovers_known_bandwidth(raw_path):
     fits = fit_all(pd.read_csv(raw_path))
     dec = fits["decode_attn"]
     coef = dict(zip(dec.features, dec.coef))
-    assert 1e3 / coef["bytes"] == pytest.approx(BW, rel=0.03)  # ms per byte -> bytes per second
+    # One-token tiles are 16 rows: padded flops = 16 x bytes, so the byte term carries both.
+    effective = 1e3 / BW + 16 * 1e3 / FL  # ms per byte
+    assert coef["bytes"] == pytest.approx(effective, rel=0.03)
     assert coef["batch"] == pytest.approx(PB, rel=0.3)
     for f in fits.values():
         assert f.heldout_median < 0.02 and f.heldout_p90 < 0.04  # 1 % noise: held-out error stays small
@@ -108,7 +116,9 @@ def test_profile_prices_like_the_truth_and_tags(profile_path):
     h200 = get_hardware("h200")
     c = step_cost(spec, h200, cost, "native", 1048576, 7, 1, accept_length=4)
     attn = [p for p in c.t_fwd.items if p.work.kind == "decode_attn"][0]
-    assert attn.time_ms == pytest.approx(truth(attn.work.bytes, attn.work.flops, 1), rel=0.03)
+    from wmtp.features import work_features
+
+    assert attn.time_ms == pytest.approx(truth(work_features(attn.work, spec, 132), True), rel=0.03)
     assert attn.source == "measured"
     far = step_cost(spec, h200, cost, "native", 8 * 1048576, 7, 1)
     assert [p for p in far.t_fwd.items if p.work.kind == "decode_attn"][0].source == "extrapolated"

@@ -23,11 +23,14 @@ MODES = {"native": 0, "window": 1, "ring": 2}
 def _index_build_kernel(
     req_to_token, stride_r2t, req_pool_indices, seq_lens, kv_indptr, kv_indices,
     n_sink, window, ring_period, ring_stride,
-    MODE: tl.constexpr, BLOCK: tl.constexpr,
+    MODE: tl.constexpr, BLOCK: tl.constexpr, POOL_ROWS: tl.constexpr,
 ):
     b = tl.program_id(0)
     blk = tl.program_id(1)
-    row = tl.load(req_pool_indices + b).to(tl.int64)
+    if POOL_ROWS:
+        row = tl.load(req_pool_indices + b).to(tl.int64)
+    else:  # request b owns row b of req_to_token
+        row = b.to(tl.int64)
     seq = tl.load(seq_lens + b)
     out_start = tl.load(kv_indptr + b)
     n_out = tl.load(kv_indptr + b + 1) - out_start
@@ -79,16 +82,13 @@ def build_kv_indices(
         raise ValueError("ring mode needs W + d > 0")
     bsz = seq_lens.numel()
     dev = seq_lens.device
-    if req_pool_indices is None:
-        req_pool_indices = torch.arange(bsz, dtype=torch.int32, device=dev)
     if max_len is None:
         max_len = int(seq_lens.max().item()) if bsz else 0
     if max_len > req_to_token.shape[1] and mode != "ring":
         raise ValueError(f"seq_len {max_len} exceeds req_to_token width {req_to_token.shape[1]}")
-    lengths = index_lengths(seq_lens, mode, n_sink, window)
     if kv_indptr is None:
         kv_indptr = torch.zeros(bsz + 1, dtype=torch.int32, device=dev)
-        torch.cumsum(lengths, 0, out=kv_indptr[1:])
+        torch.cumsum(index_lengths(seq_lens, mode, n_sink, window), 0, out=kv_indptr[1:])
     max_out = max_len if mode == "native" else min(max_len, n_sink + window)
     if out is None:
         total = int(kv_indptr[-1].item())
@@ -96,8 +96,9 @@ def build_kv_indices(
     if bsz and max_out:
         grid = (bsz, triton.cdiv(max_out, block))
         _index_build_kernel[grid](
-            req_to_token, req_to_token.stride(0), req_pool_indices, seq_lens, kv_indptr, out,
+            req_to_token, req_to_token.stride(0), req_pool_indices if req_pool_indices is not None else seq_lens,
+            seq_lens, kv_indptr, out,
             n_sink, window, window + depth, n_sink + window + depth,
-            MODE=MODES[mode], BLOCK=block, num_warps=num_warps,
+            MODE=MODES[mode], BLOCK=block, POOL_ROWS=req_pool_indices is not None, num_warps=num_warps,
         )
     return kv_indptr, out

@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from wmtp.kernel_plan import attention_plan
+
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -33,14 +35,19 @@ def _attn_split_kernel(
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     GROUP: tl.constexpr, HEADS_PER_BLOCK: tl.constexpr, Q_PAD: tl.constexpr, M_BLOCKS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, UPCAST: tl.constexpr,
+    DECODE: tl.constexpr,
 ):
     b = tl.program_id(0)
     kvh = tl.program_id(1) // M_BLOCKS
     mb = tl.program_id(1) % M_BLOCKS
     split = tl.program_id(2)
 
-    q_start = tl.load(qo_indptr + b)
-    n_q = tl.load(qo_indptr + b + 1) - q_start
+    if DECODE:  # one query row per request: no qo_indptr to read
+        q_start = b
+        n_q = 1
+    else:
+        q_start = tl.load(qo_indptr + b)
+        n_q = tl.load(qo_indptr + b + 1) - q_start
     kv_start = tl.load(kv_indptr + b)
     n_kv = tl.load(kv_indptr + b + 1) - kv_start
     split_len = tl.cdiv(n_kv, num_splits)
@@ -120,16 +127,14 @@ def _merge_kernel(
 
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        idx = device.index or 0
+        if idx not in _SM_COUNT:
+            _SM_COUNT[idx] = torch.cuda.get_device_properties(device).multi_processor_count
+        return _SM_COUNT[idx]
     return 4
 
 
-def choose_splits(max_kv: int, batch: int, kv_heads: int, m_blocks: int, sm_count: int,
-                  min_keys: int = 64, waves: int = 4) -> int:
-    """Enough programs for `waves` per SM, but no split shorter than `min_keys` keys."""
-    programs = max(1, batch * kv_heads * m_blocks)
-    want = triton.cdiv(waves * sm_count, programs)
-    return int(max(1, min(want, triton.cdiv(max(max_kv, 1), min_keys))))
+_SM_COUNT: dict = {}
 
 
 def _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr):
@@ -159,33 +164,31 @@ def paged_attention(
     v_pool: torch.Tensor,  # [slots, Hkv, D]
     kv_indptr: torch.Tensor,  # [B+1] int32
     kv_indices: torch.Tensor,  # [nnz] int32 slots
-    qo_indptr: torch.Tensor,  # [B+1] int32
+    qo_indptr: torch.Tensor | None,  # [B+1] int32 (None: decode, one query row per request)
     max_q: int,  # longest n_q (host int)
     max_kv: int,  # longest n_kv (host int)
     sm_scale: float | None = None,
     num_splits: int | None = None,
     block_n: int | None = None,
-    max_rows: int = 128,
+    max_rows: int = 64,
     num_warps: int = 4,
     num_stages: int = 3,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Defaults come from the H200 tuning run (measure/results/h200): 3 pipeline stages; 32-key
-    tiles for head_dim 256, 64-key tiles for smaller heads."""
-    _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr)
-    if block_n is None:
-        block_n = 32 if q.shape[2] >= 256 else 64
+    """Tiling and split count from `wmtp.kernel_plan.attention_plan` (defaults tuned on the H200)."""
+    decode = qo_indptr is None
+    _check(q, k_pool, v_pool, kv_indptr, kv_indices, kv_indptr if decode else qo_indptr)
+    if decode and max_q != 1:
+        raise ValueError("without qo_indptr every request has exactly one query row")
     if max_q < 1 or max_q > 64:
         raise ValueError(f"query tokens per request must be in 1..64, got {max_q}")
     total_q, hq, hd = q.shape
     hkv = k_pool.shape[1]
     group = hq // hkv
     bsz = kv_indptr.numel() - 1
-    heads_per_block = min(group, max(1, 2 ** int(math.log2(max(1, max_rows // max_q)))))
-    m_blocks = triton.cdiv(group, heads_per_block)
-    block_m = max(16, triton.next_power_of_2(heads_per_block * max_q))
-    if num_splits is None:
-        num_splits = choose_splits(max_kv, bsz, hkv, m_blocks, _sm_count(q.device))
+    plan = attention_plan(bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), max_rows=max_rows,
+                          num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages)
+    num_splits = plan.splits
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     mid_o = torch.empty((total_q, hq, num_splits, hd), dtype=torch.float32, device=q.device)
     mid_l = torch.empty((total_q, hq, num_splits), dtype=torch.float32, device=q.device)
@@ -193,14 +196,14 @@ def paged_attention(
         out = torch.empty_like(q)
     if total_q == 0:
         return out
-    _attn_split_kernel[(bsz, hkv * m_blocks, num_splits)](
-        q, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, mid_o, mid_l,
+    _attn_split_kernel[(bsz, hkv * plan.m_blocks, num_splits)](
+        q, k_pool, v_pool, kv_indptr if decode else qo_indptr, kv_indptr, kv_indices, mid_o, mid_l,
         sm_scale * LOG2E, num_splits,
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
-        GROUP=group, HEADS_PER_BLOCK=heads_per_block, Q_PAD=max_q, M_BLOCKS=m_blocks,
-        BLOCK_M=block_m, BLOCK_N=block_n, HEAD_DIM=hd, UPCAST=_INTERPRET and q.dtype == torch.bfloat16,
-        num_warps=num_warps, num_stages=num_stages,
+        GROUP=group, HEADS_PER_BLOCK=plan.heads_per_block, Q_PAD=max_q, M_BLOCKS=plan.m_blocks,
+        BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=_INTERPRET and q.dtype == torch.bfloat16,
+        DECODE=decode, num_warps=plan.num_warps, num_stages=plan.num_stages,
     )
     _merge_kernel[(total_q, hq)](
         mid_o, mid_l, out, num_splits,
@@ -215,8 +218,7 @@ def decode_attention(q, k_pool, v_pool, kv_indptr, kv_indices, max_kv: int, **kw
     bsz = kv_indptr.numel() - 1
     if q.shape[0] != bsz:
         raise ValueError(f"decode needs one query row per request: q has {q.shape[0]}, batch is {bsz}")
-    qo_indptr = torch.arange(bsz + 1, dtype=torch.int32, device=q.device)
-    return paged_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, 1, max_kv, **kw)
+    return paged_attention(q, k_pool, v_pool, kv_indptr, kv_indices, None, 1, max_kv, **kw)
 
 
 def verify_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int, max_kv: int,

@@ -1,0 +1,48 @@
+"""Features of a work item that the measured profile's fits use (pure Python, no numpy on the
+predict path). Attention features follow the kernel's own tiling (`kernel_plan`): tile rows padded
+to the MMA shape, extra passes over K/V when a KV group's rows span several tiles, and the fp32
+split partials written and merged."""
+
+from __future__ import annotations
+
+from wmtp.kernel_plan import attention_features
+
+FEATURES: dict[str, tuple[str, ...]] = {
+    # One-token decode tiles are always 16 rows, so padded flops are 16x bytes: no separate term.
+    "decode_attn": ("const", "bytes", "mid_bytes", "batch"),
+    "verify_attn": ("const", "bytes", "padded_flops", "extra_pass_bytes", "mid_bytes", "batch"),
+    "index_build": ("const", "bytes"),
+    "gemm": ("const", "bytes", "flops"),
+    "moe": ("const", "bytes", "flops"),
+    "lm_head": ("const", "bytes", "flops"),
+    "linear_state": ("const", "bytes", "flops", "steps"),
+}
+ALIASES = {"extend_attn": "verify_attn"}  # the same kernel
+
+
+def fit_kind(kind: str) -> str:
+    return ALIASES.get(kind, kind)
+
+
+def group_name(work_name: str) -> str:
+    """Component identity without its phase: 'verify.attn_proj' -> 'attn_proj'."""
+    name = work_name.split(";")[0].split(".")[-1]
+    return "attention" if name == "extend_attention" else name
+
+
+def features(kind: str, bytes_: float, flops: float, batch: float, keys: float, q_len: float,
+             kv_heads: int, group: int, head_dim: int, sm_count: int) -> dict:
+    f = {"const": 1.0, "bytes": bytes_, "flops": flops, "batch": batch, "steps": q_len}
+    if fit_kind(kind) in ("decode_attn", "verify_attn"):
+        kv_tok = bytes_ / max(batch * keys, 1.0)
+        f.update(attention_features(int(batch), kv_heads, group, int(q_len), head_dim, int(keys), sm_count, kv_tok))
+    return f
+
+
+def work_features(work, spec, sm_count: int) -> dict:
+    shape = work.shape
+    batch = float(shape.get("batch", 1) or 1)
+    q_len = float(shape.get("d", 1) or 1)
+    keys = float(shape.get("ctx", 0) or 0)
+    return features(work.kind, work.bytes, work.flops, batch, keys, q_len, spec.kv_heads, spec.group_size,
+                    spec.head_dim, sm_count)

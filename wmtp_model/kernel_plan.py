@@ -1,0 +1,69 @@
+"""How the project's paged-attention kernel tiles a problem (pure Python, shared by the launcher in
+`wmtp.measure.kernels.paged_attention` and by the latency model, which needs the same numbers as
+features: padded tile rows, extra passes over K/V, and the split partials written and re-read).
+
+Rows of one tile are a KV group's query heads times the request's query tokens (q_len). At most
+`max_rows` rows share a tile; a group with more rows is cut into `m_blocks` tiles, each of which
+walks the keys again (from L2 when they run together). Keys are split across programs
+(flash-decoding) so that about `waves` programs per SM run, but no split is shorter than
+`min_keys` keys; each split writes fp32 partial outputs that a second kernel merges.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    heads_per_block: int
+    m_blocks: int
+    block_m: int
+    splits: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    def padded_rows(self, group: int) -> int:
+        return self.block_m * self.m_blocks
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def choose_splits(max_kv: int, batch: int, kv_heads: int, m_blocks: int, sm_count: int,
+                  min_keys: int = 64, waves: int = 4) -> int:
+    programs = max(1, batch * kv_heads * m_blocks)
+    want = -(-waves * sm_count // programs)
+    return int(max(1, min(want, -(-max(max_kv, 1) // min_keys))))
+
+
+def attention_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, max_kv: int,
+                   sm_count: int, max_rows: int = 64, num_splits: int | None = None,
+                   block_n: int | None = None, num_warps: int = 4, num_stages: int = 3) -> AttentionPlan:
+    """Defaults from the H200 tuning runs (measure/results): 64-row tiles, 3 pipeline stages,
+    32-key tiles for head_dim >= 256 (and for multi-token tiles), 64-key tiles for 1-token decode
+    of smaller heads."""
+    heads_per_block = min(group, max(1, 2 ** int(math.log2(max(1, max_rows // max(q_len, 1))))))
+    m_blocks = -(-group // heads_per_block)
+    block_m = max(16, _next_pow2(heads_per_block * q_len))
+    if block_n is None:
+        block_n = 64 if (head_dim < 256 and q_len == 1) else 32
+    if num_splits is None:
+        num_splits = choose_splits(max_kv, batch, kv_heads, m_blocks, sm_count)
+    return AttentionPlan(heads_per_block, m_blocks, block_m, num_splits, block_n, num_warps, num_stages)
+
+
+def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, keys: int,
+                       sm_count: int, kv_bytes_per_token: float) -> dict:
+    """Work features the profile fits for paged attention (per launch, all requests)."""
+    plan = attention_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
+    kv_bytes = batch * keys * kv_bytes_per_token
+    return {
+        "padded_flops": 4.0 * batch * kv_heads * plan.block_m * plan.m_blocks * keys * head_dim,
+        "extra_pass_bytes": kv_bytes * (plan.m_blocks - 1),
+        "mid_bytes": 2.0 * batch * q_len * kv_heads * group * plan.splits * head_dim * 4,
+        "splits": float(plan.splits),
+    }
