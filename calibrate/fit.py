@@ -76,9 +76,9 @@ def shape_medians(raw: pd.DataFrame, sm_count: int = 132) -> pd.DataFrame:
         qh = int(_num(r.q_heads, kvh) or kvh)
         feats.append(features(r.kernel, float(r.bytes), float(r.flops), batch, keys, _num(r.d, 1.0) or 1.0,
                               kvh, max(1, qh // kvh), int(_num(r.head_dim, 128) or 128), sm_count))
-    f = pd.DataFrame(feats).add_prefix("f_")
+    g["group"] = [f"{m}|{group_name(c, ft)}" for m, c, ft in zip(g["model"], g["config"], feats)]
+    f = pd.DataFrame([{k: v for k, v in ft.items() if k != "tiling"} for ft in feats]).add_prefix("f_")
     g = pd.concat([g.reset_index(drop=True), f], axis=1)
-    g["group"] = [f"{m}|{group_name(c)}" for m, c in zip(g["model"], g["config"])]
     return g
 
 
@@ -170,7 +170,8 @@ def draft_loop_check(raw: pd.DataFrame, fits: dict[str, KindFit], specs: dict, s
             if fit is None:
                 pred = math.nan
                 break
-            pred += fit.predict(work_features(w, spec, sm_count), f"{spec.key}|{group_name(w.name)}") * w.count
+            ft = work_features(w, spec, sm_count)
+            pred += fit.predict(ft, f"{spec.key}|{group_name(w.name, ft)}") * w.count
         meas = float(r.median_ms)
         out.append(dict(model=r.model, ctx=ctx, batch=batch, gamma=int(_num(r.d)) - 1, window=window,
                         measured_ms=meas, predicted_ms=pred, rel_err=pred / meas - 1 if pred == pred else math.nan))

@@ -180,7 +180,7 @@ class ProfileCostModel:
                 elif f.endswith("flops"):
                     coef[f] *= fl
             tag = f"scaled from {self.hw_key} ({tag} there)"
-        factor = comp.get("groups", {}).get(f"{spec.key}|{group_name(work.name)}", 1.0)
+        factor = comp.get("groups", {}).get(f"{spec.key}|{group_name(work.name, feats)}", 1.0)
         t = factor * sum(c * feats.get(f, 0.0) for f, c in coef.items())
         return Priced(work, t * work.count, tag)
 

@@ -20,7 +20,7 @@ def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "kernels.csv"
     cfg = BenchConfig(ctxs=ctxs, batches=batches, variants=variants, components=components, sdpa=sdpa)
-    meta = collect("cuda-graph replay, CUDA events, L2 flushed before each replay", {
+    meta = collect("cuda-graph replay, CUDA events, L2 flushed (256 MiB read) before each replay", {
         "command": "wmtp measure kernels", "models": [s.key for s in specs], "ctxs": ctxs, "batches": batches,
         "depth": cfg.depth, "window": cfg.window, "sink": cfg.sink, "status": "running"})
     write_meta(out_dir / "kernels.meta.json", meta)
@@ -97,7 +97,7 @@ def run_calibrate(specs: list[ModelSpec], out_dir: Path, quick: bool = False, re
     if not resume:
         done.unlink(missing_ok=True)
     cfg = SweepConfig.quick() if quick else SweepConfig()
-    meta = collect("cuda-graph replay, CUDA events, L2 flushed before each replay", {
+    meta = collect("cuda-graph replay, CUDA events, L2 flushed (256 MiB read) before each replay", {
         "command": "wmtp calibrate" + (" --quick" if quick else ""), "models": [s.key for s in specs],
         "sweep": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}, "status": "running"})
     write_meta(out_dir / "raw.meta.json", meta)

@@ -2,8 +2,9 @@
 
 Method: the work (a list of callables run back to back) is captured once in a CUDA graph, warmed up
 by `warmup` replays, then replayed `reps` times; each replay is bracketed by CUDA events and yields
-one sample = elapsed / len(work) (per call). Optionally the L2 cache is flushed before each replay
-by writing a 256 MiB buffer outside the timed region. Where capture fails, the calls are timed
+one sample = elapsed / len(work) (per call). Optionally the L2 cache is flushed before each replay,
+outside the timed region, by *reading* a 256 MiB buffer (a write would leave the L2 full of dirty
+lines whose write-back the timed kernel would pay for). Where capture fails, the calls are timed
 eagerly with the same events (timer = "cuda-events-eager"). Every sample is returned: medians
 are computed at analysis time.
 """
@@ -16,14 +17,14 @@ from typing import Callable, Sequence
 import torch
 
 _FLUSH_BYTES = 256 * 1024**2
-_flush_buf: torch.Tensor | None = None
+_flush: dict = {}
 
 
 def flush_l2() -> None:
-    global _flush_buf
-    if _flush_buf is None:
-        _flush_buf = torch.empty(_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-    _flush_buf.zero_()
+    if not _flush:
+        _flush["buf"] = torch.ones(_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+        _flush["out"] = torch.empty((), dtype=torch.float32, device="cuda")
+    torch.sum(_flush["buf"], dim=0, out=_flush["out"])
 
 
 @dataclass
@@ -72,7 +73,7 @@ def time_calls(work: Sequence[Callable[[], object]], reps: int = 50, warmup: int
         replay()
         ends[i].record()
     torch.cuda.synchronize()
-    return Timing([s.elapsed_time(e) / n for s, e in zip(starts, ends)], timer + ("+l2flush" if flush else ""))
+    return Timing([s.elapsed_time(e) / n for s, e in zip(starts, ends)], timer + ("+l2flush(read)" if flush else ""))
 
 
 def reps_for(estimate_ms: float, budget_ms: float = 250.0, lo: int = 10, hi: int = 100) -> int:

@@ -9,8 +9,8 @@ from wmtp.kernel_plan import attention_features
 
 FEATURES: dict[str, tuple[str, ...]] = {
     # One-token decode tiles are always 16 rows, so padded flops are 16x bytes: no separate term.
-    "decode_attn": ("const", "bytes", "mid_bytes", "batch"),
-    "verify_attn": ("const", "bytes", "padded_flops", "extra_pass_bytes", "mid_bytes", "batch"),
+    "decode_attn": ("const", "bytes", "mid_bytes", "merge_iters", "batch"),
+    "verify_attn": ("const", "bytes", "padded_flops", "extra_pass_bytes", "mid_bytes", "merge_iters", "batch"),
     "index_build": ("const", "bytes"),
     "gemm": ("const", "bytes", "flops"),
     "moe": ("const", "bytes", "flops"),
@@ -24,10 +24,14 @@ def fit_kind(kind: str) -> str:
     return ALIASES.get(kind, kind)
 
 
-def group_name(work_name: str) -> str:
-    """Component identity without its phase: 'verify.attn_proj' -> 'attn_proj'."""
+def group_name(work_name: str, feats: dict | None = None) -> str:
+    """Component identity without its phase: 'verify.attn_proj' -> 'attn_proj'. Attention adds its
+    tile shape ('attention@64x2'): each tiling regime of the kernel gets its own factor."""
     name = work_name.split(";")[0].split(".")[-1]
-    return "attention" if name == "extend_attention" else name
+    name = "attention" if name == "extend_attention" else name
+    if feats and "tiling" in feats:
+        name += "@" + feats["tiling"]
+    return name
 
 
 def features(kind: str, bytes_: float, flops: float, batch: float, keys: float, q_len: float,

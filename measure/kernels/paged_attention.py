@@ -8,7 +8,7 @@ n_kv keys) and query i may see keys 0 .. n_kv - n_q + i (causal among the new to
 Stage 1, grid (B, kv_heads * m_blocks, splits): one program takes a KV group's query heads times
 the request's n_q query tokens as the rows of one tile, so each K/V tile is loaded once for all of
 them (a verify costs about one decode read), and walks its share of the keys with an online
-softmax (base 2). Stage 2, grid (total_q, q_heads): merges the splits by log-sum-exp.
+softmax (base 2). Stage 2, grid (total_q, q_heads, head_dim / 64): merges the splits by log-sum-exp.
 Decode is the case n_q = 1.
 """
 
@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wmtp.kernel_plan import attention_plan
+from wmtp.kernel_plan import MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, attention_plan
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -101,14 +101,14 @@ def _attn_split_kernel(
 def _merge_kernel(
     MidO, MidL, Out, num_splits,
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh, stride_outt, stride_outh,
-    HEAD_DIM: tl.constexpr, SPLIT_BLOCK: tl.constexpr,
+    BLOCK_D: tl.constexpr, SPLIT_BLOCK: tl.constexpr,
 ):
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
-    dims = tl.arange(0, HEAD_DIM)
+    dims = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D)
     m = tl.full([1], float("-inf"), tl.float32)
     den = tl.zeros([1], tl.float32)
-    acc = tl.zeros([HEAD_DIM], tl.float32)
+    acc = tl.zeros([BLOCK_D], tl.float32)
     for s0 in range(0, num_splits, SPLIT_BLOCK):
         sp = s0 + tl.arange(0, SPLIT_BLOCK)
         ok = sp < num_splits
@@ -205,10 +205,11 @@ def paged_attention(
         BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=_INTERPRET and q.dtype == torch.bfloat16,
         DECODE=decode, num_warps=plan.num_warps, num_stages=plan.num_stages,
     )
-    _merge_kernel[(total_q, hq)](
+    block_d = min(hd, MERGE_BLOCK_D)
+    _merge_kernel[(total_q, hq, hd // block_d)](
         mid_o, mid_l, out, num_splits,
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
-        out.stride(0), out.stride(1), HEAD_DIM=hd, SPLIT_BLOCK=16, num_warps=4,
+        out.stride(0), out.stride(1), BLOCK_D=block_d, SPLIT_BLOCK=MERGE_SPLIT_BLOCK, num_warps=4,
     )
     return out
 
