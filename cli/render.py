@@ -26,10 +26,18 @@ _TAGS = (
 )
 
 
+# A phase built from components of different provenance shows its weakest: a number is only as
+# measured as its least measured part (`--json` lists every component's own source).
+_WEAKEST_FIRST = ("scaled", "extrap", "sol", "interp", "meas")
+
+
 def short_tag(source: str) -> str:
     if source.startswith("mixed"):
-        parts = source.split(":", 1)[1].split(" + ")
-        return "+".join(dict.fromkeys(short_tag(p.strip()) for p in parts))
+        tags = {short_tag(p.strip()) for p in source.split(":", 1)[1].split(" + ")}
+        for t in _WEAKEST_FIRST:
+            if t in tags:
+                return t + "*"
+        return "+".join(sorted(tags))
     for needle, tag in _TAGS:
         if needle in source:
             return tag
@@ -97,7 +105,9 @@ def render_prediction(p) -> None:
                "step": r["native"].cost.source}
     console.print("[dim]sources: " + "; ".join(f"{k}: {v}" for k, v in sources.items())
                   + ". tags: sol = speed-of-light (datasheet x achievable fraction), meas = measured, "
-                  "interp/extrap = interpolated/extrapolated from measurements, model = analytical.[/dim]")
+                  "interp/extrap = interpolated/extrapolated from measurements, scaled = another GPU's profile "
+                  "scaled by bandwidth and flop ratios, model = analytical; * = the weakest of mixed components "
+                  "(--json lists each).[/dim]")
     for w in p.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
 

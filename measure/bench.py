@@ -242,6 +242,45 @@ def plan(specs: Iterable[ModelSpec], cfg: BenchConfig) -> Iterator[tuple[str, Ca
                 yield f"{spec.key} components B={b}", lambda w, spec=spec, b=b: component_rows(w, spec, b, cfg)
 
 
+def targets(g, copy_tbps: float) -> list[str]:
+    """The speed targets of the kernels issue, per model, ctx and batch (shipped defaults only)."""
+    import pandas as pd
+
+    w = g[g.impl == "wmtp"]
+
+    def med(kernel, config, model, ctx, b, d=None):
+        r = w[(w.kernel == kernel) & (w.config == config) & (w.model == model) & (w.ctx.astype(float) == ctx)
+              & (w.batch.astype(float) == b)]
+        if d is not None:
+            r = r[r.d.astype(float) == d]
+        return float(r.median_ms.iloc[0]) if len(r) else math.nan
+
+    sd = g[(g.impl == "torch_sdpa") & (g.kernel == "decode_attn")]
+    out = ["## Targets (shipped kernel defaults)", "",
+           "| model | ctx | B | decode ms | decode / copy BW (>= 90 %) | torch SDPA ms | verify d=7 ms | verify / decode "
+           "(<= 1.25) | window decode us (<= 20) | native index build / copy BW (>= 50 %) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for model in sorted(set(w.model)):
+        for ctx in sorted({float(c) for c in w[w.model == model].ctx if str(c) not in ("", "nan")}):
+            for b in sorted({float(x) for x in w[(w.model == model)].batch if str(x) not in ("", "nan")}):
+                dec = med("decode_attn", "native", model, ctx, b)
+                if math.isnan(dec):
+                    continue
+                row = w[(w.kernel == "decode_attn") & (w.config == "native") & (w.model == model)
+                        & (w.ctx.astype(float) == ctx) & (w.batch.astype(float) == b)]
+                frac = float(row.tbps.iloc[0]) / copy_tbps
+                ver = med("verify_attn", "native", model, ctx, b, 7)
+                win = med("decode_attn", "window", model, ctx, b) * 1e3
+                ib = w[(w.kernel == "index_build") & (w.config == "native") & (w.model == model)
+                       & (w.ctx.astype(float) == ctx) & (w.batch.astype(float) == b)]
+                ibf = float(ib.tbps.iloc[0]) / copy_tbps if len(ib) else math.nan
+                s = sd[(sd.model == model) & (sd.ctx.astype(float) == ctx) & (sd.batch.astype(float) == b)]
+                sdpa = float(s.median_ms.iloc[0]) if len(s) else math.nan
+                out.append(f"| {model} | {int(ctx)} | {int(b)} | {dec:.4f} | {frac:.0%} | {sdpa:.4f} | {ver:.4f} | "
+                           f"{ver / dec:.2f} | {win:.1f} | {ibf:.0%} |")
+    return out + [""]
+
+
 def summarize(csv_path: Path) -> str:
     """Markdown: per kernel and shape, median ms, achieved TB/s and fraction of copy bandwidth."""
     import pandas as pd
@@ -260,6 +299,7 @@ def summarize(csv_path: Path) -> str:
     g["frac_copy_bw"] = g.tbps / copy_tbps
     lines = [f"Ceilings: copy {copy_tbps:.2f} TB/s (read + write; the faster of the copy rows), "
              f"bf16 GEMM {gemm_tflops:.0f} TFLOP/s.", ""]
+    lines += targets(g, copy_tbps)
     lines.append("| " + " | ".join(keys + ["median ms", "p10-p90 ms", "TB/s", "of copy BW", "reps"]) + " |")
     lines.append("|" + "---|" * (len(keys) + 5))
     for r in g.itertuples():

@@ -15,8 +15,21 @@ def run(*args):
 def test_predict_default_table():
     r = run("predict", "--model", "q122", "--ctx", "1M")
     assert r.exit_code == 0, r.output
-    for text in ("t_verify", "t_ctx", "t_fwd", "TPOT", "draft pool share 7.7 %", "break-even", "best depth", "sol"):
-        assert text in r.output
+    for text in ("t_verify", "t_ctx", "t_fwd", "TPOT", "draft pool share 7.7 %", "break-even", "best depth",
+                 "measured profile h200", "preset"):
+        assert text in " ".join(r.output.split())  # rich wraps at the terminal width
+    assert "extrap" in r.output or "meas" in r.output
+
+
+def test_predict_uses_shipped_profile_and_can_be_told_not_to():
+    out = json.loads(run("predict", "--model", "q35", "--ctx", "1M", "--json").output)
+    assert out["cost_model"].startswith("measured profile h200")
+    srcs = {c["source"] for m in out["methods"].values() for c in m["components"]}
+    assert srcs <= {"measured", "interpolated", "extrapolated"} and "measured" in srcs
+    sol = json.loads(run("predict", "--model", "q35", "--ctx", "1M", "--json", "--speed-of-light").output)
+    assert sol["cost_model"] == "speed-of-light"
+    b200 = json.loads(run("predict", "--model", "q35", "--ctx", "1M", "--json", "--hw", "b200").output)
+    assert all(c["source"].startswith("scaled from h200") for c in b200["methods"]["native"]["components"])
 
 
 def test_predict_json_shape():
