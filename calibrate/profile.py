@@ -124,8 +124,8 @@ class ProfileCostModel:
         self._cache: dict = {}
 
     @classmethod
-    def from_path(cls, path: str | Path) -> "ProfileCostModel":
-        return cls(_load_cached(str(Path(path).resolve())), str(path))
+    def from_path(cls, path: str | Path, label: str | None = None) -> "ProfileCostModel":
+        return cls(_load_cached(str(Path(path).resolve())), label if label is not None else str(path))
 
     def _component(self, kind: str) -> dict:
         comp = self.profile["components"].get(fit_kind(kind))
@@ -196,8 +196,8 @@ def cost_model_for(hw: HardwareSpec, profile_path: str | Path | None, speed_of_l
         return ProfileCostModel.from_path(profile_path)
     own = shipped_profile_path(hw.key)
     if own is not None:
-        return ProfileCostModel.from_path(own)
+        return ProfileCostModel.from_path(own, "shipped")
     ref = shipped_profile_path("h200")
     if ref is not None:
-        return ProfileCostModel.from_path(ref)
+        return ProfileCostModel.from_path(ref, "shipped")
     return SpeedOfLight()
