@@ -161,7 +161,15 @@ class ProfileCostModel:
 
     def price(self, work: Work, hw: HardwareSpec, spec: ModelSpec) -> Priced:
         from wmtp.hardware import get_hardware
+        from wmtp.latency import price_allreduce
 
+        if work.kind == "allreduce":
+            comp = self.profile["components"].get(f"allreduce_tp{int(work.shape.get('tp', 1))}")
+            if comp is None or hw.key != self.hw_key:
+                return price_allreduce(work, hw)
+            coef = dict(zip(comp["features"], comp["coef_ms"]))
+            t = coef.get("const", 0.0) + coef.get("bytes", 0.0) * work.bytes
+            return Priced(work, t * work.count, self.tag(work, spec, comp))
         comp = self._component(work.kind)
         same_gpu = hw.key == self.hw_key
         sm = int(self.profile.get("provenance", {}).get("gpu_sm_count") or hw.sm_count) if same_gpu else hw.sm_count

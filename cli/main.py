@@ -90,6 +90,7 @@ def predict(
     accept_length: AccOpt = None,
     profile: ProfileOpt = None,
     speed_of_light: SolOpt = False,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (heads, experts and vocabulary split).")] = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Step cost, TPOT, memory and decisions for dense / native MTP / windowed MTP."""
@@ -107,7 +108,7 @@ def predict(
         gpu = get_hardware(hw)
         result = run_predict(
             spec, gpu, parse_tokens(ctx), parse_depth(depth), parse_tokens(window), sink, batch,
-            parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light),
+            parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light), tp=tp,
         )
     except WmtpError as e:
         _fail(str(e))

@@ -53,6 +53,7 @@ def render_prediction(p) -> None:
     console.print(
         f"[bold]{spec.name}[/bold] ({spec.key}) on [bold]{hw.name}[/bold] ({hw.key}) | ctx {format_tokens(p.ctx)} "
         f"({p.ctx:,} tokens) | d {p.depth} | W {p.window} + sink {p.sink} | B {p.batch} | "
+        + (f"TP {p.tp} (per GPU) | " if p.tp > 1 else "") + 
         f"weights {spec.weight_dtype}, KV {spec.kv_dtype} | costs: {p.cost_model}"
     )
     names = ("dense", "native", "window")
@@ -76,7 +77,8 @@ def render_prediction(p) -> None:
     console.print(t)
 
     m = p.memory
-    mt = Table(title=f"Memory on {hw.key} (analytical, mem_fraction 0.85)", title_justify="left")
+    mt = Table(title=f"Memory on {hw.key}" + (f", per GPU of {p.tp}" if p.tp > 1 else "")
+               + " (analytical, mem_fraction 0.85)", title_justify="left")
     mt.add_column("")
     for n in names:
         mt.add_column(n, justify="right")

@@ -66,9 +66,20 @@ class ComposedModel:
         self.lm_w = comp._rand(s.vocab, s.hidden)
         self.r2t = torch.randperm(max_ctx, device=dev).to(torch.int32).view(1, max_ctx)
 
-    def step(self, method: str, ctx: int, d: int, window: int, sink: int, extend_q: int) -> list:
-        """The calls of one iteration, in order (dense: method 'dense', d = 1, no draft)."""
+    def step(self, method: str, ctx: int, d: int, window: int, sink: int, extend_q: int,
+             collective=None) -> list:
+        """The calls of one iteration, in order (dense: method 'dense', d = 1, no draft).
+
+        `collective(tokens, width)` returns a call that all-reduces a [tokens, width] bf16 buffer
+        across tensor-parallel ranks: one after every mixer and FFN, and for the logits slice,
+        as `wmtp.tp.tp_collectives` counts them."""
         s, l2, dev = self.spec, self.l2, comp.DEVICE
+        ar = collective or (lambda tokens, width: None)
+
+        def add_ar(calls, tokens, width):
+            c = ar(tokens, width)
+            if c is not None:
+                calls.append(c)
         if ctx > self.max_ctx:
             raise ValueError("ctx beyond the allocated pools")
         seq = torch.tensor([ctx], device=dev, dtype=torch.int32)
@@ -90,11 +101,16 @@ class ComposedModel:
             calls.append(comp.gemm_component(s, tokens, l2, "attn", copies=1).calls[0])
             k, v = self.kv[i]
             calls.append(lambda k=k, v=v: verify_attention(qv, k, v, nat_ptr, nat_ind, qo, tokens, ctx, out=ov))
+            add_ar(calls, tokens, s.hidden)
         for _ in range(s.n_linear):
             calls.append(comp.gemm_component(s, tokens, l2, "linear", copies=1).calls[0])
             calls.append(comp.linear_state_component(s, 1, tokens, l2, copies=1).calls[0])
-        calls += ffns
+            add_ar(calls, tokens, s.hidden)
+        for f in ffns:
+            calls.append(f)
+            add_ar(calls, tokens, s.hidden)
         calls.append(comp.lm_head_component(s, tokens, l2, copies=1, weight=self.lm_w).calls[0])
+        add_ar(calls, tokens, s.vocab)
         if method == "dense":
             return calls
         mode = "native" if method == "native" else "window"
@@ -111,19 +127,25 @@ class ComposedModel:
         mtp_ffn = comp.moe_component(s, extend_q, l2, "fwd", copies=1) if s.mtp_moe else comp.dense_ffn_component(
             s, extend_q, l2, copies=1)
         calls.append(mtp_ffn.calls[0])
+        for _ in range(3):  # eh-projection, mixer, FFN
+            add_ar(calls, extend_q, s.hidden)
         q1 = torch.randn(1, s.q_heads, s.head_dim, device=dev, dtype=torch.bfloat16)
         o1 = torch.empty_like(q1)
         fwd = [comp.gemm_component(s, 1, l2, "mtp", copies=1).calls[0],
                (comp.moe_component(s, 1, l2, "fwd", copies=1) if s.mtp_moe else
                 comp.dense_ffn_component(s, 1, l2, copies=1)).calls[0],
                comp.lm_head_component(s, 1, l2, copies=1, weight=self.lm_w).calls[0]]
+        fwd_ar = []
+        for _ in range(3):
+            add_ar(fwd_ar, 1, s.hidden)
+        add_ar(fwd_ar, 1, s.vocab)
         for _ in range(d - 1):
             calls.append(lambda: decode_attention(q1, dk, dv, ptr, ind, n, out=o1))
-            calls += fwd
+            calls += fwd + fwd_ar
         return calls
 
 
-def time_step(calls: list, reps: int = 20) -> list[float]:
-    """Per-iteration samples in ms (graph replay of the whole iteration)."""
-    t = time_calls([lambda: [c() for c in calls]], reps=reps, warmup=3, flush=False)
+def time_step(calls: list, reps: int = 20, graph: bool = True) -> list[float]:
+    """Per-iteration samples in ms (graph replay of the whole iteration, or eager with `graph=False`)."""
+    t = time_calls([lambda: [c() for c in calls]], reps=reps, warmup=3, flush=False, graph=graph)
     return t.samples_ms

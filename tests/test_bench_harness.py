@@ -145,3 +145,32 @@ def test_fit_layers_scales_only_when_needed():
     assert note == "full model" and full.n_full_attn == 10 and full.weight_dtype == "bf16"
     small, note = fit_layers(get_model("q122"), 2**20, 100 * 2**30)
     assert "scaled" in note and 1 <= small.n_full_attn < 12 and small.n_linear < 36
+
+
+def test_composed_tp_step_has_the_collectives_the_model_counts(cpu_harness):
+    from wmtp.hardware import get_hardware
+    from wmtp.latency import SpeedOfLight, step_cost
+    from wmtp.measure import composed
+    from wmtp.tp import per_gpu_spec
+
+    gpu = per_gpu_spec(TINY, 2)
+    model = composed.ComposedModel(gpu, 200, 1 << 16)
+    sent = []
+
+    def collective(tokens, width):
+        return lambda: sent.append((tokens, width))
+
+    calls = model.step("native", 200, 3, 16, 4, 2, collective=collective)
+    for c in calls:
+        c()
+    cost = step_cost(TINY, get_hardware("h200"), SpeedOfLight(), "native", 200, 3, 1, 16, 4, accept_length=2, tp=2)
+    expected = [(p.work.bytes, p.work.count) for ph in (cost.t_verify, cost.t_ctx) for p in ph.items
+                if p.work.kind == "allreduce"]
+    expected += [(p.work.bytes, p.work.count * cost.gamma) for p in cost.t_fwd.items if p.work.kind == "allreduce"]
+    got: dict = {}
+    for tokens, width in sent:
+        got[2.0 * tokens * width] = got.get(2.0 * tokens * width, 0) + 1
+    want: dict = {}
+    for b, n in expected:
+        want[b] = want.get(b, 0) + n
+    assert got == want

@@ -4,6 +4,8 @@ Peaks are dense (no sparsity) per GPU. `bw_eff` / `flop_eff` turn a speed-of-lig
 achievable one; for the H200 they come from `shared/reference/h200-anchors.md` (copy 4.25 TB/s of
 4.8, bf16 GEMM 683 TFLOP/s of 989); other rows reuse them until measured. `l2_bw_tbps` is an
 estimate (no datasheet gives it) used only for the L2-resident draft re-reads at short context.
+`link_bw_gbps` is the GPU-to-GPU bandwidth per direction (NVLink 4: 900 GB/s both ways; NVLink 5:
+1.8 TB/s) and `allreduce_latency_us` a small-message preset, both for tensor parallelism.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class HardwareSpec:
     l2_bytes: float
     sm_count: int
     l2_bw_tbps: float
+    link_bw_gbps: float = 450.0  # GPU-to-GPU, per direction (NVLink / Infinity Fabric datasheet)
+    allreduce_latency_us: float = 8.0  # small-message all-reduce (preset until measured)
     bw_eff: float = 0.88
     flop_eff: float = 0.69
     kernel_overhead_us: float = 2.5  # per kernel inside a CUDA graph (preset)
@@ -63,13 +67,13 @@ HARDWARE: Mapping[str, HardwareSpec] = build_registry(
                      source=f"{_NV} (H100 SXM); fractions from the lent H200"),
         HardwareSpec("h200", "NVIDIA H200 141GB", 143771 * 1024**2, 4.8, 989, 1979, 0, 60 * 1024**2, 132, 12.0,
                      source=f"{_NV} (H200 SXM); HBM as nvidia-smi reports it; fractions measured on the lent H200"),
-        HardwareSpec("b200", "NVIDIA B200 180GB", 180e9, 8.0, 2250, 4500, 9000, 126e6, 148, 20.0,
+        HardwareSpec("b200", "NVIDIA B200 180GB", 180e9, 8.0, 2250, 4500, 9000, 126e6, 148, 20.0, 900.0, 6.0,
                      source=f"{_NV} (HGX B200, per GPU); fractions from the lent H200"),
-        HardwareSpec("gb200", "NVIDIA GB200 (per GPU)", 186e9, 8.0, 2500, 5000, 10000, 126e6, 148, 20.0,
+        HardwareSpec("gb200", "NVIDIA GB200 (per GPU)", 186e9, 8.0, 2500, 5000, 10000, 126e6, 148, 20.0, 900.0, 6.0,
                      source=f"{_NV} (GB200 NVL72, per GPU); fractions from the lent H200"),
-        HardwareSpec("b300", "NVIDIA B300 288GB", 288e9, 8.0, 2250, 4500, 13500, 126e6, 160, 20.0,
+        HardwareSpec("b300", "NVIDIA B300 288GB", 288e9, 8.0, 2250, 4500, 13500, 126e6, 160, 20.0, 900.0, 6.0,
                      source=f"{_NV} (HGX B300, per GPU); fractions from the lent H200"),
-        HardwareSpec("mi300x", "AMD Instinct MI300X", 192e9, 5.3, 1307, 2615, 0, 256e6, 304, 13.0,
+        HardwareSpec("mi300x", "AMD Instinct MI300X", 192e9, 5.3, 1307, 2615, 0, 256e6, 304, 13.0, 448.0, 10.0,
                      source="AMD datasheet (L2 = 256 MB Infinity Cache); fractions from the lent H200"),
     ],
     "hardware",

@@ -64,6 +64,8 @@ class SpeedOfLight:
     name = "speed-of-light"
 
     def price(self, work: Work, hw: HardwareSpec, spec: ModelSpec) -> Priced:
+        if work.kind == "allreduce":
+            return price_allreduce(work, hw)
         bw = hw.hbm_bw_tbps * 1e12 * hw.bw_eff
         if work.shape.get("l2_resident"):
             bw = hw.l2_bw_tbps * 1e12 * hw.bw_eff
@@ -71,6 +73,13 @@ class SpeedOfLight:
         rate = hw.tflops_for(dtype) * 1e12 * hw.flop_eff
         t_s = max(work.bytes / bw, work.flops / rate) + work.kernels * hw.kernel_overhead_us * 1e-6
         return Priced(work, t_s * 1e3 * work.count, "speed-of-light")
+
+
+def price_allreduce(work: Work, hw: HardwareSpec) -> Priced:
+    """Ring all-reduce from the hardware row: alpha + 2 (tp - 1) / tp * bytes / link bandwidth."""
+    tp = int(work.shape.get("tp", 1))
+    t_s = hw.allreduce_latency_us * 1e-6 + 2.0 * (tp - 1) / tp * work.bytes / (hw.link_bw_gbps * 1e9)
+    return Priced(work, t_s * 1e3 * work.count, "analytical (speed-of-light TP model)")
 
 
 # ---------------------------------------------------------------------------- work items
@@ -238,7 +247,11 @@ def step_cost(
     window: int = 4032,
     sink: int = 64,
     accept_length: float | None = None,
+    tp: int = 1,
 ) -> StepCost:
+    """One step of `method`; with tp > 1 the work of one GPU of `tp` plus the collectives."""
+    from wmtp.tp import per_gpu_spec, tp_collectives
+
     if method not in METHODS:
         raise WmtpError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if ctx <= 0 or batch <= 0:
@@ -248,18 +261,22 @@ def step_cost(
     if method != "dense" and not 2 <= depth <= 64:
         raise WmtpError(f"depth d must be in 2..64 (d = gamma + 1), got {depth}")
 
-    def priced(items):
+    full, spec = spec, per_gpu_spec(spec, tp)
+
+    def priced(items, phase, tokens):
+        items = list(items) + tp_collectives(full, tp, phase, tokens)
         return Phase(tuple(cost.price(w, hw, spec) for w in items))
 
     if method == "dense":
         empty = Phase(())
-        return StepCost(method, ctx, 1, batch, ctx, priced(verify_work(spec, ctx, 1, batch)), empty, empty)
+        return StepCost(method, ctx, 1, batch, ctx, priced(verify_work(spec, ctx, 1, batch), "verify", batch),
+                        empty, empty)
     s_eff = effective_ctx(method, ctx, window, sink)
     al = accept_length if accept_length is not None else depth
     resident = l2_resident(spec, hw, s_eff, batch)
     return StepCost(
         method, ctx, depth, batch, s_eff,
-        priced(verify_work(spec, ctx, depth, batch)),
-        priced(draft_ctx_work(spec, s_eff, batch, al)),
-        priced(draft_fwd_work(spec, s_eff, batch, resident)),
+        priced(verify_work(spec, ctx, depth, batch), "verify", batch * depth),
+        priced(draft_ctx_work(spec, s_eff, batch, al), "ctx", batch * max(1, math.ceil(al))),
+        priced(draft_fwd_work(spec, s_eff, batch, resident), "fwd", batch),
     )

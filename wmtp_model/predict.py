@@ -46,6 +46,7 @@ class Prediction:
     tpot_by_depth: dict  # method -> {d: tpot_ms}
     break_even_accept_ratio: float
     warnings: list = field(default_factory=list)
+    tp: int = 1
 
     def speedup(self, method: str, over: str) -> float:
         return self.methods[over].tpot_ms / self.methods[method].tpot_ms
@@ -90,6 +91,7 @@ class Prediction:
             "window": self.window,
             "sink": self.sink,
             "batch": self.batch,
+            "tp": self.tp,
             "weight_dtype": self.spec.weight_dtype,
             "kv_dtype": self.spec.kv_dtype,
             "methods": methods,
@@ -116,11 +118,12 @@ class Prediction:
         }
 
 
-def _method_result(spec, hw, cost, method, ctx, depth, batch, window, sink, profile: AcceptanceProfile | None):
+def _method_result(spec, hw, cost, method, ctx, depth, batch, window, sink, profile: AcceptanceProfile | None,
+                   tp: int = 1):
     if method == "dense":
-        return MethodResult(step_cost(spec, hw, cost, "dense", ctx, 1, batch), 1.0, "no speculation")
+        return MethodResult(step_cost(spec, hw, cost, "dense", ctx, 1, batch, tp=tp), 1.0, "no speculation")
     al = profile.accept_length(depth)
-    c = step_cost(spec, hw, cost, method, ctx, depth, batch, window, sink, accept_length=al)
+    c = step_cost(spec, hw, cost, method, ctx, depth, batch, window, sink, accept_length=al, tp=tp)
     return MethodResult(c, al, profile.tag(depth))
 
 
@@ -136,8 +139,12 @@ def predict(
     cost: CostModel | None = None,
     mem_fraction: float = 0.85,
     tree_width: int = 1,
+    tp: int = 1,
 ) -> Prediction:
+    from wmtp.tp import per_gpu_spec
+
     cost = cost or SpeedOfLight()
+    gpu_spec = per_gpu_spec(spec, tp)  # validates tp against the heads
     auto = depth == "auto"
     if not auto and (not isinstance(depth, int) or depth < 2):
         raise WmtpError(f"--depth must be an integer >= 2 or 'auto', got {depth!r}")
@@ -149,22 +156,28 @@ def predict(
     tpot_by_depth: dict = {"native": {}, "window": {}}
     for method in ("native", "window"):
         for d in DEPTH_RANGE:
-            r = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method])
+            r = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method], tp)
             tpot_by_depth[method][d] = r.tpot_ms
     best = {m: min(v, key=v.get) for m, v in tpot_by_depth.items()}
 
-    methods = {"dense": _method_result(spec, hw, cost, "dense", ctx, 1, batch, window, sink, None)}
+    methods = {"dense": _method_result(spec, hw, cost, "dense", ctx, 1, batch, window, sink, None, tp)}
     for method in ("native", "window"):
         d = best[method] if auto else depth
-        methods[method] = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method])
+        methods[method] = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method], tp)
     ratio = methods["window"].cost.step_ms / methods["native"].cost.step_ms
     mem_depth = max(methods["native"].cost.depth, methods["window"].cost.depth)
-    memory = memory_report(spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction)
+    memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction)
     warnings = [acc.warning] if acc.warning else []
     for method, n in memory.max_batch.items():
         if n < batch:
             warnings.append(
                 f"{method}: only {n} request(s) of {ctx} tokens fit on {hw.key} "
                 f"(asked for batch {batch}); its latency is shown as if memory allowed it")
+    if tp > 1:
+        warnings.append(f"tp={tp}: per-GPU work from the single-GPU fits, collectives from "
+                        + ("the measured all-reduce fit" if any(p.work.kind == "allreduce" and "analytical" not in p.source
+                                                                 for p in methods["native"].cost.t_verify.items)
+                           else "the analytical link model (no TP measurement for this GPU)")
+                        + "; memory is per GPU")
     return Prediction(spec, hw, cost.name, ctx, "auto" if auto else depth, window, sink, batch,
-                      methods, memory, best, tpot_by_depth, ratio, warnings)
+                      methods, memory, best, tpot_by_depth, ratio, warnings, tp)

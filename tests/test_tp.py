@@ -1,0 +1,110 @@
+"""Tensor parallelism: the per-GPU slice, the collectives, predict --tp, and the all-reduce harness
+on two CPU processes with the gloo backend."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from wmtp.cli.main import app
+from wmtp.errors import WmtpError
+from wmtp.hardware import get_hardware
+from wmtp.latency import SpeedOfLight, step_cost
+from wmtp.memory import memory_report
+from wmtp.models import get_model
+from wmtp.tp import per_gpu_spec, tp_collectives
+
+
+def test_per_gpu_slice_splits_heads_experts_and_vocab():
+    q = get_model("q35")
+    g = per_gpu_spec(q, 2)
+    assert (g.q_heads, g.kv_heads, g.lin_v_heads, g.expert_ffn, g.vocab) == (8, 1, 16, 256, 124160)
+    assert g.kv_bytes_per_token_layer == q.kv_bytes_per_token_layer / 2
+    g4 = per_gpu_spec(q, 4)
+    assert g4.kv_heads == 1  # 2 KV heads over 4 GPUs: replicated, each GPU holds one
+    assert g4.kv_bytes_per_token_layer == q.kv_bytes_per_token_layer / 2
+    assert per_gpu_spec(q, 1) is q
+    with pytest.raises(WmtpError, match="cannot be split"):
+        per_gpu_spec(q, 3)
+    with pytest.raises(WmtpError, match="GQA"):
+        per_gpu_spec(get_model("dsv3"), 2)
+
+
+def test_collective_counts():
+    q, nem = get_model("q35"), get_model("nem")
+    assert tp_collectives(q, 1, "verify", 7) == []
+    ver = tp_collectives(q, 2, "verify", 7)
+    assert ver[0].count == 2 * q.n_layers and ver[0].bytes == 2 * 7 * q.hidden
+    assert tp_collectives(nem, 2, "verify", 7)[0].count == nem.n_layers  # one mixer or FFN per block
+    assert [w.count for w in tp_collectives(q, 2, "fwd", 1)] == [3, 1]
+
+
+def test_tp_step_adds_collectives_and_halves_the_reads():
+    q, h = get_model("q35"), get_hardware("h200")
+    one = step_cost(q, h, SpeedOfLight(), "native", 2**20, 7)
+    two = step_cost(q, h, SpeedOfLight(), "native", 2**20, 7, tp=2)
+    attn1 = [p for p in one.t_fwd.items if p.work.kind == "decode_attn"][0].work
+    attn2 = [p for p in two.t_fwd.items if p.work.kind == "decode_attn"][0].work
+    assert attn2.bytes == attn1.bytes / 2
+    assert any(p.work.kind == "allreduce" for p in two.t_verify.items)
+    assert not any(p.work.kind == "allreduce" for p in one.t_verify.items)
+    assert two.t_verify.time_ms < one.t_verify.time_ms
+
+
+def test_tp_memory_per_gpu_seats_more():
+    q, h = get_model("q35"), get_hardware("h200")
+    one = memory_report(q, h, 2**20)
+    two = memory_report(per_gpu_spec(q, 2), h, 2**20)
+    assert two.max_batch["window"] >= 2 * one.max_batch["window"]
+    assert two.draft_pool_share == pytest.approx(one.draft_pool_share)
+
+
+def test_predict_tp_cli():
+    r = CliRunner().invoke(app, ["predict", "--model", "q35", "--ctx", "1M", "--tp", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["tp"] == 2 and any("tp=2" in w for w in out["warnings"])
+    srcs = {c["source"] for c in out["methods"]["native"]["components"] if c["kind"] == "allreduce"}
+    assert srcs and all("analytical" in s or "interpolated" in s or "extrapolated" in s or "measured" in s for s in srcs)
+    r = CliRunner().invoke(app, ["predict", "--model", "q35", "--tp", "3"])
+    assert r.exit_code == 1 and r.output.startswith("error: ") and "cannot be split" in r.output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank, world, port, out):
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    from wmtp.measure.tp_bench import allreduce_rows, fit_allreduce
+
+    rows = allreduce_rows([64, 256], tokens=(1, 8, 32), reps=3, device="cpu")
+    if rank == 0:
+        fit = fit_allreduce(rows)
+        out.put((len(rows), rows[0]["tp"], fit["n_shapes"], fit["coef_ms"][0] >= 0))
+    dist.destroy_process_group()
+
+
+def test_allreduce_harness_on_gloo():
+    torch = pytest.importorskip("torch")
+    mp = torch.multiprocessing.get_context("spawn")
+    q = mp.Queue()
+    port = _free_port()
+    procs = [mp.Process(target=_worker, args=(r, 2, port, q)) for r in range(2)]
+    for p in procs:
+        p.start()
+    n_rows, tp, n_shapes, ok = q.get(timeout=120)
+    for p in procs:
+        p.join(timeout=60)
+    assert all(p.exitcode == 0 for p in procs)
+    assert (n_rows, tp, n_shapes, ok) == (2 * 3 * 3, 2, 6, True)
