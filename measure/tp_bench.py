@@ -4,7 +4,8 @@
 
 1. All-reduce of [tokens, width] bf16 activations at the sizes a decode step sends (per-layer
    hidden states of the verify's B*d tokens and the draft's B tokens, and vocabulary-slice logits):
-   CUDA events around `inner` back-to-back all-reduces after a barrier, every repetition a row.
+   `inner` back-to-back all-reduces captured in a CUDA graph, replayed after a barrier and timed
+   with CUDA events, every repetition a row.
 2. The composed speculative iteration of `composed.py` at each GPU's slice of the model
    (`wmtp.tp.per_gpu_spec`) with an all-reduce after every mixer and FFN, timed on every rank
    (the slowest rank's median counts), against `step_cost(..., tp=N)` priced by the single-GPU
@@ -33,10 +34,20 @@ TOKENS = (1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64, 112, 128)
 COLUMNS = ["kernel", "impl", "model", "tp", "tokens", "width", "rep", "time_ms", "bytes", "flops", "status", "timer"]
 
 
-def time_collective(fn, reps: int = 30, inner: int = 10, device: str = "cuda") -> list[float]:
-    """Per-call ms of `inner` back-to-back calls, after a barrier, `reps` times."""
+def time_collective(fn, reps: int = 30, inner: int = 10, device: str = "cuda", graph: bool = True) -> list[float]:
+    """Per-call ms of `inner` back-to-back calls (captured in one CUDA graph on GPUs, as a decode
+    step runs them), after a barrier, `reps` times."""
     for _ in range(3):
         fn()
+    run = None
+    if device == "cuda" and graph:
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(inner):
+                fn()
+        torch.cuda.synchronize()
+        run = g.replay
     out = []
     for _ in range(reps):
         dist.barrier()
@@ -44,8 +55,11 @@ def time_collective(fn, reps: int = 30, inner: int = 10, device: str = "cuda") -
             torch.cuda.synchronize()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
-            for _ in range(inner):
-                fn()
+            if run is not None:
+                run()
+            else:
+                for _ in range(inner):
+                    fn()
             b.record()
             torch.cuda.synchronize()
             out.append(a.elapsed_time(b) / inner)
@@ -69,7 +83,8 @@ def allreduce_rows(widths, tokens=TOKENS, reps: int = 30, device: str = "cuda") 
             for rep, ms in enumerate(worst.tolist()):
                 rows.append(dict(kernel="allreduce", impl="nccl" if device == "cuda" else "gloo", model="any",
                                  tp=world, tokens=t, width=width, rep=rep, time_ms=ms, bytes=2.0 * t * width,
-                                 flops=0, status="ok", timer="cuda-events, barrier before each repetition"))
+                                 flops=0, status="ok",
+                                 timer="cuda-graph replay of 10 calls, CUDA events, barrier before each repetition"))
     return rows
 
 
@@ -138,12 +153,13 @@ def composed_rows(specs, profile: dict, ctxs, depths, world: int, rank: int) -> 
                                      accept_length=float(ext), tp=world)
                     calls = model.step(method, ctx, d, 4032, 64, ext, collective=collective)
                     dist.barrier()
-                    samples = sorted(composed.time_step(calls, graph=False))
+                    samples = sorted(composed.time_step(calls, graph=True))
                     med = torch.tensor([samples[len(samples) // 2]], device="cuda")
                     dist.all_reduce(med, op=dist.ReduceOp.MAX)
                     row.update(predicted_ms=pred.step_ms, measured_ms=float(med.item()),
                                rel_err=pred.step_ms / float(med.item()) - 1, predicted_source=pred.source,
-                               timer="eager, CUDA events, slowest rank's median", status="ok")
+                               timer="cuda-graph replay (eager if capture failed), CUDA events, slowest rank's median",
+                               status="ok")
                     del calls
                 except Exception as e:  # a step that fails is a row with its reason
                     row.update(status=f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -198,7 +214,8 @@ def main(argv=None) -> None:
     if rank == 0:
         if comp_rows:
             _write_csv(args.out / "tp_validation.csv", comp_rows)
-        meta = collect("allreduce: CUDA events after a barrier; composed: eager, CUDA events, slowest rank",
+        meta = collect("allreduce: CUDA-graph replay, CUDA events after a barrier; composed: CUDA-graph replay, "
+                       "CUDA events, slowest rank",
                        {"command": "torchrun -m wmtp.measure.tp_bench", "tp": world, "models": args.models,
                         "nccl_nvls_enable": os.environ.get("NCCL_NVLS_ENABLE")}) if cuda else {"tp": world}
         write_meta(args.out / "tp.meta.json", meta)
