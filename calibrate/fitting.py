@@ -64,3 +64,32 @@ def profile_summary(prof: dict) -> str:
             lines.append(f"| {r['model']} | {r['ctx']} | {r['batch']} | {r['gamma']} | {r['window'] or '-'} | "
                          f"{r['measured_ms']:.4f} | {r['predicted_ms']:.4f} | {diff} |")
     return "\n".join(lines) + "\n"
+
+
+def merge_tp(profile_path: Path, tp_dir: Path) -> list[str]:
+    """Add the all-reduce fits of a `torchrun -m wmtp.measure.tp_bench` run (its --out folder) to a
+    profile, with the sha256 of their raw data. Returns the components added."""
+    import hashlib
+
+    from wmtp.calibrate.profile import load_profile
+
+    prof = load_profile(profile_path)
+    raw = tp_dir / "tp_raw.csv"
+    if not raw.exists():
+        raise WmtpError(f"no tp_raw.csv in {tp_dir}")
+    added = []
+    for fit_path in sorted(tp_dir.glob("allreduce_tp*.json")):
+        try:
+            fit = json.loads(fit_path.read_text())
+        except json.JSONDecodeError:
+            raise WmtpError(f"{fit_path} is not valid JSON") from None
+        prof["components"][fit_path.stem] = fit
+        added.append(fit_path.stem)
+    if not added:
+        raise WmtpError(f"no allreduce_tp*.json fit in {tp_dir}")
+    meta_path = tp_dir / "tp.meta.json"
+    prof.setdefault("tp_raw_data", {})[",".join(added)] = {
+        "file": raw.name, "sha256": hashlib.sha256(raw.read_bytes()).hexdigest(),
+        "meta": json.loads(meta_path.read_text()) if meta_path.exists() else {}}
+    save_profile(prof, profile_path)
+    return added

@@ -181,10 +181,21 @@ def calibrate(
     out: Annotated[Path, typer.Option("--out", help="Output folder: raw.csv, raw.meta.json, profile.json, profile.md.")] = Path("calibration"),
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out.")] = False,
     from_raw: Annotated[Optional[Path], typer.Option("--from-raw", help="Refit an existing raw.csv (no GPU needed).")] = None,
+    add_tp: Annotated[Optional[Path], typer.Option(
+        "--add-tp", help="Merge the all-reduce fit of a tp_bench run (its --out folder) into --out/profile.json.")] = None,
 ) -> None:
     """Sweep the latency components on this GPU and fit a profile (or refit one with --from-raw)."""
     from wmtp.models import get_model
 
+    if add_tp is not None:
+        from wmtp.calibrate.fitting import merge_tp
+
+        try:
+            added = merge_tp(out / "profile.json", add_tp)
+        except WmtpError as e:
+            _fail(str(e))
+        typer.echo(f"added {', '.join(added)} to {out / 'profile.json'}")
+        return
     try:
         specs = [get_model(k) for k in models.split(",") if k.strip()]
         if from_raw is not None:

@@ -108,3 +108,39 @@ def test_allreduce_harness_on_gloo():
         p.join(timeout=60)
     assert all(p.exitcode == 0 for p in procs)
     assert (n_rows, tp, n_shapes, ok) == (2 * 3 * 3, 2, 6, True)
+
+
+def test_merge_tp_fit_into_profile(tmp_path):
+    import shutil
+
+    from wmtp.calibrate.fitting import merge_tp
+    from wmtp.calibrate.profile import PROFILES_DIR, load_profile
+
+    prof = tmp_path / "profile.json"
+    shutil.copy(PROFILES_DIR / "h200.json", prof)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tp_raw.csv").write_text("kernel,time_ms\nallreduce,0.01\n")
+    fit = {"features": ["const", "bytes"], "coef_ms": [0.02, 1e-9], "groups": {}, "n_shapes": 2,
+           "heldout": {"median_rel": 0.1, "p90_rel": 0.2, "max_rel": 0.3, "method": "x"},
+           "bytes_range": [1.0, 2.0], "flops_range": [0.0, 0.0], "points": []}
+    (run / "allreduce_tp4.json").write_text(json.dumps(fit))
+    r = CliRunner().invoke(app, ["calibrate", "--add-tp", str(run), "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    p = load_profile(prof)
+    assert p["components"]["allreduce_tp4"]["coef_ms"] == [0.02, 1e-9]
+    assert len(p["tp_raw_data"]["allreduce_tp4"]["sha256"]) == 64
+    r = CliRunner().invoke(app, ["calibrate", "--add-tp", str(tmp_path / "nothing"), "--out", str(tmp_path)])
+    assert r.exit_code == 1 and "no tp_raw.csv" in r.output
+    with pytest.raises(WmtpError, match="no allreduce"):
+        (run / "allreduce_tp4.json").unlink()
+        merge_tp(prof, run)
+
+
+def test_shipped_profile_prices_tp2_collectives_from_measurement():
+    out = json.loads(CliRunner().invoke(app, ["predict", "--model", "q35", "--tp", "2", "--json"]).output)
+    ar = [c for c in out["methods"]["window"]["components"] if c["kind"] == "allreduce"]
+    assert ar and all(c["source"] in ("measured", "interpolated", "extrapolated") for c in ar)
+    out4 = json.loads(CliRunner().invoke(app, ["predict", "--model", "q35", "--tp", "4", "--json"]).output)
+    ar4 = [c for c in out4["methods"]["window"]["components"] if c["kind"] == "allreduce"]
+    assert all("analytical" in c["source"] for c in ar4)  # no TP4 measurement: the link model, and it says so
