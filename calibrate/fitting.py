@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
-from wmtp.calibrate.profile import build_profile, save_profile, _atomic_write
+from wmtp.calibrate.profile import build_profile, save_profile
+from wmtp.fileio import atomic_write_text
 from wmtp.errors import WmtpError
 from wmtp.models import MODELS
 
@@ -37,7 +38,7 @@ def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[s
     hw = "h200" if "H200" in str(meta.get("gpu_name", "")) else str(meta.get("gpu_name", "unknown")).lower().replace(" ", "-")
     prof = build_profile(fits, hw, meta, ceilings(df), raw, models, extra={"draft_loop_check": loop})
     save_profile(prof, profile_path)
-    _atomic_write(profile_path.with_suffix(".md"), profile_summary(prof))
+    atomic_write_text(profile_path.with_suffix(".md"), profile_summary(prof))
     return profile_path
 
 

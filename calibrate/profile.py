@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 
 from wmtp.errors import ProfileError
+from wmtp.fileio import atomic_write_text
 from wmtp.features import fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import Priced, Work
@@ -35,18 +34,6 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def build_profile(fits: dict, hardware: str, provenance: dict, ceilings: dict, raw_path: str | Path,
@@ -69,7 +56,7 @@ def build_profile(fits: dict, hardware: str, provenance: dict, ceilings: dict, r
 
 
 def save_profile(profile: dict, path: str | Path) -> None:
-    _atomic_write(Path(path), json.dumps(profile, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(Path(path), json.dumps(profile, indent=1, sort_keys=True) + "\n")
 
 
 def load_profile(path: str | Path) -> dict:

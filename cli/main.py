@@ -241,7 +241,7 @@ def validate(
         ds = [int(x) for x in depths.split(",") if x.strip()]
         from wmtp.measure.run import _progress
         from wmtp.measure.validate import run_validate, validation_summary
-        from wmtp.measure.provenance import atomic_write_text
+        from wmtp.fileio import atomic_write_text
 
         with _progress() as bar:
             path = run_validate(profile, specs, out, tuple(ctxs), tuple(ds), progress=bar)
@@ -256,6 +256,8 @@ def validate(
 def main() -> None:  # console-script entry point
     app()
 
+
+from wmtp.cli import analysis  # noqa: E402,F401  (registers sweep and simulate on `app`)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -6,29 +6,13 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from wmtp import __version__
+from wmtp.fileio import atomic_write_text  # noqa: F401  (re-exported for measure/)
 
 SCHEMA_VERSION = 1
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename: readers never see a partial file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def git_sha() -> str:

@@ -174,3 +174,54 @@ def choose_acceptance(model_key: str, depth: int, accept_length: tuple[float, fl
     return AcceptanceChoice(prof, prof, warning=(
         f"no acceptance data for {model_key!r}: native and window both use a generic profile "
         f"(alpha={a:.3f}, mean of the paper presets); pass --accept-length for real numbers"))
+
+
+@dataclass(frozen=True)
+class WindowAcceptance:
+    """AL against the draft window W at one depth: measured (W, AL) points, and the native draft's AL
+    as the value at W = S (the window then holds the whole context). Between points: linear in
+    log2 W; above the largest measured W: toward the native value at W = S; below the smallest:
+    held at the smallest point's AL (flagged extrapolated). Other depths via a geometric profile."""
+
+    points: tuple[tuple[int, float], ...]
+    native_al: float
+    depth: int
+    source: str
+
+    def __post_init__(self) -> None:
+        if not self.points or any(w <= 0 or not 1 <= al <= self.depth for w, al in self.points):
+            raise WmtpError("AL(W) points need W > 0 and AL in [1, d]")
+
+    def _al_at_measured_depth(self, window: int, ctx: int) -> float:
+        pts = sorted(self.points)
+        if window >= ctx:
+            return self.native_al
+        if window <= pts[0][0]:
+            return pts[0][1]
+        xs = [(math.log2(w), al) for w, al in pts if w < ctx] + [(math.log2(ctx), self.native_al)]
+        x = math.log2(window)
+        for (x0, y0), (x1, y1) in zip(xs, xs[1:]):
+            if x0 <= x <= x1:
+                return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y0
+        return xs[-1][1]
+
+    def accept_length(self, window: int, depth: int, ctx: int) -> float:
+        al = self._al_at_measured_depth(window, ctx)
+        if depth == self.depth:
+            return al
+        return geometric(min(al, self.depth), self.depth, self.source).accept_length(depth)
+
+    def tag(self, window: int, ctx: int) -> str:
+        ws = [w for w, _ in self.points]
+        if window < min(ws):
+            return f"{self.source}, extrapolated below W={min(ws)}"
+        if window in ws:
+            return self.source
+        return f"{self.source}, interpolated" + (" toward the native AL at W=S" if window > max(ws) else "")
+
+
+WINDOW_PRESETS: Mapping[tuple[str, str], WindowAcceptance] = {
+    ("q35", "niah_multiquery_enum"): WindowAcceptance(
+        ((1024, 3.79), (4032, 4.74)), 4.49, 7,
+        f"preset q35/niah_multiquery_enum dose-response: {PAPER}, window dose-response"),
+}

@@ -1,0 +1,166 @@
+"""What a user decides with wmtp (DESIGN.md section 5), on top of `step_cost` and acceptance.
+
+- `depth_curve`: TPOT against d per method, and each method's best depth.
+- `break_even_context`: the smallest ctx from which windowing is at least x % faster (TPOT).
+- `window_curve` / `break_even_window`: TPOT against W; with an AL(W) model the TPOT-optimal W and
+  the range of W that beats native, without one the cost-only curve (acceptance held fixed).
+- `batch_frontier`: B = 1 .. the memory limit, per-user against per-GPU tokens/s, Pareto points.
+- `draft_prefill_saving`: time-to-first-token the window saves when the draft's prefill is pruned
+  to the last W + n_sink tokens (speed-of-light estimate).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, WindowAcceptance, geometric
+from wmtp.errors import WmtpError
+from wmtp.hardware import HardwareSpec
+from wmtp.latency import CostModel, step_cost
+from wmtp.memory import memory_report
+from wmtp.specs import ModelSpec
+from wmtp.tp import per_gpu_spec
+
+
+@dataclass(frozen=True)
+class Scenario:
+    spec: ModelSpec
+    hw: HardwareSpec
+    cost: CostModel
+    ctx: int
+    depth: int = 7
+    window: int = 4032
+    sink: int = 64
+    batch: int = 1
+    tp: int = 1
+
+    def tpot(self, method: str, profile: AcceptanceProfile | None, *, ctx=None, depth=None, window=None, batch=None,
+             accept_length: float | None = None) -> tuple[float, float, float]:
+        """(TPOT ms, step ms, AL) of one method at this scenario with overrides."""
+        ctx, depth = ctx or self.ctx, depth or self.depth
+        window = self.window if window is None else window
+        batch = batch or self.batch
+        if method == "dense":
+            c = step_cost(self.spec, self.hw, self.cost, "dense", ctx, 1, batch, tp=self.tp)
+            return c.step_ms, c.step_ms, 1.0
+        al = accept_length if accept_length is not None else profile.accept_length(depth)
+        c = step_cost(self.spec, self.hw, self.cost, method, ctx, depth, batch, window, self.sink, accept_length=al,
+                      tp=self.tp)
+        return c.step_ms / al, c.step_ms, al
+
+
+def depth_curve(sc: Scenario, acc: AcceptanceChoice, depths=range(2, 11)) -> list[dict]:
+    rows = []
+    for d in depths:
+        row = {"depth": d}
+        for method, prof in (("native", acc.native), ("window", acc.window)):
+            tpot, step, al = sc.tpot(method, prof, depth=d)
+            row.update({f"{method}_tpot_ms": tpot, f"{method}_step_ms": step, f"{method}_accept_length": al,
+                        f"{method}_accept_source": prof.tag(d)})
+        rows.append(row)
+    return rows
+
+
+def best_depths(rows: list[dict]) -> dict:
+    return {m: min(rows, key=lambda r: r[f"{m}_tpot_ms"])["depth"] for m in ("native", "window")}
+
+
+def context_curve(sc: Scenario, acc: AcceptanceChoice, ctxs) -> list[dict]:
+    dense_rows = []
+    for ctx in ctxs:
+        d_tpot, _, _ = sc.tpot("dense", None, ctx=ctx)
+        n_tpot, n_step, n_al = sc.tpot("native", acc.native, ctx=ctx)
+        w_tpot, w_step, w_al = sc.tpot("window", acc.window, ctx=ctx)
+        dense_rows.append({"ctx": ctx, "dense_tpot_ms": d_tpot, "native_tpot_ms": n_tpot, "window_tpot_ms": w_tpot,
+                           "native_step_ms": n_step, "window_step_ms": w_step,
+                           "step_saving_ms": n_step - w_step, "cost_ratio": n_step / w_step - 1,
+                           "window_speedup": n_tpot / w_tpot})
+    return dense_rows
+
+
+def break_even_context(sc: Scenario, acc: AcceptanceChoice, threshold: float = 0.05, lo: int = 1024,
+                       hi: int = 16 * 1024 * 1024) -> int | None:
+    """Smallest ctx (to 1 %) from which the window's step is at least `threshold` cheaper than the
+    native one at matched acceptance (step_native / step_window >= 1 + threshold: the input-invariant,
+    cost-side advantage, which grows with ctx because only the native draft's reads do). None if not
+    reached by `hi`. Multiply by AL_window / AL_native for a given workload's end-to-end gain."""
+    def gain(ctx: int) -> float:
+        al = acc.native.accept_length(sc.depth)
+        return (sc.tpot("native", None, ctx=ctx, accept_length=al)[1]
+                / sc.tpot("window", None, ctx=ctx, accept_length=al)[1] - 1)
+
+    if gain(hi) < threshold:
+        return None
+    if gain(lo) >= threshold:
+        return lo
+    while hi / lo > 1.01:
+        mid = int(math.sqrt(lo * hi))
+        lo, hi = (mid, hi) if gain(mid) < threshold else (lo, mid)
+    return hi
+
+
+def window_curve(sc: Scenario, acc: AcceptanceChoice, windows, al_model: WindowAcceptance | None) -> list[dict]:
+    n_tpot, _, n_al = sc.tpot("native", acc.native)
+    rows = []
+    for w in windows:
+        if al_model is not None:
+            al_w = al_model.accept_length(w, sc.depth, sc.ctx)
+            src = al_model.tag(w, sc.ctx)
+        else:
+            al_w = acc.window.accept_length(sc.depth)
+            src = "held fixed (no AL(W) model): " + acc.window.tag(sc.depth)
+        tpot, step, _ = sc.tpot("window", None, window=w, accept_length=al_w)
+        rows.append({"window": w, "window_step_ms": step, "accept_length": al_w, "accept_source": src,
+                     "window_tpot_ms": tpot, "native_tpot_ms": n_tpot, "beats_native": tpot < n_tpot})
+    return rows
+
+
+def break_even_window(rows: list[dict]) -> dict:
+    best = min(rows, key=lambda r: r["window_tpot_ms"])
+    winners = [r["window"] for r in rows if r["beats_native"]]
+    return {"optimal_window": best["window"], "optimal_tpot_ms": best["window_tpot_ms"],
+            "beats_native_range": [min(winners), max(winners)] if winners else None,
+            "acceptance": "AL(W) model" if not rows[0]["accept_source"].startswith("held fixed") else
+            "held fixed: cost-only curve"}
+
+
+def batch_frontier(sc: Scenario, acc: AcceptanceChoice, max_batch: int | None = None) -> list[dict]:
+    """Per method, B = 1 .. the memory limit: per-user and per-GPU tokens/s, Pareto flags."""
+    mem = memory_report(per_gpu_spec(sc.spec, sc.tp), sc.hw, sc.ctx, sc.window, sc.sink, sc.depth)
+    rows = []
+    for method, prof in (("dense", None), ("native", acc.native), ("window", acc.window)):
+        limit = mem.max_batch[method] if max_batch is None else min(max_batch, mem.max_batch[method])
+        for b in range(1, limit + 1):
+            tpot, step, al = sc.tpot(method, prof, batch=b)
+            rows.append({"method": method, "batch": b, "tpot_ms": tpot, "per_user_tok_s": 1e3 / tpot,
+                         "per_gpu_tok_s": b * 1e3 / tpot / sc.tp, "step_ms": step, "accept_length": al})
+    for r in rows:  # Pareto-optimal over all methods: no point is better on both axes
+        r["pareto"] = not any(o["per_user_tok_s"] >= r["per_user_tok_s"] and o["per_gpu_tok_s"] >= r["per_gpu_tok_s"]
+                              and (o["per_user_tok_s"] > r["per_user_tok_s"] or o["per_gpu_tok_s"] > r["per_gpu_tok_s"])
+                              for o in rows)
+    return rows
+
+
+def draft_prefill_saving(spec: ModelSpec, hw: HardwareSpec, ctx: int, window: int, sink: int) -> dict:
+    """Speed-of-light time of the draft layer's prefill over ctx tokens against over the last
+    W + n_sink (causal attention flops 2 * q_heads * head_dim * S^2, projections and FFN 2 * params
+    per token, at the bf16 rate x flop_eff). An estimate: engines overlap some of it with the target."""
+    def prefill_ms(n: int) -> float:
+        attn = 2.0 * spec.q_heads * spec.head_dim * n * n
+        params = 2 * spec.hidden * spec.hidden + spec.attn_params + (
+            spec.moe_dense_params + spec.top_k * spec.expert_params if spec.mtp_moe else spec.dense_ffn_params)
+        return (attn + 2.0 * params * n) / (hw.bf16_tflops * 1e12 * hw.flop_eff) * 1e3
+
+    native, pruned = prefill_ms(ctx), prefill_ms(min(ctx, window + sink))
+    return {"native_ms": native, "window_ms": pruned, "saving_ms": native - pruned,
+            "source": "estimate (speed-of-light flops)"}
+
+
+def matched_or(acc: AcceptanceChoice, accept_length: float | None, depth: int) -> AcceptanceChoice:
+    if accept_length is None:
+        return acc
+    if not 1 <= accept_length <= depth:
+        raise WmtpError(f"acceptance length must lie in [1, {depth}]")
+    p = geometric(accept_length, depth, "--accept-length (geometric profile)")
+    return AcceptanceChoice(p, p)
