@@ -91,6 +91,7 @@ def predict(
     profile: ProfileOpt = None,
     speed_of_light: SolOpt = False,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (heads, experts and vocabulary split).")] = 1,
+    tree_width: Annotated[int, typer.Option("--tree-width", help="Tree speculation width k (ring n_sink + W + d*k).")] = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Step cost, TPOT, memory and decisions for dense / native MTP / windowed MTP."""
@@ -109,6 +110,7 @@ def predict(
         result = run_predict(
             spec, gpu, parse_tokens(ctx), parse_depth(depth), parse_tokens(window), sink, batch,
             parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light), tp=tp,
+            tree_width=tree_width,
         )
     except WmtpError as e:
         _fail(str(e))

@@ -103,6 +103,9 @@ def render_prediction(p) -> None:
         f"break-even acceptance ratio rho* = step_window / step_native = {p.break_even_accept_ratio:.3f}: "
         f"windowing pays while AL_window / AL_native > {p.break_even_accept_ratio:.3f}"
     )
+    dp = p.draft_prefill
+    console.print(f"draft prefill pruned to the last W + sink tokens saves about {dp['saving_ms']:.1f} ms of "
+                  f"time-to-first-token [dim]estimate (speed-of-light)[/dim]")
     sources = {"AL native": r["native"].accept_source, "AL window": r["window"].accept_source,
                "step": r["native"].cost.source}
     console.print("[dim]sources: " + "; ".join(f"{k}: {v}" for k, v in sources.items())

@@ -47,6 +47,8 @@ class Prediction:
     break_even_accept_ratio: float
     warnings: list = field(default_factory=list)
     tp: int = 1
+    draft_prefill: dict = field(default_factory=dict)
+    tree_width: int = 1
 
     def speedup(self, method: str, over: str) -> float:
         return self.methods[over].tpot_ms / self.methods[method].tpot_ms
@@ -92,6 +94,7 @@ class Prediction:
             "sink": self.sink,
             "batch": self.batch,
             "tp": self.tp,
+            "tree_width": self.tree_width,
             "weight_dtype": self.spec.weight_dtype,
             "kv_dtype": self.spec.kv_dtype,
             "methods": methods,
@@ -113,6 +116,7 @@ class Prediction:
                 "best_depth": self.best_depth,
                 "tpot_ms_by_depth": {k: {str(d): t for d, t in v.items()} for k, v in self.tpot_by_depth.items()},
                 "break_even_accept_ratio": self.break_even_accept_ratio,
+                "draft_prefill_ttft_saving": self.draft_prefill,
             },
             "warnings": self.warnings,
         }
@@ -179,5 +183,8 @@ def predict(
                                                                  for p in methods["native"].cost.t_verify.items)
                            else "the analytical link model (no TP measurement for this GPU)")
                         + "; memory is per GPU")
+    from wmtp.decisions import draft_prefill_saving
+
     return Prediction(spec, hw, cost.name, ctx, "auto" if auto else depth, window, sink, batch,
-                      methods, memory, best, tpot_by_depth, ratio, warnings, tp)
+                      methods, memory, best, tpot_by_depth, ratio, warnings, tp,
+                      draft_prefill_saving(gpu_spec, hw, ctx, window, sink), tree_width)
