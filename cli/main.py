@@ -259,7 +259,7 @@ def main() -> None:  # console-script entry point
     app()
 
 
-from wmtp.cli import analysis  # noqa: E402,F401  (registers sweep and simulate on `app`)
+from wmtp.cli import analysis, report  # noqa: E402,F401  (register sweep, simulate and report on `app`)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

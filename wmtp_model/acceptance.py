@@ -225,3 +225,37 @@ WINDOW_PRESETS: Mapping[tuple[str, str], WindowAcceptance] = {
         ((1024, 3.79), (4032, 4.74)), 4.49, 7,
         f"preset q35/niah_multiquery_enum dose-response: {PAPER}, window dose-response"),
 }
+
+
+def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
+    """H[n] from a JSON list [H0, H1, ...], a JSON object {"n": count}, or a CSV of `n,count` lines."""
+    import csv
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise WmtpError(f"cannot read histogram {p}: {e.strerror or e}") from None
+    counts: dict[int, float] = {}
+    try:
+        data = json.loads(text)
+        if isinstance(data, list):
+            counts = {i: float(c) for i, c in enumerate(data)}
+        elif isinstance(data, dict):
+            counts = {int(k): float(v) for k, v in data.items()}
+        else:
+            raise ValueError
+    except (json.JSONDecodeError, ValueError, TypeError):
+        try:
+            for row in csv.reader(text.splitlines()):
+                if not row or row[0].strip().lower() in ("n", "accepted", "#"):
+                    continue
+                counts[int(row[0])] = float(row[1])
+        except (ValueError, IndexError):
+            raise WmtpError(f"{p}: a histogram is a JSON list, a JSON object n -> count, or CSV lines n,count") from None
+    if not counts or min(counts) < 0:
+        raise WmtpError(f"{p}: no histogram bins found")
+    h = [counts.get(n, 0.0) for n in range(max(counts) + 1)]
+    return from_histogram(h, source or f"histogram {p.name}")

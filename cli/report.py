@@ -1,0 +1,72 @@
+"""`wmtp report`: one self-contained HTML file from a prediction (plotly imported only here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from wmtp.cli.main import (AccOpt, BatchOpt, ConfigOpt, CtxOpt, HwOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt,
+                           WdOpt, WindowOpt, _fail, app, parse_accept, parse_depth, resolve_model)
+from wmtp.errors import WmtpError
+
+
+@app.command()
+def report(
+    model: ModelOpt = None, config: ConfigOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
+    depth: Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d (2..64).")] = "7",
+    window: WindowOpt = "4032", sink: SinkOpt = 64, batch: BatchOpt = 1, kv_dtype: KvOpt = None,
+    weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
+    speed_of_light: SolOpt = False,
+    histogram: Annotated[Optional[list[str]], typer.Option(
+        "--histogram", help="METHOD=FILE (native or window): measured H[n] for the per-position figure; repeatable.")] = None,
+    out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
+) -> None:
+    """Write one self-contained HTML report (works offline) for a prediction."""
+    try:
+        from wmtp.reports.html import build_report, write_report
+    except ImportError as e:
+        _fail(f"wmtp report needs plotly ({e.name} is missing): pip install 'wmtp[reports]'")
+    from wmtp.acceptance import AcceptanceChoice, choose_acceptance, load_histogram
+    from wmtp.calibrate.profile import ProfileCostModel, cost_model_for
+    from wmtp.decisions import Scenario
+    from wmtp.hardware import get_hardware
+    from wmtp.predict import predict as run_predict
+    from wmtp.units import parse_tokens
+
+    try:
+        spec = resolve_model(model, config, weight_dtype, kv_dtype)
+        d = parse_depth(depth)
+        if d == "auto":
+            raise WmtpError("wmtp report takes a fixed --depth (the depth curve shows every d)")
+        gpu = get_hardware(hw)
+        cost = cost_model_for(gpu, profile, speed_of_light)
+        acc_len = parse_accept(accept_length)
+        p = run_predict(spec, gpu, parse_tokens(ctx), d, parse_tokens(window), sink, batch, acc_len, cost=cost)
+        acc = choose_acceptance(spec.key, d, acc_len)
+        profiles = {"native": acc.native, "window": acc.window}
+        for item in histogram or []:
+            method, _, path = item.partition("=")
+            if method not in profiles or not path:
+                raise WmtpError(f"--histogram takes native=FILE or window=FILE, got {item!r}")
+            profiles[method] = load_histogram(path)
+        acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
+        sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch)
+        meta, validation = {}, None
+        if isinstance(cost, ProfileCostModel):
+            prov = cost.profile.get("provenance", {})
+            meta = {k: prov.get(k) for k in ("gpu_name", "driver", "torch", "triton", "git_sha", "utc_time")}
+            meta["hardware"] = cost.hw_key
+            meta["raw data sha256"] = cost.profile.get("raw_data", {}).get("sha256")
+            from wmtp.calibrate.profile import PROFILES_DIR
+
+            candidates = ([Path(profile).with_name("validation.csv")] if profile else []) + [
+                PROFILES_DIR.parent / "validation" / f"{cost.hw_key}.csv"]
+            validation = next((c for c in candidates if c.exists()), None)
+        sources = {"acceptance (native)": profiles["native"].tag(d), "acceptance (window)": profiles["window"].tag(d),
+                   "validation data": str(validation) if validation else "none"}
+        write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources))
+    except WmtpError as e:
+        _fail(str(e))
+    typer.echo(f"wrote {out}")

@@ -1,0 +1,249 @@
+"""`wmtp report`: one self-contained HTML file (plotly.js inlined, no external requests) built from a
+prediction, the decision curves, the profile's validation data and, where given, acceptance
+histograms. Every axis carries its unit; hovering shows exact values."""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from wmtp import __version__
+from wmtp import decisions as dec
+from wmtp.acceptance import DEFAULT_TASK, WINDOW_PRESETS, AcceptanceProfile, alpha_intervals
+from wmtp.predict import Prediction
+from wmtp.units import format_bytes, format_tokens
+
+COLORS = {"dense": "#7f7f7f", "native": "#d62728", "window": "#1f77b4"}
+FIGURES = ("step-decomposition", "tpot-vs-context", "tpot-vs-depth", "batch-frontier", "acceptance-per-position",
+           "window-curve", "memory", "measured-vs-predicted")
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template="plotly_white", height=430,
+                      margin=dict(l=70, r=30, t=60, b=60), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def step_decomposition(p: Prediction) -> go.Figure:
+    fig = go.Figure()
+    names = ["dense", "native", "window"]
+    parts = [("t_verify", lambda c: c.t_verify.time_ms), ("t_ctx", lambda c: c.t_ctx.time_ms),
+             ("gamma x t_fwd", lambda c: c.gamma * c.t_fwd.time_ms)]
+    for label, get in parts:
+        fig.add_bar(name=label, x=names, y=[get(p.methods[n].cost) for n in names],
+                    hovertemplate="%{x}: %{y:.3f} ms<extra>" + label + "</extra>")
+    fig.update_layout(barmode="stack")
+    return _layout(fig, f"Decode step at {format_tokens(p.ctx)}: where the time goes", "method", "ms per step")
+
+
+def tpot_vs_context(sc: dec.Scenario, acc) -> go.Figure:
+    ctxs = [2**k for k in range(12, 23)]
+    rows = dec.context_curve(sc, acc, ctxs)
+    fig = go.Figure()
+    for m in ("dense", "native", "window"):
+        fig.add_scatter(x=ctxs, y=[r[f"{m}_tpot_ms"] for r in rows], name=m, mode="lines+markers",
+                        line=dict(color=COLORS[m]), hovertemplate="S=%{x}: %{y:.3f} ms<extra>" + m + "</extra>")
+    fig.update_xaxes(type="log")
+    return _layout(fig, "TPOT against context (the widening wedge)", "context S (tokens, log scale)", "TPOT (ms)")
+
+
+def tpot_vs_depth(p: Prediction) -> go.Figure:
+    fig = go.Figure()
+    for m in ("native", "window"):
+        curve = p.tpot_by_depth[m]
+        fig.add_scatter(x=list(curve), y=list(curve.values()), name=m, mode="lines+markers",
+                        line=dict(color=COLORS[m]), hovertemplate="d=%{x}: %{y:.3f} ms<extra>" + m + "</extra>")
+        best = p.best_depth[m]
+        fig.add_scatter(x=[best], y=[curve[best]], name=f"{m} best d={best}", mode="markers",
+                        marker=dict(symbol="star", size=16, color=COLORS[m]))
+    fig.add_hline(y=p.methods["dense"].tpot_ms, line_dash="dot", line_color=COLORS["dense"], annotation_text="dense")
+    return _layout(fig, "TPOT against draft depth d", "d = gamma + 1 (draft tokens per step)", "TPOT (ms)")
+
+
+def batch_frontier(sc: dec.Scenario, acc) -> go.Figure:
+    rows = dec.batch_frontier(sc, acc)
+    fig = go.Figure()
+    for m in ("dense", "native", "window"):
+        rs = [r for r in rows if r["method"] == m]
+        fig.add_scatter(x=[r["per_gpu_tok_s"] for r in rs], y=[r["per_user_tok_s"] for r in rs], name=m,
+                        mode="lines+markers", line=dict(color=COLORS[m]), text=[f"B={r['batch']}" for r in rs],
+                        hovertemplate="%{text}: %{x:.1f} tok/s/GPU, %{y:.1f} tok/s/user<extra>" + m + "</extra>")
+    par = [r for r in rows if r["pareto"]]
+    fig.add_scatter(x=[r["per_gpu_tok_s"] for r in par], y=[r["per_user_tok_s"] for r in par], name="Pareto-optimal",
+                    mode="markers", marker=dict(symbol="circle-open", size=14, color="black"))
+    return _layout(fig, f"Throughput-latency frontier at {format_tokens(sc.ctx)} (B up to the memory limit)",
+                   "per-GPU throughput (tokens/s)", "per-user speed (tokens/s)")
+
+
+def acceptance_figure(profiles: dict[str, AcceptanceProfile], depth: int) -> go.Figure:
+    fig = go.Figure()
+    for m, prof in profiles.items():
+        if prof.counts:
+            iv = alpha_intervals(prof)
+            xs = list(range(1, len(iv) + 1))
+            fig.add_scatter(x=xs, y=[a for a, _, _ in iv], name=f"{m} (histogram)", mode="lines+markers",
+                            line=dict(color=COLORS[m]),
+                            error_y=dict(type="data", symmetric=False, array=[hi - a for a, _, hi in iv],
+                                         arrayminus=[a - lo for a, lo, _ in iv]),
+                            hovertemplate="alpha_%{x} = %{y:.3f}<extra>" + m + " (95 % Wilson)</extra>")
+        else:
+            al = prof.alphas_at(depth)
+            fig.add_scatter(x=list(range(1, len(al) + 1)), y=al, name=f"{m} ({prof.source[:60]})", mode="lines+markers",
+                            line=dict(color=COLORS[m], dash="dash"),
+                            hovertemplate="alpha_%{x} = %{y:.3f}<extra>" + m + " (no intervals)</extra>")
+    fig.update_yaxes(range=[0, 1.05])
+    return _layout(fig, "Conditional acceptance per draft position", "draft position j", "alpha_j (probability)")
+
+
+def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
+    model = WINDOW_PRESETS.get((sc.spec.key, DEFAULT_TASK))
+    rows = dec.window_curve(sc, acc, [256, 512, 1024, 2048, 4032, 8192, 16384, 65536, 262144], model)
+    be = dec.break_even_window(rows)
+    fig = go.Figure()
+    ws = [r["window"] for r in rows]
+    fig.add_scatter(x=ws, y=[r["window_tpot_ms"] for r in rows], name="window TPOT (ms)", mode="lines+markers",
+                    line=dict(color=COLORS["window"]), hovertemplate="W=%{x}: %{y:.3f} ms<extra></extra>")
+    fig.add_scatter(x=ws, y=[r["accept_length"] for r in rows], name="window AL (tokens/step)", yaxis="y2",
+                    mode="lines+markers", line=dict(color="#2ca02c", dash="dot"),
+                    hovertemplate="W=%{x}: AL %{y:.2f}<extra></extra>")
+    fig.add_hline(y=rows[0]["native_tpot_ms"], line_dash="dash", line_color=COLORS["native"],
+                  annotation_text="native TPOT")
+    if be["beats_native_range"]:
+        lo, hi = be["beats_native_range"]
+        ys = [r["window_tpot_ms"] for r in rows] + [rows[0]["native_tpot_ms"]]
+        y0, y1 = min(ys), max(ys)
+        fig.add_scatter(x=[lo, hi, hi, lo, lo], y=[y0, y0, y1, y1, y0], fill="toself", mode="lines",
+                        line=dict(width=0), fillcolor="rgba(31,119,180,0.10)", name=f"W beats native ({lo}-{hi})",
+                        hoverinfo="skip")
+    fig.update_xaxes(type="log")
+    fig.update_layout(yaxis2=dict(title="AL (tokens per step)", overlaying="y", side="right"))
+    return _layout(fig, f"TPOT and acceptance against the window W ({be['acceptance']})", "window W (tokens, log)",
+                   "TPOT (ms)"), be
+
+
+def memory_figure(p: Prediction) -> go.Figure:
+    m = p.memory
+    names = ["dense", "native", "window"]
+    fig = go.Figure()
+    gib = 1024**3
+    for label, get in (("target KV", lambda r: r.target_kv_bytes), ("draft KV", lambda r: r.draft_kv_bytes),
+                       ("recurrent state", lambda r: r.state_bytes)):
+        fig.add_bar(name=label, x=names, y=[get(m.per_request[n]) / gib for n in names],
+                    hovertemplate="%{x}: %{y:.3f} GiB<extra>" + label + "</extra>")
+    fig.add_scatter(x=names, y=[m.max_batch[n] for n in names], name="max concurrent requests", yaxis="y2",
+                    mode="markers+text", text=[str(m.max_batch[n]) for n in names], textposition="top center",
+                    marker=dict(size=14, color="black"))
+    fig.update_layout(barmode="stack", yaxis2=dict(title="requests seated", overlaying="y", side="right", rangemode="tozero"))
+    return _layout(fig, f"Memory per {format_tokens(p.ctx)} request and requests seated on {p.hw.key}", "method",
+                   "GiB per request")
+
+
+def validation_figure(validation_csv: Path | None) -> go.Figure:
+    fig = go.Figure()
+    if validation_csv is not None and validation_csv.exists():
+        import csv
+
+        rows = [r for r in csv.DictReader(open(validation_csv)) if r.get("status") == "ok"]
+        for m in ("dense", "native", "window"):
+            rs = [r for r in rows if r["method"] == m]
+            fig.add_scatter(x=[float(r["measured_ms"]) for r in rs], y=[float(r["predicted_ms"]) for r in rs], name=m,
+                            mode="markers", marker=dict(color=COLORS[m], size=9),
+                            text=[f"{r['model']} S={r['ctx']} d={r['d']}" for r in rs],
+                            hovertemplate="%{text}: measured %{x:.3f} ms, predicted %{y:.3f} ms<extra></extra>")
+        top = max([float(r["measured_ms"]) for r in rows] + [1.0]) * 1.1
+        fig.add_scatter(x=[0, top], y=[0, top], name="prediction = measurement", mode="lines",
+                        line=dict(color="black", dash="dot"))
+    else:
+        fig.add_annotation(text="no validation data for this profile", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+    return _layout(fig, "Composed speculative step: measured against predicted", "measured step (ms)",
+                   "predicted step (ms)")
+
+
+def _summary_table(p: Prediction) -> str:
+    head = "<tr><th></th>" + "".join(f"<th>{n}</th>" for n in ("dense", "native", "window")) + "</tr>"
+    rows = []
+    for label, get in (("step (ms)", lambda r: f"{r.cost.step_ms:.3f}"),
+                       ("t_verify (ms)", lambda r: f"{r.cost.t_verify.time_ms:.3f}"),
+                       ("t_ctx (ms)", lambda r: f"{r.cost.t_ctx.time_ms:.3f}"),
+                       ("t_fwd (ms)", lambda r: f"{r.cost.t_fwd.time_ms:.3f} x{r.cost.gamma}"),
+                       ("AL (tokens/step)", lambda r: f"{r.accept_length:.2f}"),
+                       ("TPOT (ms)", lambda r: f"{r.tpot_ms:.3f}"),
+                       ("source (step)", lambda r: html.escape(r.cost.source)),
+                       ("source (AL)", lambda r: html.escape(r.accept_source))):
+        rows.append(f"<tr><td>{label}</td>" + "".join(f"<td>{get(p.methods[n])}</td>"
+                                                      for n in ("dense", "native", "window")) + "</tr>")
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def build_report(p: Prediction, sc: dec.Scenario, acc, profiles: dict, profile_meta: dict,
+                 validation_csv: Path | None, sources: dict) -> str:
+    figs = {
+        "step-decomposition": step_decomposition(p),
+        "tpot-vs-context": tpot_vs_context(sc, acc),
+        "tpot-vs-depth": tpot_vs_depth(p),
+        "batch-frontier": batch_frontier(sc, acc),
+        "acceptance-per-position": acceptance_figure(profiles, sc.depth),
+    }
+    figs["window-curve"], be = window_figure(sc, acc)
+    figs["memory"] = memory_figure(p)
+    figs["measured-vs-predicted"] = validation_figure(validation_csv)
+    divs = "\n".join(f'<section><div class="wmtp-figure" id="{k}">'
+                     + pio.to_html(f, include_plotlyjs=False, full_html=False, div_id=f"plot-{k}") + "</div></section>"
+                     for k, f in figs.items())
+    prov = {"wmtp version": __version__, "generated (UTC)": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "cost model": p.cost_model, **{f"profile {k}": v for k, v in profile_meta.items()}, **sources}
+    prov_rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in prov.items())
+    m = p.memory
+    facts = (f"draft pool share {m.draft_pool_share:.1%}; reclaimable {format_bytes(m.reclaimable_bytes)} per request; "
+             f"best depth native d={p.best_depth['native']}, window d={p.best_depth['window']}; break-even acceptance "
+             f"ratio {p.break_even_accept_ratio:.3f}; break-even window: {html.escape(json.dumps(be))}")
+    warn = "".join(f"<p class='warn'>warning: {html.escape(w)}</p>" for w in p.warnings)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>wmtp report: {html.escape(p.spec.name)} at {format_tokens(p.ctx)} on {html.escape(p.hw.name)}</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}} .warn{{color:#a60}}</style>
+<script type="text/javascript">window.wmtpErrors=[];window.addEventListener('error',function(e){{window.wmtpErrors.push(String(e.message))}});</script>
+<script type="text/javascript">{get_plotlyjs()}</script>
+</head><body>
+<h1>{html.escape(p.spec.name)} ({p.spec.key}) on {html.escape(p.hw.name)}</h1>
+<p>ctx {format_tokens(p.ctx)} ({p.ctx:,} tokens), d {p.depth}, W {p.window} + sink {p.sink}, B {p.batch}{f", TP {p.tp}" if p.tp > 1 else ""};
+weights {p.spec.weight_dtype}, KV {p.spec.kv_dtype}; costs: {html.escape(p.cost_model)}.</p>
+{_summary_table(p)}
+<p>{facts}</p>{warn}
+{divs}
+<h2>Provenance</h2><table>{prov_rows}</table>
+<script type="text/javascript">
+window.addEventListener('load', function () {{
+  var ids = {json.dumps([f"plot-{k}" for k in FIGURES])};
+  var drawn = ids.filter(function (id) {{ var d = document.getElementById(id); return d && d.querySelector('svg.main-svg'); }});
+  document.body.setAttribute('data-plots-drawn', String(drawn.length));
+  document.body.setAttribute('data-plots-expected', String(ids.length));
+  document.body.setAttribute('data-js-errors', String(window.wmtpErrors.length));
+}});
+</script>
+</body></html>
+"""
+
+
+def write_report(path: Path, text: str) -> None:
+    from wmtp.fileio import atomic_write_text
+
+    atomic_write_text(path, text)
+
+
+def is_self_contained(text: str) -> bool:
+    """No script, link, img or iframe loads anything from the network."""
+    import re
+
+    return not re.search(r"<(script|link|img|iframe)[^>]+(src|href)\s*=\s*[\"']?(https?:)?//", text, re.IGNORECASE)
+
+
+__all__ = ["FIGURES", "build_report", "write_report", "is_self_contained"]
