@@ -70,6 +70,8 @@ def sweep(
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
     speed_of_light: SolOpt = False, tp: TpOpt = 1,
     threshold: Annotated[float, typer.Option(help="ctx sweep: the break-even context is where the window is this much faster.")] = 0.05,
+    al_window: Annotated[Optional[str], typer.Option(
+        "--al-window", help="window sweep: measured (W, AL) points at --depth as W:AL,... (AL(W) model; native AL at W=S).")] = None,
     as_json: JsonOpt = False, csv_out: CsvOpt = None,
 ) -> None:
     """Decision curves: TPOT against context, depth, window or batch, with the break-even points."""
@@ -94,6 +96,15 @@ def sweep(
             extra["break_even_threshold"] = threshold
         elif what == "window":
             al_model = None if accept_length else WINDOW_PRESETS.get((sc.spec.key, DEFAULT_TASK))
+            if al_window:
+                from wmtp.acceptance import WindowAcceptance
+                from wmtp.units import parse_tokens
+
+                try:
+                    pts = tuple((parse_tokens(w), float(a)) for w, a in (p.split(":") for p in al_window.split(",")))
+                except ValueError:
+                    raise WmtpError(f"--al-window takes W:AL,..., got {al_window!r}") from None
+                al_model = WindowAcceptance(pts, acc.native.accept_length(depth), depth, "--al-window points")
             if al_model is not None and al_model.depth != depth:
                 extra["note"] = f"AL(W) measured at d={al_model.depth}; other depths via a geometric profile"
             rows = dec.window_curve(sc, acc, [256, 512, 1024, 2048, 4032, 8192, 16384, 65536, 262144], al_model)

@@ -92,10 +92,14 @@ def predict(
     speed_of_light: SolOpt = False,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (heads, experts and vocabulary split).")] = 1,
     tree_width: Annotated[int, typer.Option("--tree-width", help="Tree speculation width k (ring n_sink + W + d*k).")] = 1,
+    framework: Annotated[Optional[list[Path]], typer.Option(
+        "--framework", help="Framework profile from `wmtp calibrate-logs` (one per method); repeatable.")] = None,
+    task: Annotated[str, typer.Option("--task", help="Which paper acceptance preset (e.g. cwe, vt, niah_multivalue).")] = "niah_multiquery_enum",
     as_json: JsonOpt = False,
 ) -> None:
     """Step cost, TPOT, memory and decisions for dense / native MTP / windowed MTP."""
     from wmtp.calibrate.profile import cost_model_for
+    from wmtp.framework import load as load_framework
     from wmtp.hardware import get_hardware
     from wmtp.predict import predict as run_predict
     from wmtp.units import parse_tokens
@@ -110,7 +114,7 @@ def predict(
         result = run_predict(
             spec, gpu, parse_tokens(ctx), parse_depth(depth), parse_tokens(window), sink, batch,
             parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light), tp=tp,
-            tree_width=tree_width,
+            tree_width=tree_width, frameworks=[load_framework(f) for f in framework or []], task=task,
         )
     except WmtpError as e:
         _fail(str(e))
@@ -185,9 +189,26 @@ def calibrate(
     from_raw: Annotated[Optional[Path], typer.Option("--from-raw", help="Refit an existing raw.csv (no GPU needed).")] = None,
     add_tp: Annotated[Optional[Path], typer.Option(
         "--add-tp", help="Merge the all-reduce fit of a tp_bench run (its --out folder) into --out/profile.json.")] = None,
+    from_logs: Annotated[Optional[list[str]], typer.Option(
+        "--from-logs", help="LOG:D decode logs of runs at depth D (repeatable): top-down framework profile "
+                            "(--out/framework.json) for the one model in --models; see `wmtp calibrate-logs`.")] = None,
+    hw: HwOpt = "h200",
+    ctx: CtxOpt = "1M",
+    method: Annotated[str, typer.Option(help="With --from-logs: native, window or dense.")] = "native",
+    min_gamma: Annotated[Optional[int], typer.Option(help="With --from-logs: fit only gamma >= this.")] = None,
 ) -> None:
-    """Sweep the latency components on this GPU and fit a profile (or refit one with --from-raw)."""
+    """Sweep the latency components on this GPU and fit a profile (or refit one with --from-raw, or fit a
+    framework profile from serving logs with --from-logs)."""
     from wmtp.models import get_model
+
+    if from_logs:
+        from wmtp.cli.acceptance_cmds import calibrate_logs
+
+        keys = [k for k in models.split(",") if k.strip()]
+        if len(keys) != 1:
+            _fail("--from-logs calibrates one model: give --models KEY")
+        calibrate_logs(from_logs, keys[0], hw, ctx, method, None, "4032", 64, None, min_gamma, out / "framework.json")
+        return
 
     if add_tp is not None:
         from wmtp.calibrate.fitting import merge_tp
@@ -259,7 +280,7 @@ def main() -> None:  # console-script entry point
     app()
 
 
-from wmtp.cli import analysis, report  # noqa: E402,F401  (register sweep, simulate and report on `app`)
+from wmtp.cli import acceptance_cmds, analysis, report  # noqa: E402,F401  (register their commands on `app`)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

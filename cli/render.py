@@ -23,12 +23,13 @@ _TAGS = (
     ("generic", "generic"),
     ("no speculation", "-"),
     ("analytical", "model"),
+    ("framework profile", "fw"),
 )
 
 
 # A phase built from components of different provenance shows its weakest: a number is only as
 # measured as its least measured part (`--json` lists every component's own source).
-_WEAKEST_FIRST = ("scaled", "extrap", "sol", "interp", "meas")
+_WEAKEST_FIRST = ("scaled", "extrap", "sol", "interp", "fw", "meas")
 
 
 def short_tag(source: str) -> str:

@@ -131,7 +131,7 @@ class AcceptancePreset:
     task: str
     depth: int
     native_al: float
-    window_al: float
+    window_al: float | None  # None: the paper gives only the native figure (window taken as matched)
     source: str
 
 
@@ -142,6 +142,13 @@ PRESETS: Mapping[tuple[str, str], AcceptancePreset] = {
         AcceptancePreset("q35", "niah_multiquery_enum", 7, 4.49, 4.74, f"{PAPER}, Table 2"),
         AcceptancePreset("q122", "niah_multiquery_enum", 7, 5.57, 4.74, f"{PAPER}, Table 2"),
         AcceptancePreset("nem", "niah_multiquery_enum", 7, 3.75, 3.61, f"{PAPER}, Table 2"),
+        AcceptancePreset("q35", "niah_multiquery_enum_per_position", 7, 4.50, 4.76, f"{PAPER}, per-position figure"),
+        AcceptancePreset("q122", "niah_multiquery_enum_per_position", 7, 5.58, 4.73, f"{PAPER}, per-position figure"),
+        AcceptancePreset("nem", "niah_multiquery_enum_per_position", 7, 3.73, 3.54, f"{PAPER}, per-position figure"),
+        AcceptancePreset("q35", "niah_multivalue", 7, 5.9, None, f"{PAPER}, difficulty sweep (native only)"),
+        AcceptancePreset("q35", "vt", 7, 4.2, None, f"{PAPER}, difficulty sweep (native only)"),
+        AcceptancePreset("q35", "cwe", 7, 2.8, None, f"{PAPER}, difficulty sweep (native only)"),
+        AcceptancePreset("q35", "niah_multiquery_enum_h100_fp8", 7, 4.34, 4.53, f"{PAPER}, H100-80GB replication"),
     )
 }
 DEFAULT_TASK = "niah_multiquery_enum"
@@ -154,22 +161,31 @@ class AcceptanceChoice:
     warning: str | None = None
 
 
-def choose_acceptance(model_key: str, depth: int, accept_length: tuple[float, float] | None) -> AcceptanceChoice:
-    """Explicit `--accept-length` first, then a paper preset, else matched acceptance with a warning."""
+def choose_acceptance(model_key: str, depth: int, accept_length: tuple[float, float] | None,
+                      task: str = DEFAULT_TASK) -> AcceptanceChoice:
+    """Explicit `--accept-length` first, then a paper preset for `task`, else matched acceptance with a warning."""
     if accept_length is not None:
         nat, win = accept_length
         return AcceptanceChoice(geometric(nat, depth, "--accept-length (geometric profile)"),
                                 geometric(win, depth, "--accept-length (geometric profile)"))
-    preset = PRESETS.get((model_key, DEFAULT_TASK))
+    if task != DEFAULT_TASK and (model_key, task) not in PRESETS:
+        known = sorted({t for m, t in PRESETS if m == model_key}) or sorted({t for _, t in PRESETS})
+        raise WmtpError(f"no acceptance preset for {model_key!r} on task {task!r}; known: {', '.join(known)}")
+    preset = PRESETS.get((model_key, task))
     if preset is not None:
         src = f"preset {preset.model}/{preset.task}: {preset.source}"
-        return AcceptanceChoice(geometric(preset.native_al, preset.depth, src),
-                                geometric(preset.window_al, preset.depth, src))
+        native = geometric(preset.native_al, preset.depth, src)
+        if preset.window_al is None:
+            return AcceptanceChoice(native, geometric(preset.native_al, preset.depth, src + "; window matched"),
+                                    warning=f"{preset.task}: the paper gives only the native AL; the window's is "
+                                            "taken as matched")
+        return AcceptanceChoice(native, geometric(preset.window_al, preset.depth, src))
     # No data for this model: use the mean native per-position acceptance of the paper presets for
     # both methods (matched acceptance), and say so.
-    alphas = [geometric(p.native_al, p.depth, "").alphas[0] for p in PRESETS.values()]
+    heads = [p for p in PRESETS.values() if p.task == DEFAULT_TASK]
+    alphas = [geometric(p.native_al, p.depth, "").alphas[0] for p in heads]
     a = sum(alphas) / len(alphas)
-    d = next(iter(PRESETS.values())).depth
+    d = heads[0].depth
     prof = AcceptanceProfile(tuple([a] * (d - 1)), d, "generic (mean of paper presets), matched", "geometric")
     return AcceptanceChoice(prof, prof, warning=(
         f"no acceptance data for {model_key!r}: native and window both use a generic profile "

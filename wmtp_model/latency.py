@@ -248,6 +248,7 @@ def step_cost(
     sink: int = 64,
     accept_length: float | None = None,
     tp: int = 1,
+    overhead: dict | None = None,
 ) -> StepCost:
     """One step of `method`; with tp > 1 the work of one GPU of `tp` plus the collectives."""
     from wmtp.tp import per_gpu_spec, tp_collectives
@@ -262,10 +263,16 @@ def step_cost(
         raise WmtpError(f"depth d must be in 2..64 (d = gamma + 1), got {depth}")
 
     full, spec = spec, per_gpu_spec(spec, tp)
+    extra = {}
+    if overhead:  # a framework profile: measured engine overhead on top of the kernels
+        src = overhead.get("source", "framework profile")
+        extra = {"verify": Priced(Work("framework", f"verify.framework", 0.0, 0.0, 0), overhead["const_ms"], src),
+                 "fwd": Priced(Work("framework", "fwd.framework", 0.0, 0.0, 0), overhead["per_forward_ms"], src)}
 
     def priced(items, phase, tokens):
         items = list(items) + tp_collectives(full, tp, phase, tokens)
-        return Phase(tuple(cost.price(w, hw, spec) for w in items))
+        out = tuple(cost.price(w, hw, spec) for w in items)
+        return Phase(out + ((extra[phase],) if phase in extra else ()))
 
     if method == "dense":
         empty = Phase(())

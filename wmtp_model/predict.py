@@ -123,11 +123,13 @@ class Prediction:
 
 
 def _method_result(spec, hw, cost, method, ctx, depth, batch, window, sink, profile: AcceptanceProfile | None,
-                   tp: int = 1):
+                   tp: int = 1, overheads: dict | None = None):
+    ov = (overheads or {}).get(method)
     if method == "dense":
-        return MethodResult(step_cost(spec, hw, cost, "dense", ctx, 1, batch, tp=tp), 1.0, "no speculation")
+        return MethodResult(step_cost(spec, hw, cost, "dense", ctx, 1, batch, tp=tp, overhead=ov), 1.0,
+                            "no speculation")
     al = profile.accept_length(depth)
-    c = step_cost(spec, hw, cost, method, ctx, depth, batch, window, sink, accept_length=al, tp=tp)
+    c = step_cost(spec, hw, cost, method, ctx, depth, batch, window, sink, accept_length=al, tp=tp, overhead=ov)
     return MethodResult(c, al, profile.tag(depth))
 
 
@@ -144,30 +146,41 @@ def predict(
     mem_fraction: float = 0.85,
     tree_width: int = 1,
     tp: int = 1,
+    frameworks: list[dict] | None = None,
+    task: str = "niah_multiquery_enum",
 ) -> Prediction:
     from wmtp.tp import per_gpu_spec
 
     cost = cost or SpeedOfLight()
     gpu_spec = per_gpu_spec(spec, tp)  # validates tp against the heads
+    overheads = {}
+    for fw in frameworks or []:
+        if fw["model"] != spec.key:
+            raise WmtpError(f"framework profile is for {fw['model']}, not {spec.key}")
+        overheads[fw["method"]] = {"const_ms": fw["overhead"]["const_ms"],
+                                   "per_forward_ms": fw["overhead"]["per_forward_ms"],
+                                   "source": f"framework profile ({fw['method']}, {fw['hardware']}, "
+                                             f"ctx {fw['ctx']}, logs)"}
     auto = depth == "auto"
     if not auto and (not isinstance(depth, int) or depth < 2):
         raise WmtpError(f"--depth must be an integer >= 2 or 'auto', got {depth!r}")
     if accept_length is not None and auto:
         raise WmtpError("--accept-length is measured at one depth: give --depth N with it, not auto")
-    acc: AcceptanceChoice = choose_acceptance(spec.key, 7 if auto else depth, accept_length)
+    acc: AcceptanceChoice = choose_acceptance(spec.key, 7 if auto else depth, accept_length, task)
     profiles = {"native": acc.native, "window": acc.window}
 
     tpot_by_depth: dict = {"native": {}, "window": {}}
     for method in ("native", "window"):
         for d in DEPTH_RANGE:
-            r = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method], tp)
+            r = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method], tp, overheads)
             tpot_by_depth[method][d] = r.tpot_ms
     best = {m: min(v, key=v.get) for m, v in tpot_by_depth.items()}
 
-    methods = {"dense": _method_result(spec, hw, cost, "dense", ctx, 1, batch, window, sink, None, tp)}
+    methods = {"dense": _method_result(spec, hw, cost, "dense", ctx, 1, batch, window, sink, None, tp, overheads)}
     for method in ("native", "window"):
         d = best[method] if auto else depth
-        methods[method] = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method], tp)
+        methods[method] = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method], tp,
+                                         overheads)
     ratio = methods["window"].cost.step_ms / methods["native"].cost.step_ms
     mem_depth = max(methods["native"].cost.depth, methods["window"].cost.depth)
     memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction)
