@@ -20,7 +20,9 @@ def report(
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
     speed_of_light: SolOpt = False,
     histogram: Annotated[Optional[list[str]], typer.Option(
-        "--histogram", help="METHOD=FILE (native or window): measured H[n] for the per-position figure; repeatable.")] = None,
+        "--histogram", "--logs",
+        help="METHOD=FILE (native or window): acceptance data for the per-position figure — a histogram, "
+             "sglang meta_info JSON/JSONL, per-step accept lengths, or a vLLM/SGLang log; repeatable.")] = None,
     out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
 ) -> None:
     """Write one self-contained HTML report (works offline) for a prediction."""
@@ -28,7 +30,8 @@ def report(
         from wmtp.reports.html import build_report, write_report
     except ImportError as e:
         _fail(f"wmtp report needs plotly ({e.name} is missing): pip install 'wmtp[reports]'")
-    from wmtp.acceptance import AcceptanceChoice, choose_acceptance, load_histogram
+    from wmtp.acceptance import AcceptanceChoice, choose_acceptance
+    from wmtp.acceptance_io import profile_from_file
     from wmtp.calibrate.profile import ProfileCostModel, cost_model_for
     from wmtp.decisions import Scenario
     from wmtp.hardware import get_hardware
@@ -49,8 +52,8 @@ def report(
         for item in histogram or []:
             method, _, path = item.partition("=")
             if method not in profiles or not path:
-                raise WmtpError(f"--histogram takes native=FILE or window=FILE, got {item!r}")
-            profiles[method] = load_histogram(path)
+                raise WmtpError(f"--histogram/--logs take native=FILE or window=FILE, got {item!r}")
+            profiles[method] = profile_from_file(path, d)[0]
         acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
         sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch)
         meta, validation = {}, None

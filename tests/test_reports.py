@@ -52,8 +52,17 @@ def test_report_errors(tmp_path):
     bad = tmp_path / "h.json"
     bad.write_text("{oops")
     r = CliRunner().invoke(app, ["report", "--model", "q35", "--histogram", f"native={bad}", "--out", str(tmp_path / "b")])
-    assert r.exit_code == 1 and "histogram" in r.output
+    assert r.exit_code == 1 and r.output.startswith("error: ")
     assert not (tmp_path / "b").exists()  # nothing half-written
+
+
+def test_report_takes_logs(tmp_path):
+    from pathlib import Path
+
+    log = Path(__file__).parent / "data" / "sglang_decode.log"
+    r = CliRunner().invoke(app, ["report", "--model", "q35", "--logs", f"native={log}", "--out", str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    assert "SGLang log mean accept len" in (tmp_path / "r.html").read_text()
 
 
 def test_report_renders_in_headless_chromium(report_file, tmp_path):

@@ -144,3 +144,12 @@ def test_shipped_profile_prices_tp2_collectives_from_measurement():
     out4 = json.loads(CliRunner().invoke(app, ["predict", "--model", "q35", "--tp", "4", "--json"]).output)
     ar4 = [c for c in out4["methods"]["window"]["components"] if c["kind"] == "allreduce"]
     assert all("analytical" in c["source"] for c in ar4)  # no TP4 measurement: the link model, and it says so
+
+
+def test_batch_frontier_with_tp_seats_more_per_gpu_pair():
+    one = json.loads(CliRunner().invoke(app, ["sweep", "batch", "--model", "q122", "--json"]).output)
+    two = json.loads(CliRunner().invoke(app, ["sweep", "batch", "--model", "q122", "--tp", "2", "--json"]).output)
+    max_b = lambda out, m: max(r["batch"] for r in out["rows"] if r["method"] == m)  # noqa: E731
+    assert max_b(two, "window") > max_b(one, "window")
+    r2 = [r for r in two["rows"] if r["method"] == "window" and r["batch"] == 2][0]
+    assert r2["per_gpu_tok_s"] == pytest.approx(r2["per_user_tok_s"] * 2 / 2)  # two requests over two GPUs

@@ -266,7 +266,7 @@ def step_cost(
     extra = {}
     if overhead:  # a framework profile: measured engine overhead on top of the kernels
         src = overhead.get("source", "framework profile")
-        extra = {"verify": Priced(Work("framework", f"verify.framework", 0.0, 0.0, 0), overhead["const_ms"], src),
+        extra = {"verify": Priced(Work("framework", "verify.framework", 0.0, 0.0, 0), overhead["const_ms"], src),
                  "fwd": Priced(Work("framework", "fwd.framework", 0.0, 0.0, 0), overhead["per_forward_ms"], src)}
 
     def priced(items, phase, tokens):
