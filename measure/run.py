@@ -11,44 +11,33 @@ from wmtp.specs import ModelSpec
 
 def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out_dir: Path, *, variants: bool = True,
                 components: bool = True, sdpa: bool = True, resume: bool = False, console=None) -> Path:
+    """Benchmark on this GPU: kernels.csv (rows appended as measured), kernels.meta.json, summary.md.
+    `resume` appends and skips the steps an interrupted run finished."""
     require_gpu()
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from wmtp.measure.bench import BenchConfig, RowWriter, plan, summarize
     from wmtp.measure.provenance import atomic_write_text, collect, write_meta
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path = out_dir / "kernels.csv"
+    csv_path, done = out_dir / "kernels.csv", out_dir / "kernels.steps-done"
+    if not resume:
+        done.unlink(missing_ok=True)
     cfg = BenchConfig(ctxs=ctxs, batches=batches, variants=variants, components=components, sdpa=sdpa)
     meta = collect("cuda-graph replay, CUDA events, L2 flushed (256 MiB read) before each replay", {
         "command": "wmtp measure kernels", "models": [s.key for s in specs], "ctxs": ctxs, "batches": batches,
         "depth": cfg.depth, "window": cfg.window, "sink": cfg.sink, "status": "running"})
     write_meta(out_dir / "kernels.meta.json", meta)
     writer = RowWriter(csv_path, resume=resume)
-    steps = list(plan(specs, cfg))
-
-    def _term(signum, frame):  # `timeout` and job schedulers send SIGTERM: stop like Ctrl-C
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, _term)
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=console) as bar:
-            task = bar.add_task("measuring", total=len(steps))
-            for label, step in steps:
-                bar.update(task, description=label)
-                step(writer)
-                bar.advance(task)
+        _run_steps(list(plan(specs, cfg)), writer, done, console)
         meta["status"] = "complete"
     except KeyboardInterrupt:
-        meta["status"] = f"interrupted after {writer.rows} rows"
+        meta["status"] = f"interrupted after {writer.rows} rows this run; --resume continues"
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
         writer.close()
         meta["rows"] = writer.rows
         write_meta(out_dir / "kernels.meta.json", meta)
-        if writer.rows:
+        if csv_path.exists() and writer.rows:
             atomic_write_text(out_dir / "summary.md", summarize(csv_path))
     return csv_path
 

@@ -174,3 +174,29 @@ def test_composed_tp_step_has_the_collectives_the_model_counts(cpu_harness):
     for b, n in expected:
         want[b] = want.get(b, 0) + n
     assert got == want
+
+
+def test_interrupted_steps_resume_where_they_stopped(tmp_path):
+    from wmtp.measure.run import _run_steps
+
+    ran = []
+
+    def step(label, boom=False):
+        def fn(writer):
+            if boom:
+                raise KeyboardInterrupt
+            ran.append(label)
+            writer.write({"kernel": label}, [1.0], "t")
+        return fn
+
+    done = tmp_path / "steps-done"
+    w = bench.RowWriter(tmp_path / "raw.csv")
+    with pytest.raises(KeyboardInterrupt):
+        _run_steps([("a", step("a")), ("b", step("b")), ("c", step("c", boom=True))], w, done)
+    w.close()
+    assert ran == ["a", "b"] and done.read_text().split() == ["a", "b"]
+    w = bench.RowWriter(tmp_path / "raw.csv", resume=True)
+    _run_steps([("a", step("a")), ("b", step("b")), ("c", step("c"))], w, done)
+    w.close()
+    assert ran == ["a", "b", "c"]  # a and b were not measured again
+    assert pd.read_csv(tmp_path / "raw.csv").kernel.tolist() == ["a", "b", "c"]  # samples kept across the interruption
