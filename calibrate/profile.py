@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from wmtp.errors import ProfileError
-from wmtp.fileio import atomic_write_text
+from wmtp.fileio import atomic_write_text, read_json
 from wmtp.features import fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import Priced, Work
@@ -61,14 +61,7 @@ def save_profile(profile: dict, path: str | Path) -> None:
 
 def load_profile(path: str | Path) -> dict:
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise ProfileError(f"cannot read profile {p}: {e.strerror or e}") from None
-    try:
-        prof = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ProfileError(f"profile {p} is corrupt: not valid JSON ({e.msg} at line {e.lineno})") from None
+    prof = read_json(p, "profile", ProfileError)
     if not isinstance(prof, dict) or prof.get("kind") != PROFILE_KIND:
         raise ProfileError(f"{p} is not a wmtp latency profile")
     if prof.get("schema_version") != SCHEMA_VERSION:

@@ -21,3 +21,18 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_json(path: str | Path, what: str, error: type[Exception]):
+    """Parse a JSON file; a missing or malformed file raises `error` with one clear sentence."""
+    import json
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise error(f"cannot read {what} {p}: {e.strerror or e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{what} {p} is corrupt: not valid JSON ({e.msg} at line {e.lineno})") from None

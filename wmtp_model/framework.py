@@ -72,13 +72,10 @@ def save(profile: dict, path: str | Path) -> None:
 
 
 def load(path: str | Path) -> dict:
+    from wmtp.fileio import read_json
+
     p = Path(path)
-    try:
-        prof = json.loads(p.read_text())
-    except OSError as e:
-        raise WmtpError(f"cannot read framework profile {p}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise WmtpError(f"framework profile {p} is corrupt: {e.msg}") from None
+    prof = read_json(p, "framework profile", WmtpError)
     if not isinstance(prof, dict) or prof.get("kind") != KIND:
         raise WmtpError(f"{p} is not a wmtp framework profile")
     if prof.get("schema_version") != SCHEMA_VERSION:

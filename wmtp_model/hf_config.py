@@ -8,7 +8,6 @@ lacking a field the model needs, is a `ConfigError` naming what is missing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from wmtp.errors import ConfigError, WmtpError
@@ -175,13 +174,7 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
 
 
 def load_config(path: str | Path, key: str | None = None) -> ModelSpec:
+    from wmtp.fileio import read_json
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read {p}: {e.strerror or e}") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    return spec_from_config(cfg, str(p), key)
+    return spec_from_config(read_json(p, "config", ConfigError), str(p), key)
