@@ -105,7 +105,8 @@ def render_prediction(p) -> None:
         f"windowing pays while AL_window / AL_native > {p.break_even_accept_ratio:.3f}"
     )
     dp = p.draft_prefill
-    console.print(f"draft prefill pruned to the last W + sink tokens saves about {dp['saving_ms']:.1f} ms of "
+    saving = f"{dp['saving_ms'] / 1e3:.1f} s" if dp["saving_ms"] >= 1e3 else f"{dp['saving_ms']:.1f} ms"
+    console.print(f"draft prefill pruned to the last W + sink tokens saves about {saving} of "
                   f"time-to-first-token [dim]estimate (speed-of-light)[/dim]")
     sources = {"AL native": r["native"].accept_source, "AL window": r["window"].accept_source,
                "step": r["native"].cost.source}
