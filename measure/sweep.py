@@ -75,15 +75,26 @@ def attention_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Ca
     state: dict = {}
 
     def pool() -> Pool:
+        """The largest pool this GPU holds, up to the sweep's largest B * S (a smaller GPU measures
+        what fits; the shapes beyond it become `skipped` rows)."""
         if "pool" not in state:
-            need = max_tokens * spec.kv_bytes_per_token_layer + 2 * 2**30
-            if need > 0.9 * _free_bytes():
-                raise RuntimeError(f"the sweep's KV pool needs {need / 2**30:.1f} GiB; "
-                                   f"{_free_bytes() / 2**30:.1f} GiB free")
-            state["pool"] = Pool(spec, max_tokens)
+            per_token = spec.kv_bytes_per_token_layer
+            fits = int((0.9 * _free_bytes() - 2 * 2**30) // per_token)
+            state["pool"] = Pool(spec, max(0, min(max_tokens, fits)))
         return state["pool"]
 
+    def fits(writer, kind, ctx, batch, d=1) -> bool:
+        p = pool()
+        if ctx * batch <= p.slots:
+            return True
+        writer.write(dict(kernel=kind, impl="wmtp", model=spec.key, ctx=ctx, batch=batch, d=d, dtype="bf16"), None, "",
+                     status=f"skipped: needs {ctx * batch * spec.kv_bytes_per_token_layer / 2**30:.1f} GiB of KV; "
+                            f"this GPU holds {p.slots * spec.kv_bytes_per_token_layer / 2**30:.1f} GiB for the sweep")
+        return False
+
     def decode(writer, ctx, batch, mode, window):
+        if not fits(writer, "decode_attn", ctx, batch):
+            return
         p = pool()
         _, _, ptr, ind, n = p.indices(ctx, batch, mode, window, cfg.sink)
         q = torch.randn(batch, spec.q_heads, spec.head_dim, device=comp.DEVICE, dtype=torch.bfloat16)
@@ -94,6 +105,8 @@ def attention_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Ca
                [lambda: decode_attention(q, p.k, p.v, ptr, ind, n, out=o)], w.bytes / 3e9)
 
     def verify(writer, ctx, batch, d):
+        if not fits(writer, "verify_attn", ctx, batch, d):
+            return
         p = pool()
         _, _, ptr, ind, n = p.indices(ctx, batch, "native", 0, 0)
         q = torch.randn(batch * d, spec.q_heads, spec.head_dim, device=comp.DEVICE, dtype=torch.bfloat16)
@@ -104,6 +117,8 @@ def attention_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Ca
                [lambda: verify_attention(q, p.k, p.v, ptr, ind, qo, d, n, out=o)], w.bytes / 3e9)
 
     def index(writer, ctx, batch, mode, window):
+        if not fits(writer, "index_build", ctx, batch):
+            return
         p = pool()
         r2t, seq, ptr, out, n = p.indices(ctx, batch, mode, window, cfg.sink)
         w = [x for x in draft_ctx_work(spec, n, batch, 1.0) if x.kind == "index_build"][0]

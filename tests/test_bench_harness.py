@@ -200,3 +200,20 @@ def test_interrupted_steps_resume_where_they_stopped(tmp_path):
     w.close()
     assert ran == ["a", "b", "c"]  # a and b were not measured again
     assert pd.read_csv(tmp_path / "raw.csv").kernel.tolist() == ["a", "b", "c"]  # samples kept across the interruption
+
+
+def test_sweep_on_a_small_gpu_measures_what_fits_and_records_the_rest(tmp_path, cpu_harness, monkeypatch):
+    from wmtp.measure import sweep
+
+    # Room for about 300 tokens of TINY's KV beyond the 2 GiB headroom: S = 200 at B = 1 fits, B = 2 does not.
+    monkeypatch.setattr(sweep, "_free_bytes", lambda: int((2 * 2**30 + 300 * TINY.kv_bytes_per_token_layer) / 0.9))
+    monkeypatch.setattr(sweep, "_l2_bytes", lambda: 1 << 16)
+    cfg = sweep.SweepConfig(ctxs=(64, 200), batches=(1, 2), depths=(2,), windows=(16,), gammas=(1,), sink=4, extra_ctx=0)
+    w = bench.RowWriter(tmp_path / "raw.csv")
+    for label, step in sweep.attention_steps(TINY, cfg):
+        step(w)
+    w.close()
+    df = pd.read_csv(tmp_path / "raw.csv")
+    assert (df[(df.ctx == 200) & (df.batch == 2)].status.str.startswith("skipped: needs")).all()
+    assert (df[(df.ctx == 200) & (df.batch == 1)].status == "ok").all()
+    assert (df[(df.ctx == 64) & (df.batch == 2)].status == "ok").all()
