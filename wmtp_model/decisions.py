@@ -14,8 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, WindowAcceptance, geometric
-from wmtp.errors import WmtpError
+from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, WindowAcceptance
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import CostModel, step_cost
 from wmtp.memory import memory_report
@@ -155,12 +154,3 @@ def draft_prefill_saving(spec: ModelSpec, hw: HardwareSpec, ctx: int, window: in
     native, pruned = prefill_ms(ctx), prefill_ms(min(ctx, window + sink))
     return {"native_ms": native, "window_ms": pruned, "saving_ms": native - pruned,
             "source": "estimate (speed-of-light flops)"}
-
-
-def matched_or(acc: AcceptanceChoice, accept_length: float | None, depth: int) -> AcceptanceChoice:
-    if accept_length is None:
-        return acc
-    if not 1 <= accept_length <= depth:
-        raise WmtpError(f"acceptance length must lie in [1, {depth}]")
-    p = geometric(accept_length, depth, "--accept-length (geometric profile)")
-    return AcceptanceChoice(p, p)

@@ -29,9 +29,6 @@ class AttentionPlan:
     num_warps: int
     num_stages: int
 
-    def padded_rows(self, group: int) -> int:
-        return self.block_m * self.m_blocks
-
 
 def _next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())

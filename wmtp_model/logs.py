@@ -73,11 +73,11 @@ def _fields(rest: str) -> dict:
 
 
 def _float(d: dict, *keys) -> float | None:
+    """The first of `keys` present in `d`, as a number (vLLM fields carry units: '66 tokens')."""
     for k in keys:
-        if k in d:
-            m = _NUM.match(d[k])
-            if m:
-                return float(m.group(0))
+        v = _num(d.get(k))
+        if v is not None:
+            return v
     return None
 
 
@@ -129,25 +129,24 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
     return VllmSpecLine(line_no, _float(d, "mean acceptance length"), int(acc), int(dr), pos)
 
 
+# (substring that marks a line, its parser, the ParseStats counter of parsed lines)
+_KINDS = (("Decode batch", parse_sglang, "decode"), ("SpecDecoding metrics:", parse_vllm, "vllm"))
+
+
 def stream(path: str | Path, stats: ParseStats | None = None) -> Iterator[DecodeLine | VllmSpecLine]:
     """Parsed records of one log, in order; `stats` counts what was read, skipped and garbled."""
     stats = stats if stats is not None else ParseStats()
     with open_text(path) as f:
         for n, line in enumerate(f, 1):
             stats.lines += 1
-            if "Decode batch" in line:
-                rec = parse_sglang(line, n)
-                if rec is None:
-                    stats.garbled += 1
-                    continue
-                stats.decode += 1
-                yield rec
-            elif "SpecDecoding metrics:" in line:
-                rec = parse_vllm(line, n)
-                if rec is None:
-                    stats.garbled += 1
-                    continue
-                stats.vllm += 1
-                yield rec
+            for marker, parse, counter in _KINDS:
+                if marker in line:
+                    rec = parse(line, n)
+                    if rec is None:
+                        stats.garbled += 1
+                    else:
+                        setattr(stats, counter, getattr(stats, counter) + 1)
+                        yield rec
+                    break
             else:
                 stats.skipped += 1
