@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from wmtp.errors import ProfileError
-from wmtp.fileio import atomic_write_text, read_json
+from wmtp.fileio import atomic_write_text, read_versioned_json
 from wmtp.features import fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import Priced, Work
@@ -61,12 +61,7 @@ def save_profile(profile: dict, path: str | Path) -> None:
 
 def load_profile(path: str | Path) -> dict:
     p = Path(path)
-    prof = read_json(p, "profile", ProfileError)
-    if not isinstance(prof, dict) or prof.get("kind") != PROFILE_KIND:
-        raise ProfileError(f"{p} is not a wmtp latency profile")
-    if prof.get("schema_version") != SCHEMA_VERSION:
-        raise ProfileError(f"profile {p} has schema version {prof.get('schema_version')!r}; "
-                           f"this wmtp reads version {SCHEMA_VERSION}")
+    prof = read_versioned_json(p, "latency profile", PROFILE_KIND, SCHEMA_VERSION, ProfileError)
     comps = prof.get("components")
     if not isinstance(comps, dict) or not comps:
         raise ProfileError(f"profile {p} is corrupt: no components")

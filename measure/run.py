@@ -14,8 +14,8 @@ def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out
     """Benchmark on this GPU: kernels.csv (rows appended as measured), kernels.meta.json, summary.md.
     `resume` appends and skips the steps an interrupted run finished."""
     require_gpu()
-    from wmtp.measure.bench import BenchConfig, RowWriter, plan, summarize
-    from wmtp.measure.provenance import atomic_write_text, collect, write_meta
+    from wmtp.measure.bench import BenchConfig, plan, summarize
+    from wmtp.measure.provenance import atomic_write_text, collect
 
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, done = out_dir / "kernels.csv", out_dir / "kernels.steps-done"
@@ -25,21 +25,42 @@ def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out
     meta = collect("cuda-graph replay, CUDA events, L2 flushed (256 MiB read) before each replay", {
         "command": "wmtp measure kernels", "models": [s.key for s in specs], "ctxs": ctxs, "batches": batches,
         "depth": cfg.depth, "window": cfg.window, "sink": cfg.sink, "status": "running"})
-    write_meta(out_dir / "kernels.meta.json", meta)
+    try:
+        _recorded_run(list(plan(specs, cfg)), csv_path, done, out_dir / "kernels.meta.json", meta, resume, console,
+                      "`wmtp measure kernels --resume` continues")
+    finally:
+        if _has_rows(csv_path):
+            atomic_write_text(out_dir / "summary.md", summarize(csv_path))
+    return csv_path
+
+
+def _has_rows(csv_path: Path) -> bool:
+    """A CSV with at least one data row below its header."""
+    if not csv_path.exists():
+        return False
+    with open(csv_path) as f:
+        return sum(1 for _, _ in zip(range(2), f)) == 2
+
+
+def _recorded_run(steps, csv_path: Path, done: Path, meta_path: Path, meta: dict, resume: bool, console,
+                  resume_hint: str) -> None:
+    """Run labelled measurement steps into `csv_path` (rows appended as measured), keeping the
+    provenance sidecar's status and row count current even when interrupted."""
+    from wmtp.measure.bench import RowWriter
+    from wmtp.measure.provenance import write_meta
+
+    write_meta(meta_path, meta)
     writer = RowWriter(csv_path, resume=resume)
     try:
-        _run_steps(list(plan(specs, cfg)), writer, done, console)
+        _run_steps(steps, writer, done, console)
         meta["status"] = "complete"
     except KeyboardInterrupt:
-        meta["status"] = f"interrupted after {writer.rows} rows this run; --resume continues"
+        meta["status"] = f"interrupted after {writer.rows} rows this run; {resume_hint}"
         raise
     finally:
         writer.close()
-        meta["rows"] = writer.rows
-        write_meta(out_dir / "kernels.meta.json", meta)
-        if csv_path.exists() and writer.rows:
-            atomic_write_text(out_dir / "summary.md", summarize(csv_path))
-    return csv_path
+        meta["rows_this_run"] = writer.rows
+        write_meta(meta_path, meta)
 
 
 def _progress(console=None):
@@ -76,8 +97,8 @@ def run_calibrate(specs: list[ModelSpec], out_dir: Path, quick: bool = False, re
                   console=None) -> Path:
     """Sweep on this GPU (raw.csv, appended as measured), fit, write profile.json. Returns its path."""
     require_gpu()
-    from wmtp.measure.bench import RowWriter, ceiling_rows
-    from wmtp.measure.provenance import collect, write_meta
+    from wmtp.measure.bench import ceiling_rows
+    from wmtp.measure.provenance import collect
     from wmtp.measure.sweep import SweepConfig, sweep_plan
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -89,19 +110,9 @@ def run_calibrate(specs: list[ModelSpec], out_dir: Path, quick: bool = False, re
     meta = collect("cuda-graph replay, CUDA events, L2 flushed (256 MiB read) before each replay", {
         "command": "wmtp calibrate" + (" --quick" if quick else ""), "models": [s.key for s in specs],
         "sweep": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}, "status": "running"})
-    write_meta(out_dir / "raw.meta.json", meta)
-    writer = RowWriter(raw, resume=resume)
     steps = [("ceilings", ceiling_rows)] + sweep_plan(specs, cfg)
-    try:
-        _run_steps(steps, writer, done, console)
-        meta["status"] = "complete"
-    except KeyboardInterrupt:
-        meta["status"] = f"interrupted after {writer.rows} rows this run; `wmtp calibrate --resume` continues"
-        raise
-    finally:
-        writer.close()
-        meta["rows_this_run"] = writer.rows
-        write_meta(out_dir / "raw.meta.json", meta)
+    _recorded_run(steps, raw, done, out_dir / "raw.meta.json", meta, resume, console,
+                  "`wmtp calibrate --resume` continues")
     return fit_to_profile(raw, out_dir / "profile.json", meta, [s.key for s in specs])
 
 

@@ -217,3 +217,19 @@ def test_sweep_on_a_small_gpu_measures_what_fits_and_records_the_rest(tmp_path, 
     assert (df[(df.ctx == 200) & (df.batch == 2)].status.str.startswith("skipped: needs")).all()
     assert (df[(df.ctx == 200) & (df.batch == 1)].status == "ok").all()
     assert (df[(df.ctx == 64) & (df.batch == 2)].status == "ok").all()
+
+
+def test_run_kernels_writes_csv_meta_and_summary(tmp_path, cpu_harness, monkeypatch):
+    import json
+
+    from wmtp.measure import provenance, run
+
+    monkeypatch.setattr(run, "require_gpu", lambda: None)
+    monkeypatch.setattr(bench, "ceiling_rows", lambda w: w.write({"kernel": "copy", "bytes": 4e9, "config": "x"},
+                                                                 [1.0], "t"))
+    monkeypatch.setattr(provenance, "collect", lambda timer, extra: {"timer": timer, **extra})
+    path = run.run_kernels([TINY], [100], [1], tmp_path, variants=False, components=False)
+    meta = json.loads((tmp_path / "kernels.meta.json").read_text())
+    assert meta["status"] == "complete" and meta["rows_this_run"] == len(pd.read_csv(path))
+    assert "decode_attn" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "kernels.steps-done").read_text().split("\n")[0] == "ceilings"

@@ -36,3 +36,14 @@ def read_json(path: str | Path, what: str, error: type[Exception]):
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise error(f"{what} {p} is corrupt: not valid JSON ({e.msg} at line {e.lineno})") from None
+
+
+def read_versioned_json(path: str | Path, what: str, kind: str, version: int, error: type[Exception]) -> dict:
+    """A JSON object whose `kind` and `schema_version` must match; anything else raises `error`."""
+    p = Path(path)
+    doc = read_json(p, what, error)
+    if not isinstance(doc, dict) or doc.get("kind") != kind:
+        raise error(f"{p} is not a wmtp {what}")
+    if doc.get("schema_version") != version:
+        raise error(f"{what} {p} has schema version {doc.get('schema_version')!r}; this wmtp reads version {version}")
+    return doc

@@ -72,14 +72,10 @@ def save(profile: dict, path: str | Path) -> None:
 
 
 def load(path: str | Path) -> dict:
-    from wmtp.fileio import read_json
+    from wmtp.fileio import read_versioned_json
 
     p = Path(path)
-    prof = read_json(p, "framework profile", WmtpError)
-    if not isinstance(prof, dict) or prof.get("kind") != KIND:
-        raise WmtpError(f"{p} is not a wmtp framework profile")
-    if prof.get("schema_version") != SCHEMA_VERSION:
-        raise WmtpError(f"framework profile {p} has schema version {prof.get('schema_version')!r}")
+    prof = read_versioned_json(p, "framework profile", KIND, SCHEMA_VERSION, WmtpError)
     try:
         float(prof["overhead"]["const_ms"]), float(prof["overhead"]["per_forward_ms"])
         str(prof["method"])
