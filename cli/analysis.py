@@ -10,17 +10,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from wmtp.cli.main import (AccOpt, BatchOpt, ConfigOpt, CtxOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
-                           SolOpt, WdOpt, WindowOpt, _fail, app, parse_accept, resolve_model)
+from wmtp.cli.main import (AccOpt, BatchOpt, ConfigOpt, CtxOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt,
+                           ProfileOpt, SinkOpt, SolOpt, TaskOpt, WdOpt, WindowOpt, _fail, app, parse_accept,
+                           resolve_model)
 from wmtp.errors import WmtpError
 
 CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Also write the rows to this CSV file.")]
 TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs.")]
 
 
-def _scenario(model, config, hw, ctx, depth, window, sink, batch, kv_dtype, weight_dtype, profile, speed_of_light, tp):
+def _scenario(model, config, hw, ctx, depth, window, sink, batch, kv_dtype, weight_dtype, profile, speed_of_light, tp,
+              framework=None):
+    """(Scenario, warnings) from the shared options."""
     from wmtp.calibrate.profile import cost_model_for
     from wmtp.decisions import Scenario
+    from wmtp.engine import resolve as resolve_engine
     from wmtp.hardware import get_hardware
     from wmtp.units import parse_tokens
 
@@ -30,8 +34,16 @@ def _scenario(model, config, hw, ctx, depth, window, sink, batch, kv_dtype, weig
         raise WmtpError("--batch must be >= 1 and --sink >= 0")
     if depth < 2:
         raise WmtpError("--depth must be >= 2")
+    overheads, warnings = resolve_engine(spec.key, gpu.key, framework)
     return Scenario(spec, gpu, cost_model_for(gpu, profile, speed_of_light), parse_tokens(ctx), depth,
-                    parse_tokens(window), sink, batch, tp)
+                    parse_tokens(window), sink, batch, tp, overheads or None), warnings
+
+
+def _engine_label(sc) -> str:
+    ovs = sc.overheads or {}
+    if len({o.source for o in ovs.values()}) == 1:
+        return next(iter(ovs.values())).source
+    return ", ".join(f"{m}: {o.source}" for m, o in sorted(ovs.items())) or "none (kernels only)"
 
 
 def _emit(rows: list[dict], extra: dict, as_json: bool, csv_path: Path | None, title: str) -> None:
@@ -68,7 +80,8 @@ def sweep(
     depth: Annotated[int, typer.Option("--depth", "-d", help="Draft tokens per step d.")] = 7,
     window: WindowOpt = "4032", sink: SinkOpt = 64, batch: BatchOpt = 1, kv_dtype: KvOpt = None,
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
-    speed_of_light: SolOpt = False, tp: TpOpt = 1,
+    speed_of_light: SolOpt = False, tp: TpOpt = 1, framework: FrameworkOpt = None,
+    task: TaskOpt = "niah_multiquery_enum",
     threshold: Annotated[float, typer.Option(help="ctx sweep: the break-even context is where the window is this much faster.")] = 0.05,
     al_window: Annotated[Optional[str], typer.Option(
         "--al-window", help="window sweep: measured (W, AL) points at --depth as W:AL,... (AL(W) model; native AL at W=S).")] = None,
@@ -79,13 +92,15 @@ def sweep(
     from wmtp.acceptance import DEFAULT_TASK, WINDOW_PRESETS, choose_acceptance
 
     try:
-        sc = _scenario(model, config, hw, ctx, depth, window, sink, batch, kv_dtype, weight_dtype, profile,
-                       speed_of_light, tp)
-        acc = choose_acceptance(sc.spec.key, depth, parse_accept(accept_length))
+        sc, warnings = _scenario(model, config, hw, ctx, depth, window, sink, batch, kv_dtype, weight_dtype, profile,
+                                 speed_of_light, tp, framework)
+        acc = choose_acceptance(sc.spec.key, depth, parse_accept(accept_length), task)
         extra = {"model": sc.spec.key, "hardware": sc.hw.key, "cost_model": sc.cost.name,
+                 "engine_overhead": _engine_label(sc),
                  "acceptance": {"native": acc.native.tag(depth), "window": acc.window.tag(depth)}}
-        if acc.warning:
-            extra["warning"] = acc.warning
+        warnings = ([acc.warning] if acc.warning else []) + warnings
+        if warnings:
+            extra["warning"] = "; ".join(warnings)
         if what == "depth":
             rows = dec.depth_curve(sc, acc)
             extra["best_depth"] = dec.best_depths(rows)
@@ -95,7 +110,7 @@ def sweep(
             extra["break_even_ctx"] = dec.break_even_context(sc, acc, threshold)
             extra["break_even_threshold"] = threshold
         elif what == "window":
-            al_model = None if accept_length else WINDOW_PRESETS.get((sc.spec.key, DEFAULT_TASK))
+            al_model = None if accept_length or task != DEFAULT_TASK else WINDOW_PRESETS.get((sc.spec.key, DEFAULT_TASK))
             if al_window:
                 from wmtp.acceptance import WindowAcceptance
                 from wmtp.units import parse_tokens
@@ -127,7 +142,7 @@ def simulate(
     depth: Annotated[str, typer.Option("--depth", "-d", help="A depth d, or 'adaptive'.")] = "7",
     method: Annotated[str, typer.Option(help="native or window")] = "window",
     window: WindowOpt = "4032", sink: SinkOpt = 64, kv_dtype: KvOpt = None, weight_dtype: WdOpt = None,
-    profile: ProfileOpt = None, speed_of_light: SolOpt = False, tp: TpOpt = 1,
+    profile: ProfileOpt = None, speed_of_light: SolOpt = False, tp: TpOpt = 1, framework: FrameworkOpt = None,
     tokens: Annotated[int, typer.Option(help="Output tokens to decode.")] = 4096,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     phases: Annotated[Optional[str], typer.Option(
@@ -148,7 +163,8 @@ def simulate(
         policy = "adaptive" if depth == "adaptive" else int(depth) if depth.isdigit() else None
         if policy is None:
             raise WmtpError(f"--depth takes an integer or 'adaptive', got {depth!r}")
-        sc = _scenario(model, config, hw, ctx, 7, window, sink, 1, kv_dtype, weight_dtype, profile, speed_of_light, tp)
+        sc, warnings = _scenario(model, config, hw, ctx, 7, window, sink, 1, kv_dtype, weight_dtype, profile,
+                                 speed_of_light, tp, framework)
         if phases:
             try:
                 ph = [(int(t), [float(a)] * 16) for a, t in (p.split(":") for p in phases.split(","))]
@@ -179,6 +195,7 @@ def simulate(
         _fail(str(e))
     out = asdict(res)
     out.update(model=sc.spec.key, hardware=sc.hw.key, method=method, cost_model=sc.cost.name,
+               engine_overhead=_engine_label(sc), warnings=warnings,
                source="Monte Carlo over the latency model" + (" and a recorded trace" if tr else ""))
     if as_json:
         typer.echo(json.dumps(out, indent=2))
@@ -186,4 +203,7 @@ def simulate(
     lo, hi = res.tpot_ci95
     typer.echo(f"{sc.spec.key} {method} on {sc.hw.key}, policy {res.policy}: {res.tokens} tokens in {res.steps} steps, "
                f"TPOT {res.tpot_ms:.3f} ms (95 % CI {lo:.3f}-{hi:.3f}), mean AL {res.mean_accept_length:.2f}, "
-               f"depths used {res.depth_histogram} [simulated; step costs: {sc.cost.name}]")
+               f"depths used {res.depth_histogram} [simulated; step costs: {sc.cost.name}; engine overhead: "
+               f"{_engine_label(sc)}]")
+    for w in warnings:
+        typer.echo(f"warning: {w}", err=True)

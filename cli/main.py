@@ -34,6 +34,11 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts in
 ProfileOpt = Annotated[Optional[Path], typer.Option(
     "--profile", help="Measured latency profile (default: the shipped one for --hw, else the H200's scaled).")]
 SolOpt = Annotated[bool, typer.Option("--speed-of-light", help="Ignore measured profiles: datasheet speed of light.")]
+FrameworkOpt = Annotated[Optional[list[str]], typer.Option(
+    "--framework", help="Serving-engine overhead on top of the kernels: an engine preset (`wmtp engines`, e.g. "
+                        "sglang-b200-paper) or a framework profile JSON from `wmtp calibrate-logs` (one per method); "
+                        "repeatable. Default: kernels only.")]
+TaskOpt = Annotated[str, typer.Option("--task", help="Which paper acceptance preset (e.g. cwe, vt, niah_multivalue).")]
 
 
 def _fail(msg: str) -> None:
@@ -92,14 +97,12 @@ def predict(
     speed_of_light: SolOpt = False,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (heads, experts and vocabulary split).")] = 1,
     tree_width: Annotated[int, typer.Option("--tree-width", help="Tree speculation width k (ring n_sink + W + d*k).")] = 1,
-    framework: Annotated[Optional[list[Path]], typer.Option(
-        "--framework", help="Framework profile from `wmtp calibrate-logs` (one per method); repeatable.")] = None,
-    task: Annotated[str, typer.Option("--task", help="Which paper acceptance preset (e.g. cwe, vt, niah_multivalue).")] = "niah_multiquery_enum",
+    framework: FrameworkOpt = None,
+    task: TaskOpt = "niah_multiquery_enum",
     as_json: JsonOpt = False,
 ) -> None:
     """Step cost, TPOT, memory and decisions for dense / native MTP / windowed MTP."""
     from wmtp.calibrate.profile import cost_model_for
-    from wmtp.framework import load as load_framework
     from wmtp.hardware import get_hardware
     from wmtp.predict import predict as run_predict
     from wmtp.units import parse_tokens
@@ -114,7 +117,7 @@ def predict(
         result = run_predict(
             spec, gpu, parse_tokens(ctx), parse_depth(depth), parse_tokens(window), sink, batch,
             parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light), tp=tp,
-            tree_width=tree_width, frameworks=[load_framework(f) for f in framework or []], task=task,
+            tree_width=tree_width, frameworks=framework, task=task,
         )
     except WmtpError as e:
         _fail(str(e))
@@ -140,6 +143,46 @@ def hardware(as_json: JsonOpt = False) -> None:
     from wmtp.cli.render import render_hardware
 
     render_hardware(as_json)
+
+
+@app.command()
+def engines(
+    fit: Annotated[Optional[Path], typer.Option(
+        "--fit", help="Fit a new engine preset to a points CSV (columns: model, method, ctx, d_lo, d_hi, quantity "
+                      "step|slope, value_ms, source; see calibrate/engines/*.points.csv).")] = None,
+    hw: HwOpt = "b200",
+    profile: ProfileOpt = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="With --fit: preset JSON to write (and a .md).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Serving-engine overhead presets for --framework, or fit one to observed step times (--fit)."""
+    from wmtp.engine import load_preset, preset_names
+
+    try:
+        if fit is not None:
+            from wmtp.calibrate.engine_fit import fit_file
+
+            preset = fit_file(fit, hw, out, None, profile)
+            rows = [preset]
+        else:
+            rows = [load_preset(n) for n in preset_names()]
+    except WmtpError as e:
+        _fail(str(e))
+    summary = [{"name": p["name"], "hardware": p["hardware"], "cost_model": p["cost_model"],
+                "models": sorted(p["per_model"]), "terms": p["terms"], "per_model": p["per_model"],
+                "fit": p["fit"], "points": p.get("points", {}).get("file")} for p in rows]
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    for p in summary:
+        f = p["fit"]
+        typer.echo(f"{p['name']}: fitted on {p['hardware']} over {p['cost_model']} to {f['points']} points "
+                   f"({p['points']}) for {', '.join(p['models'])}; |error| median {100 * f['median_abs_rel_error']:.1f} %"
+                   f", leave-one-out median {100 * f['loo_median_abs_rel_error']:.1f} % / max "
+                   f"{100 * f['loo_max_abs_rel_error']:.1f} %")
+        typer.echo("  shared: " + ", ".join(f"{k} {v:.3g}" for k, v in p["terms"].items()))
+        for m, v in p["per_model"].items():
+            typer.echo(f"  {m}: " + ", ".join(f"{k} {x:.3g}" for k, x in v.items()))
 
 
 measure_app = typer.Typer(no_args_is_help=True, help="Run and time the project's kernels on this GPU.")

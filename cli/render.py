@@ -13,6 +13,7 @@ from wmtp.units import format_bytes, format_tokens
 console = Console()
 
 _TAGS = (
+    ("engine preset", "engine"),
     ("speed-of-light", "sol"),
     ("scaled from", "scaled"),
     ("extrapolated", "extrap"),
@@ -29,7 +30,7 @@ _TAGS = (
 
 # A phase built from components of different provenance shows its weakest: a number is only as
 # measured as its least measured part (`--json` lists every component's own source).
-_WEAKEST_FIRST = ("scaled", "extrap", "sol", "interp", "fw", "meas")
+_WEAKEST_FIRST = ("engine", "scaled", "extrap", "sol", "interp", "fw", "meas")
 
 
 def short_tag(source: str) -> str:
@@ -55,7 +56,8 @@ def render_prediction(p) -> None:
         f"[bold]{spec.name}[/bold] ({spec.key}) on [bold]{hw.name}[/bold] ({hw.key}) | ctx {format_tokens(p.ctx)} "
         f"({p.ctx:,} tokens) | d {p.depth} | W {p.window} + sink {p.sink} | B {p.batch} | "
         + (f"TP {p.tp} (per GPU) | " if p.tp > 1 else "") + 
-        f"weights {spec.weight_dtype}, KV {spec.kv_dtype} | costs: {p.cost_model}"
+        f"weights {spec.weight_dtype}, KV {spec.kv_dtype} | costs: {p.cost_model} | engine overhead: "
+        f"{p.engine_overhead}"
     )
     names = ("dense", "native", "window")
     t = Table(title="Decode step (ms per step unless stated)", title_justify="left")
@@ -113,7 +115,8 @@ def render_prediction(p) -> None:
     console.print("[dim]sources: " + "; ".join(f"{k}: {v}" for k, v in sources.items())
                   + ". tags: sol = speed-of-light (datasheet x achievable fraction), meas = measured, "
                   "interp/extrap = interpolated/extrapolated from measurements, scaled = another GPU's profile "
-                  "scaled by bandwidth and flop ratios, model = analytical; * = the weakest of mixed components "
+                  "scaled by bandwidth and flop ratios, model = analytical, engine = includes a serving-engine overhead preset, "
+                  "fw = includes a framework profile from logs; * = the weakest of mixed components "
                   "(--json lists each).[/dim]")
     for w in p.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")

@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from wmtp.cli.main import (AccOpt, BatchOpt, ConfigOpt, CtxOpt, HwOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt,
-                           WdOpt, WindowOpt, _fail, app, parse_accept, parse_depth, resolve_model)
+from wmtp.cli.main import (AccOpt, BatchOpt, ConfigOpt, CtxOpt, FrameworkOpt, HwOpt, KvOpt, ModelOpt, ProfileOpt,
+                           SinkOpt, SolOpt, TaskOpt, WdOpt, WindowOpt, _fail, app, parse_accept, parse_depth,
+                           resolve_model)
 from wmtp.errors import WmtpError
 
 
@@ -18,7 +19,7 @@ def report(
     depth: Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d (2..64).")] = "7",
     window: WindowOpt = "4032", sink: SinkOpt = 64, batch: BatchOpt = 1, kv_dtype: KvOpt = None,
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
-    speed_of_light: SolOpt = False,
+    speed_of_light: SolOpt = False, framework: FrameworkOpt = None, task: TaskOpt = "niah_multiquery_enum",
     histogram: Annotated[Optional[list[str]], typer.Option(
         "--histogram", "--logs",
         help="METHOD=FILE (native or window): acceptance data for the per-position figure — a histogram, "
@@ -34,6 +35,7 @@ def report(
     from wmtp.acceptance_io import profile_from_file
     from wmtp.calibrate.profile import ProfileCostModel, cost_model_for
     from wmtp.decisions import Scenario
+    from wmtp.engine import resolve as resolve_engine
     from wmtp.hardware import get_hardware
     from wmtp.predict import predict as run_predict
     from wmtp.units import parse_tokens
@@ -46,8 +48,9 @@ def report(
         gpu = get_hardware(hw)
         cost = cost_model_for(gpu, profile, speed_of_light)
         acc_len = parse_accept(accept_length)
-        p = run_predict(spec, gpu, parse_tokens(ctx), d, parse_tokens(window), sink, batch, acc_len, cost=cost)
-        acc = choose_acceptance(spec.key, d, acc_len)
+        p = run_predict(spec, gpu, parse_tokens(ctx), d, parse_tokens(window), sink, batch, acc_len, cost=cost,
+                        frameworks=framework, task=task)
+        acc = choose_acceptance(spec.key, d, acc_len, task)
         profiles = {"native": acc.native, "window": acc.window}
         for item in histogram or []:
             method, _, path = item.partition("=")
@@ -55,7 +58,8 @@ def report(
                 raise WmtpError(f"--histogram/--logs take native=FILE or window=FILE, got {item!r}")
             profiles[method] = profile_from_file(path, d)[0]
         acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
-        sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch)
+        overheads, _ = resolve_engine(spec.key, gpu.key, framework)
+        sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, overheads or None)
         meta, validation = {}, None
         if isinstance(cost, ProfileCostModel):
             prov = cost.profile.get("provenance", {})
@@ -68,7 +72,8 @@ def report(
                 PROFILES_DIR.parent / "validation" / f"{cost.hw_key}.csv"]
             validation = next((c for c in candidates if c.exists()), None)
         sources = {"acceptance (native)": profiles["native"].tag(d), "acceptance (window)": profiles["window"].tag(d),
-                   "validation data": str(validation) if validation else "none"}
+                   "validation data": str(validation) if validation else "none",
+                   "engine overhead": ", ".join(sorted({o.source for o in overheads.values()})) or "none (kernels only)"}
         write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources))
     except WmtpError as e:
         _fail(str(e))

@@ -127,32 +127,6 @@ def test_simulation_errors():
         simulate(lambda d: 1.0, [(10, [0.5])], 10, "sometimes")
 
 
-# ------------------------------------------------------------------ the paper's findings, on the model
-@pytest.mark.parametrize("key", ["q35", "q122", "nem"])
-def test_per_step_saving_grows_with_context(key):
-    sc = scenario(key)
-    acc = choose_acceptance(key, 7, None)
-    rows = dec.context_curve(sc, acc, [65536, 262144, 1048576])
-    savings = [r["step_saving_ms"] for r in rows]
-    assert savings[0] < savings[1] < savings[2]
-    assert rows[-1]["cost_ratio"] > rows[0]["cost_ratio"] > 0
-
-
-@pytest.mark.parametrize("key", ["q35", "nem"])
-def test_window_wins_at_every_depth(key):
-    sc = scenario(key)
-    rows = dec.depth_curve(sc, choose_acceptance(key, 7, None))
-    assert all(r["window_tpot_ms"] < r["native_tpot_ms"] for r in rows)
-
-
-@pytest.mark.parametrize("key", ["q122", "nem"])
-def test_window_seats_more_1m_requests_on_b200(key):
-    from wmtp.memory import memory_report
-
-    m = memory_report(get_model(key), B200, 2**20)
-    assert m.max_batch["window"] >= m.max_batch["native"] + 1
-
-
 def test_sweep_cli():
     r = CliRunner().invoke(app, ["sweep", "depth", "--model", "q35", "--json"])
     assert r.exit_code == 0, r.output

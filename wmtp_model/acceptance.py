@@ -35,7 +35,7 @@ class AcceptanceProfile:
     alphas: tuple[float, ...]  # alpha_1 .. alpha_{d_m - 1}
     measured_depth: int
     source: str
-    kind: str = "per-position"  # per-position | geometric
+    kind: str = "per-position"  # per-position | geometric | deep-shift
     counts: tuple[float, ...] = ()  # H[n] when built from a histogram
 
     def __post_init__(self) -> None:
@@ -60,7 +60,7 @@ class AcceptanceProfile:
 
     def is_extrapolated(self, depth: int) -> bool:
         """Deeper than measured, or any depth other than the measured one for a geometric fit."""
-        if self.kind == "geometric":
+        if self.kind != "per-position":  # fitted to one AL: every other depth is a model
             return depth != self.measured_depth
         return depth > self.measured_depth
 
@@ -124,6 +124,19 @@ def geometric(accept_length: float, depth: int, source: str) -> AcceptanceProfil
     return AcceptanceProfile(tuple([a] * gamma), depth, source, "geometric")
 
 
+def deep_shift(native: AcceptanceProfile, accept_length: float, depth: int, source: str) -> AcceptanceProfile:
+    """The window's profile from its AL at `depth` and the native profile: alpha_1 as native's, the deeper
+    positions at one constant alpha solved for the AL. The paper's per-position decomposition (Fig. 2)
+    finds alpha_1 unchanged by windowing and the difference confined to the deep positions. Falls back
+    to a geometric profile when alpha_1 alone cannot hold the AL."""
+    a1 = native.alphas_at(depth)[0] if depth >= 2 else 0.0
+    gamma = depth - 1
+    if gamma < 2 or not 1.0 + a1 <= accept_length <= 1.0 + a1 * gamma:
+        return geometric(accept_length, depth, source)
+    a = _solve_increasing(lambda x: 1 + a1 * (1 + sum(x**j for j in range(1, gamma))) - accept_length)
+    return AcceptanceProfile(tuple([a1] + [a] * (gamma - 1)), depth, source, "deep-shift")
+
+
 # ---------------------------------------------------------------------------- paper presets
 @dataclass(frozen=True)
 class AcceptancePreset:
@@ -179,7 +192,8 @@ def choose_acceptance(model_key: str, depth: int, accept_length: tuple[float, fl
             return AcceptanceChoice(native, geometric(preset.native_al, preset.depth, src + "; window matched"),
                                     warning=f"{preset.task}: the paper gives only the native AL; the window's is "
                                             "taken as matched")
-        return AcceptanceChoice(native, geometric(preset.window_al, preset.depth, src))
+        return AcceptanceChoice(native, deep_shift(native, preset.window_al, preset.depth,
+                                                   src + " (alpha_1 as native, deeper positions shifted)"))
     # No data for this model: use the mean native per-position acceptance of the paper presets for
     # both methods (matched acceptance), and say so.
     heads = [p for p in PRESETS.values() if p.task == DEFAULT_TASK]

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, WindowAcceptance
+from wmtp.engine import EngineOverhead
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import CostModel, step_cost
 from wmtp.memory import memory_report
@@ -33,6 +35,10 @@ class Scenario:
     sink: int = 64
     batch: int = 1
     tp: int = 1
+    overheads: Mapping[str, EngineOverhead] | None = None  # per method: serving-engine overhead (wmtp.engine)
+
+    def overhead(self, method: str) -> EngineOverhead | None:
+        return (self.overheads or {}).get(method)
 
     def tpot(self, method: str, profile: AcceptanceProfile | None, *, ctx=None, depth=None, window=None, batch=None,
              accept_length: float | None = None) -> tuple[float, float, float]:
@@ -41,11 +47,12 @@ class Scenario:
         window = self.window if window is None else window
         batch = batch or self.batch
         if method == "dense":
-            c = step_cost(self.spec, self.hw, self.cost, "dense", ctx, 1, batch, tp=self.tp)
+            c = step_cost(self.spec, self.hw, self.cost, "dense", ctx, 1, batch, tp=self.tp,
+                          overhead=self.overhead("dense"))
             return c.step_ms, c.step_ms, 1.0
         al = accept_length if accept_length is not None else profile.accept_length(depth)
         c = step_cost(self.spec, self.hw, self.cost, method, ctx, depth, batch, window, self.sink, accept_length=al,
-                      tp=self.tp)
+                      tp=self.tp, overhead=self.overhead(method))
         return c.step_ms / al, c.step_ms, al
 
 

@@ -67,8 +67,10 @@ HARDWARE: Mapping[str, HardwareSpec] = build_registry(
                      source=f"{_NV} (H100 SXM); fractions from the lent H200"),
         HardwareSpec("h200", "NVIDIA H200 141GB", 143771 * 1024**2, 4.8, 989, 1979, 0, 60 * 1024**2, 132, 12.0,
                      source=f"{_NV} (H200 SXM); HBM as nvidia-smi reports it; fractions measured on the lent H200"),
-        HardwareSpec("b200", "NVIDIA B200 180GB", 180e9, 8.0, 2250, 4500, 9000, 126e6, 148, 20.0, 900.0, 6.0,
-                     source=f"{_NV} (HGX B200, per GPU); fractions from the lent H200"),
+        HardwareSpec("b200", "NVIDIA B200 180GB", 183359 * 1024**2, 7.68, 2250, 4500, 9000, 126e6, 148, 20.0, 900.0,
+                     6.0, source=f"{_NV} (HGX B200, per GPU) for flops and links; HBM as nvidia-smi reports it "
+                                 "(183359 MiB); bandwidth from the driver's 7680-bit bus at 3996 MHz (7.68 TB/s, "
+                                 "not the datasheet's 8; pytorch/ao PR #4002); fractions from the lent H200"),
         HardwareSpec("gb200", "NVIDIA GB200 (per GPU)", 186e9, 8.0, 2500, 5000, 10000, 126e6, 148, 20.0, 900.0, 6.0,
                      source=f"{_NV} (GB200 NVL72, per GPU); fractions from the lent H200"),
         HardwareSpec("b300", "NVIDIA B300 288GB", 288e9, 8.0, 2250, 4500, 13500, 126e6, 160, 20.0, 900.0, 6.0,

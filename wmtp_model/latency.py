@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from wmtp.engine import EngineOverhead, extra_ms
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
@@ -248,9 +249,10 @@ def step_cost(
     sink: int = 64,
     accept_length: float | None = None,
     tp: int = 1,
-    overhead: dict | None = None,
+    overhead: EngineOverhead | None = None,
 ) -> StepCost:
-    """One step of `method`; with tp > 1 the work of one GPU of `tp` plus the collectives."""
+    """One step of `method`; with tp > 1 the work of one GPU of `tp` plus the collectives; with
+    `overhead`, plus a serving engine's overhead (`wmtp.engine`)."""
     from wmtp.tp import per_gpu_spec, tp_collectives
 
     if method not in METHODS:
@@ -263,27 +265,27 @@ def step_cost(
         raise WmtpError(f"depth d must be in 2..64 (d = gamma + 1), got {depth}")
 
     full, spec = spec, per_gpu_spec(spec, tp)
-    extra = {}
-    if overhead:  # a framework profile: measured engine overhead on top of the kernels
-        src = overhead.get("source", "framework profile")
-        extra = {"verify": Priced(Work("framework", "verify.framework", 0.0, 0.0, 0), overhead["const_ms"], src),
-                 "fwd": Priced(Work("framework", "fwd.framework", 0.0, 0.0, 0), overhead["per_forward_ms"], src)}
+    attn_kind = {"verify": "verify_attn", "ctx": "extend_attn", "fwd": "decode_attn"}
 
-    def priced(items, phase, tokens):
+    def priced(items, phase, tokens, s_eff):
         items = list(items) + tp_collectives(full, tp, phase, tokens)
         out = tuple(cost.price(w, hw, spec) for w in items)
-        return Phase(out + ((extra[phase],) if phase in extra else ()))
+        if overhead is not None:  # the serving engine's overhead on top of our kernels (wmtp.engine)
+            attn = sum(p.time_ms for p in out if p.work.kind == attn_kind[phase])
+            ms = extra_ms(overhead, phase, method, attn, batch, s_eff)
+            out += (Priced(Work("engine", f"{phase}.engine", 0.0, 0.0, 0), ms, overhead.source),)
+        return Phase(out)
 
     if method == "dense":
         empty = Phase(())
-        return StepCost(method, ctx, 1, batch, ctx, priced(verify_work(spec, ctx, 1, batch), "verify", batch),
+        return StepCost(method, ctx, 1, batch, ctx, priced(verify_work(spec, ctx, 1, batch), "verify", batch, ctx),
                         empty, empty)
     s_eff = effective_ctx(method, ctx, window, sink)
     al = accept_length if accept_length is not None else depth
     resident = l2_resident(spec, hw, s_eff, batch)
     return StepCost(
         method, ctx, depth, batch, s_eff,
-        priced(verify_work(spec, ctx, depth, batch), "verify", batch * depth),
-        priced(draft_ctx_work(spec, s_eff, batch, al), "ctx", batch * max(1, math.ceil(al))),
-        priced(draft_fwd_work(spec, s_eff, batch, resident), "fwd", batch),
+        priced(verify_work(spec, ctx, depth, batch), "verify", batch * depth, ctx),
+        priced(draft_ctx_work(spec, s_eff, batch, al), "ctx", batch * max(1, math.ceil(al)), s_eff),
+        priced(draft_fwd_work(spec, s_eff, batch, resident), "fwd", batch, s_eff),
     )

@@ -50,6 +50,21 @@ class Prediction:
     draft_prefill: dict = field(default_factory=dict)
     tree_width: int = 1
 
+    @property
+    def engine_overhead(self) -> str:
+        """Which serving-engine overhead the steps include (wmtp.engine), per method when they differ."""
+        per = {}
+        for name, r in self.methods.items():
+            c = r.cost
+            srcs = sorted({p.source for ph in (c.t_verify, c.t_ctx, c.t_fwd) for p in ph.items if p.work.kind == "engine"})
+            if srcs:
+                per[name] = ", ".join(srcs)
+        if not per:
+            return "none (kernels only)"
+        if len(set(per.values())) == 1 and len(per) == len(self.methods):
+            return next(iter(per.values()))
+        return "; ".join(f"{m}: {s}" for m, s in per.items())
+
     def speedup(self, method: str, over: str) -> float:
         return self.methods[over].tpot_ms / self.methods[method].tpot_ms
 
@@ -88,6 +103,7 @@ class Prediction:
             "model_name": self.spec.name,
             "hardware": self.hw.key,
             "cost_model": self.cost_model,
+            "engine_overhead": self.engine_overhead,
             "ctx": self.ctx,
             "depth": self.depth,
             "window": self.window,
@@ -146,21 +162,16 @@ def predict(
     mem_fraction: float = 0.85,
     tree_width: int = 1,
     tp: int = 1,
-    frameworks: list[dict] | None = None,
+    frameworks: list | None = None,
     task: str = "niah_multiquery_enum",
 ) -> Prediction:
     from wmtp.tp import per_gpu_spec
 
     cost = cost or SpeedOfLight()
     gpu_spec = per_gpu_spec(spec, tp)  # validates tp against the heads
-    overheads = {}
-    for fw in frameworks or []:
-        if fw["model"] != spec.key:
-            raise WmtpError(f"framework profile is for {fw['model']}, not {spec.key}")
-        overheads[fw["method"]] = {"const_ms": fw["overhead"]["const_ms"],
-                                   "per_forward_ms": fw["overhead"]["per_forward_ms"],
-                                   "source": f"framework profile ({fw['method']}, {fw['hardware']}, "
-                                             f"ctx {fw['ctx']}, logs)"}
+    from wmtp.engine import resolve as resolve_engine
+
+    overheads, engine_warnings = resolve_engine(spec.key, hw.key, frameworks)
     auto = depth == "auto"
     if not auto and (not isinstance(depth, int) or depth < 2):
         raise WmtpError(f"--depth must be an integer >= 2 or 'auto', got {depth!r}")
@@ -184,7 +195,7 @@ def predict(
     ratio = methods["window"].cost.step_ms / methods["native"].cost.step_ms
     mem_depth = max(methods["native"].cost.depth, methods["window"].cost.depth)
     memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction)
-    warnings = [acc.warning] if acc.warning else []
+    warnings = ([acc.warning] if acc.warning else []) + engine_warnings
     for method, n in memory.max_batch.items():
         if n < batch:
             warnings.append(

@@ -1,0 +1,165 @@
+"""Serving-engine overhead: its physics in step_cost, the fitter, the shipped preset, the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from wmtp.acceptance import choose_acceptance, deep_shift, geometric
+from wmtp.calibrate.engine_fit import fit, fit_file, read_points
+from wmtp.cli.main import app
+from wmtp.engine import EngineOverhead, engines_dir, load_preset, resolve
+from wmtp.errors import WmtpError
+from wmtp.hardware import get_hardware
+from wmtp.latency import SpeedOfLight, step_cost
+from wmtp.models import get_model
+
+H200 = get_hardware("h200")
+SOL = SpeedOfLight()
+runner = CliRunner()
+
+
+def _attn(c, phase, kind):
+    return sum(p.time_ms for p in getattr(c, phase).items if p.work.kind == kind)
+
+
+def _engine(c, phase):
+    return sum(p.time_ms for p in getattr(c, phase).items if p.work.kind == "engine")
+
+
+def test_overhead_terms_scale_as_stated():
+    spec = get_model("q35")
+    ov = EngineOverhead("test", step_ms=1.0, dense_step_ms=0.5, fwd_ms=0.2, index_ns_per_token=4.0,
+                        verify_attn_factor=2.0, draft_attn_factor=1.5)
+    for method in ("native", "window"):
+        c = step_cost(spec, H200, SOL, method, 2**20, 7, 2, overhead=ov)
+        assert _engine(c, "t_verify") == pytest.approx(1.0 + _attn(c, "t_verify", "verify_attn"))
+        assert _engine(c, "t_ctx") == pytest.approx(4e-6 * 2 * c.s_eff + 0.5 * _attn(c, "t_ctx", "extend_attn"))
+        assert _engine(c, "t_fwd") == pytest.approx(0.2 + 0.5 * _attn(c, "t_fwd", "decode_attn"))
+        bare = step_cost(spec, H200, SOL, method, 2**20, 7, 2)
+        extra = _engine(c, "t_verify") + _engine(c, "t_ctx") + 6 * _engine(c, "t_fwd")
+        assert c.step_ms == pytest.approx(bare.step_ms + extra)
+    dense = step_cost(spec, H200, SOL, "dense", 2**20, 1, 1, overhead=ov)
+    assert _engine(dense, "t_verify") == pytest.approx(0.5)  # dense: its constant only
+    # windowing removes the O(S) index term: native's ctx overhead at 1M is ~256x the window's index part
+    n = step_cost(spec, H200, SOL, "native", 2**20, 7, 1, overhead=EngineOverhead("t", index_ns_per_token=5.0))
+    w = step_cost(spec, H200, SOL, "window", 2**20, 7, 1, overhead=EngineOverhead("t", index_ns_per_token=5.0))
+    assert _engine(n, "t_ctx") == pytest.approx(5e-6 * 2**20) and _engine(w, "t_ctx") == pytest.approx(5e-6 * 4096)
+
+
+def test_overhead_rejects_nonsense():
+    with pytest.raises(WmtpError, match="finite"):
+        EngineOverhead("x", step_ms=float("nan"))
+    with pytest.raises(WmtpError, match="factors"):
+        EngineOverhead("x", verify_attn_factor=0.0)
+
+
+def _synthetic_points(truth_shared, truth_model):
+    pts = []
+    for key in ("q35", "nem"):
+        ov = EngineOverhead("truth", **truth_shared, **truth_model[key])
+        for method, ctx, d in [("native", 2**20, 7), ("window", 2**20, 7), ("native", 2**18, 7),
+                               ("window", 2**18, 7), ("native", 2**20, 4), ("window", 2**18, 3), ("dense", 2**20, 1)]:
+            ms = step_cost(get_model(key), H200, SOL, method, ctx, 1 if method == "dense" else d, 1,
+                           overhead=ov).step_ms
+            pts.append({"model": key, "method": method, "ctx": ctx, "d_lo": d, "d_hi": d, "quantity": "step",
+                        "value_ms": ms, "source": "synthetic"})
+    return pts
+
+
+def test_fit_recovers_known_terms():
+    shared = {"dense_step_ms": 1.5, "index_ns_per_token": 5.0, "draft_attn_factor": 1.6}
+    per = {"q35": {"step_ms": 2.0, "fwd_ms": 0.4, "verify_attn_factor": 2.1},
+           "nem": {"step_ms": 3.0, "fwd_ms": 0.7, "verify_attn_factor": 3.5}}
+    out = fit(_synthetic_points(shared, per), H200, SOL, "synthetic")
+    for k, v in shared.items():
+        assert out["terms"][k] == pytest.approx(v, rel=1e-6)
+    for m in per:
+        for k, v in per[m].items():
+            assert out["per_model"][m][k] == pytest.approx(v, rel=1e-6)
+    assert out["fit"]["max_abs_rel_error"] < 1e-9 and out["unconstrained"] == []
+
+
+def test_shipped_preset_is_the_fit_of_its_points(tmp_path):
+    """The shipped preset must be reproducible from its committed points (no hand edits)."""
+    shipped = load_preset("sglang-b200-paper")
+    src = engines_dir() / "sglang-b200-paper.points.csv"
+    assert shipped["points"]["sha256"] == __import__("hashlib").sha256(src.read_bytes()).hexdigest()
+    refit = fit_file(src, "b200", tmp_path / "refit.json")
+    for k, v in refit["terms"].items():
+        assert shipped["terms"][k] == pytest.approx(v, rel=1e-6)
+    for m, terms in refit["per_model"].items():
+        for k, v in terms.items():
+            assert shipped["per_model"][m][k] == pytest.approx(v, rel=1e-6, abs=1e-9)
+    assert shipped["fit"]["median_abs_rel_error"] < 0.05 and shipped["fit"]["max_abs_rel_error"] < 0.10
+    assert (tmp_path / "refit.md").read_text().startswith("# Engine preset")
+
+
+def test_points_file_errors(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model,method\nq35,native\n")
+    with pytest.raises(WmtpError, match="columns"):
+        read_points(bad)
+    good = (engines_dir() / "sglang-b200-paper.points.csv").read_text().splitlines()
+    bad.write_text("\n".join(good[:2] + [good[2].replace("18.4", "fast")]) + "\n")
+    with pytest.raises(WmtpError, match="line 3"):
+        read_points(bad)
+    r = runner.invoke(app, ["engines", "--fit", str(tmp_path / "missing.csv")])
+    assert r.exit_code == 1 and r.output.startswith("error: cannot read engine points")
+
+
+def test_resolve_presets_and_framework_profiles(tmp_path):
+    ovs, warnings = resolve("q35", "b200", ["sglang-b200-paper"])
+    assert set(ovs) == {"dense", "native", "window"} and warnings == []
+    ovs, warnings = resolve("qnext", "h200", ["sglang-b200-paper"])
+    assert any("no constants for 'qnext'" in w for w in warnings) and any("fitted on b200" in w for w in warnings)
+    with pytest.raises(WmtpError, match="unknown engine preset 'vllm-nope'"):
+        resolve("q35", "b200", ["vllm-nope"])
+    corrupt = tmp_path / "corrupt.json"
+    doc = json.loads((engines_dir() / "sglang-b200-paper.json").read_text())
+    doc["terms"]["index_ns_per_token"] = "fast"
+    corrupt.write_text(json.dumps(doc))
+    with pytest.raises(WmtpError, match="corrupt"):
+        resolve("q35", "b200", [str(corrupt)])
+    copy = tmp_path / "mine.json"
+    shutil.copy(engines_dir() / "sglang-b200-paper.json", copy)
+    assert resolve("q35", "b200", [str(copy)])[0]["native"].index_ns_per_token > 0
+
+
+def test_cli_uses_engine_presets():
+    base = json.loads(runner.invoke(app, ["predict", "--model", "q35", "--hw", "b200", "--json"]).output)
+    r = runner.invoke(app, ["predict", "--model", "q35", "--hw", "b200", "--json", "--framework", "sglang-b200-paper"])
+    assert r.exit_code == 0, r.output
+    eng = json.loads(r.output)
+    assert eng["engine_overhead"] == "engine preset sglang-b200-paper" and base["engine_overhead"].startswith("none")
+    for m in ("dense", "native", "window"):
+        assert eng["methods"][m]["step_ms"] > base["methods"][m]["step_ms"]
+        assert any(c["kind"] == "engine" for c in eng["methods"][m]["components"])
+    r = runner.invoke(app, ["predict", "--model", "q35", "--framework", "nope"])
+    assert r.exit_code == 1 and r.output.startswith("error: unknown engine preset")
+    r = runner.invoke(app, ["sweep", "depth", "--model", "q122", "--hw", "b200", "--framework", "sglang-b200-paper",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["engine_overhead"] == "engine preset sglang-b200-paper"
+    r = runner.invoke(app, ["simulate", "--model", "q35", "--hw", "b200", "--framework", "sglang-b200-paper",
+                            "--tokens", "500", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["engine_overhead"] == "engine preset sglang-b200-paper"
+    r = runner.invoke(app, ["engines", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)[0]["name"] == "sglang-b200-paper"
+    r = runner.invoke(app, ["sweep", "depth", "--model", "q35", "--task", "cwe", "--json"])
+    assert r.exit_code == 0 and "cwe" in json.loads(r.output)["acceptance"]["native"]
+
+
+def test_deep_shift_keeps_alpha_1_and_the_accept_length():
+    native = geometric(5.57, 7, "n")
+    w = deep_shift(native, 4.74, 7, "w")
+    assert w.alphas[0] == pytest.approx(native.alphas[0])
+    assert w.accept_length(7) == pytest.approx(4.74, abs=1e-9)
+    assert all(a == pytest.approx(w.alphas[1]) for a in w.alphas[1:]) and w.alphas[1] < native.alphas[1]
+    assert w.is_extrapolated(5) and not w.is_extrapolated(7)
+    # alpha_1 alone cannot give an AL this low: falls back to a geometric profile
+    assert deep_shift(native, 1.5, 7, "w").kind == "geometric"
+    assert choose_acceptance("q122", 7, None).window.kind == "deep-shift"

@@ -1,0 +1,163 @@
+"""Serving-engine overhead on top of the kernel-level latency model.
+
+The kernel-level model (DESIGN 2) prices the work our own kernels do. A serving engine does more:
+Python-side scheduling and speculative bookkeeping every step, launch gaps in the draft loop, an
+index builder far from the copy floor, attention kernels slower than ours on the same bytes (the
+paper's native draft t_ctx is about 3.5 ms at 1M on SGLang, where our index build takes microseconds).
+`EngineOverhead` adds those as physically named terms, each with its own scaling:
+
+    t_verify += step_ms + (verify_attn_factor - 1) * our verify attention    (speculative steps)
+    t_verify += dense_step_ms                                                  (dense steps)
+    t_ctx    += index_ns_per_token * B * S_eff                             (O(S_eff) index builds)
+              + (draft_attn_factor - 1) * our draft-extend attention
+    t_fwd    += fwd_ms + (draft_attn_factor - 1) * our draft decode attention
+
+so windowing removes the engine's O(S) index and draft-attention overhead, but not its constants or
+its verify overhead, exactly as in the paper's phase decomposition (Appendix B).
+
+Two sources: a *framework profile* fitted from the user's own logs (`wmtp calibrate --from-logs`;
+one method, constants only), and *engine presets* (`calibrate/engines/NAME.json`, fitted by
+`python -m wmtp.calibrate.engine_fit` to published step times). `--framework` takes either.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from wmtp.errors import WmtpError
+
+SCHEMA_VERSION = 1
+KIND = "wmtp-engine-preset"
+
+
+def engines_dir() -> Path:
+    """calibrate/engines inside the installed package (wmtp.calibrate), editable or not."""
+    import wmtp.calibrate
+
+    return Path(wmtp.calibrate.__file__).resolve().parent / "engines"
+
+TERMS = ("step_ms", "dense_step_ms", "fwd_ms", "index_ns_per_token", "verify_attn_factor", "draft_attn_factor")
+
+
+@dataclass(frozen=True)
+class EngineOverhead:
+    source: str
+    step_ms: float = 0.0
+    dense_step_ms: float = 0.0
+    fwd_ms: float = 0.0
+    index_ns_per_token: float = 0.0
+    verify_attn_factor: float = 1.0
+    draft_attn_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        for f in TERMS:
+            v = getattr(self, f)
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise WmtpError(f"engine overhead ({self.source}): {f} must be a finite number, got {v!r}")
+        if self.verify_attn_factor <= 0 or self.draft_attn_factor <= 0 or self.index_ns_per_token < 0:
+            raise WmtpError(f"engine overhead ({self.source}): attention factors must be > 0 and "
+                            "index_ns_per_token >= 0")
+
+    def terms(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "source"}
+
+
+def extra_ms(ov: EngineOverhead, phase: str, method: str, attn_ms: float, batch: int, s_eff: int) -> float:
+    """The engine's extra time in one phase, given our own attention time in that phase."""
+    if phase == "verify":  # dense decodes with the engine's decode kernel: no evidence it is slower than ours
+        if method == "dense":
+            return ov.dense_step_ms
+        return ov.step_ms + (ov.verify_attn_factor - 1.0) * attn_ms
+    if phase == "ctx":
+        return ov.index_ns_per_token * batch * s_eff * 1e-6 + (ov.draft_attn_factor - 1.0) * attn_ms
+    if phase == "fwd":
+        return ov.fwd_ms + (ov.draft_attn_factor - 1.0) * attn_ms
+    raise WmtpError(f"unknown phase {phase!r}")
+
+
+# ------------------------------------------------------------------------------- sources
+def from_framework_profile(fw: dict) -> dict[str, EngineOverhead]:
+    """A log-fitted framework profile (one method): its constant and per-forward overhead."""
+    src = f"framework profile ({fw['method']}, {fw['hardware']}, ctx {fw['ctx']}, logs)"
+    const, per_fwd = float(fw["overhead"]["const_ms"]), float(fw["overhead"]["per_forward_ms"])
+    if fw["method"] == "dense":
+        return {"dense": EngineOverhead(src, dense_step_ms=const)}
+    return {fw["method"]: EngineOverhead(src, step_ms=const, fwd_ms=per_fwd)}
+
+
+def preset_names() -> list[str]:
+    d = engines_dir()
+    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+
+
+def load_preset(name_or_path: str | Path) -> dict:
+    """An engine preset by name (calibrate/engines/NAME.json) or path; validated."""
+    from wmtp.fileio import read_versioned_json
+
+    p = Path(name_or_path)
+    if not p.suffix and not p.exists():
+        p = engines_dir() / f"{name_or_path}.json"
+        if not p.is_file():
+            raise WmtpError(f"unknown engine preset {str(name_or_path)!r}; known: {', '.join(preset_names()) or 'none'}"
+                            " (or give a framework/engine profile JSON path)")
+    prof = read_versioned_json(p, "engine preset", KIND, SCHEMA_VERSION, WmtpError)
+    try:
+        def numeric(d: dict) -> dict:
+            bad = [k for k in d if k not in TERMS]
+            if bad:
+                raise ValueError(bad)
+            return {k: float(v) for k, v in d.items()}
+
+        shared = numeric(prof["terms"])
+        per_model = {str(m): numeric(v) for m, v in prof["per_model"].items()}
+        str(prof["name"]), str(prof["hardware"])
+        EngineOverhead(str(p), **shared, **next(iter(per_model.values()), {}))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise WmtpError(f"engine preset {p} is corrupt: missing, unknown or non-numeric terms") from None
+    prof["_shared"], prof["_per_model"] = shared, per_model
+    return prof
+
+
+def overheads_from_preset(prof: dict, model_key: str, hw_key: str) -> tuple[dict[str, EngineOverhead], list[str]]:
+    """The preset's terms for one model: every method gets them (dense only its dense terms)."""
+    warnings = []
+    per = prof["_per_model"].get(model_key)
+    name = prof["name"]
+    if per is None:
+        known = sorted(prof["_per_model"])
+        per = {k: sum(v[k] for v in prof["_per_model"].values()) / len(known)
+               for k in next(iter(prof["_per_model"].values()), {})}
+        warnings.append(f"engine preset {name} has no constants for {model_key!r} (fitted: {', '.join(known)}): "
+                        "using their mean")
+    if hw_key != prof["hardware"]:
+        warnings.append(f"engine preset {name} was fitted on {prof['hardware']}, applied to {hw_key}: its constants "
+                        "do not scale with the GPU")
+    src = f"engine preset {name}"
+    ov = EngineOverhead(src, **prof["_shared"], **per)
+    return {"dense": ov, "native": ov, "window": ov}, warnings
+
+
+def resolve(spec_key: str, hw_key: str, items) -> tuple[dict[str, EngineOverhead], list[str]]:
+    """`--framework` values: framework-profile paths (one method each) and/or one engine preset
+    (name or path). Later items override earlier ones per method."""
+    from wmtp.fileio import read_json
+
+    out: dict[str, EngineOverhead] = {}
+    warnings: list[str] = []
+    for item in items or []:
+        p = Path(str(item))
+        doc = read_json(p, "framework/engine profile", WmtpError) if p.is_file() else None
+        if doc is None or (isinstance(doc, dict) and doc.get("kind") == KIND):
+            ovs, w = overheads_from_preset(load_preset(item), spec_key, hw_key)
+        else:
+            from wmtp.framework import load as load_framework
+
+            fw = load_framework(p)
+            if fw["model"] != spec_key:
+                raise WmtpError(f"framework profile is for {fw['model']}, not {spec_key}")
+            ovs, w = from_framework_profile(fw), []
+        out.update(ovs)
+        warnings += w
+    return out, warnings
