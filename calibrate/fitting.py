@@ -10,7 +10,7 @@ import pandas as pd
 
 from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
 from wmtp.calibrate.profile import build_profile, save_profile
-from wmtp.fileio import atomic_write_text
+from wmtp.fileio import atomic_write_text, read_json
 from wmtp.errors import WmtpError
 from wmtp.models import MODELS
 
@@ -80,17 +80,13 @@ def merge_tp(profile_path: Path, tp_dir: Path) -> list[str]:
         raise WmtpError(f"no tp_raw.csv in {tp_dir}")
     added = []
     for fit_path in sorted(tp_dir.glob("allreduce_tp*.json")):
-        try:
-            fit = json.loads(fit_path.read_text())
-        except json.JSONDecodeError:
-            raise WmtpError(f"{fit_path} is not valid JSON") from None
-        prof["components"][fit_path.stem] = fit
+        prof["components"][fit_path.stem] = read_json(fit_path, "all-reduce fit", WmtpError)
         added.append(fit_path.stem)
     if not added:
         raise WmtpError(f"no allreduce_tp*.json fit in {tp_dir}")
     meta_path = tp_dir / "tp.meta.json"
     prof.setdefault("tp_raw_data", {})[",".join(added)] = {
         "file": raw.name, "sha256": hashlib.sha256(raw.read_bytes()).hexdigest(),
-        "meta": json.loads(meta_path.read_text()) if meta_path.exists() else {}}
+        "meta": read_json(meta_path, "TP metadata", WmtpError) if meta_path.exists() else {}}
     save_profile(prof, profile_path)
     return added

@@ -13,6 +13,7 @@ import typer
 from wmtp.cli.main import (AccOpt, BatchOpt, ConfigOpt, CtxOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt,
                            ProfileOpt, SinkOpt, SolOpt, TaskOpt, WdOpt, WindowOpt, _fail, app, parse_accept,
                            resolve_model)
+from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
 
 CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Also write the rows to this CSV file.")]
@@ -37,13 +38,6 @@ def _scenario(model, config, hw, ctx, depth, window, sink, batch, kv_dtype, weig
     overheads, warnings = resolve_engine(spec.key, gpu.key, framework)
     return Scenario(spec, gpu, cost_model_for(gpu, profile, speed_of_light), parse_tokens(ctx), depth,
                     parse_tokens(window), sink, batch, tp, overheads or None), warnings
-
-
-def _engine_label(sc) -> str:
-    ovs = sc.overheads or {}
-    if len({o.source for o in ovs.values()}) == 1:
-        return next(iter(ovs.values())).source
-    return ", ".join(f"{m}: {o.source}" for m, o in sorted(ovs.items())) or "none (kernels only)"
 
 
 def _emit(rows: list[dict], extra: dict, as_json: bool, csv_path: Path | None, title: str) -> None:
@@ -96,7 +90,7 @@ def sweep(
                                  speed_of_light, tp, framework)
         acc = choose_acceptance(sc.spec.key, depth, parse_accept(accept_length), task)
         extra = {"model": sc.spec.key, "hardware": sc.hw.key, "cost_model": sc.cost.name,
-                 "engine_overhead": _engine_label(sc),
+                 "engine_overhead": engine_label(sc.overheads),
                  "acceptance": {"native": acc.native.tag(depth), "window": acc.window.tag(depth)}}
         warnings = ([acc.warning] if acc.warning else []) + warnings
         if warnings:
@@ -195,7 +189,7 @@ def simulate(
         _fail(str(e))
     out = asdict(res)
     out.update(model=sc.spec.key, hardware=sc.hw.key, method=method, cost_model=sc.cost.name,
-               engine_overhead=_engine_label(sc), warnings=warnings,
+               engine_overhead=engine_label(sc.overheads), warnings=warnings,
                source="Monte Carlo over the latency model" + (" and a recorded trace" if tr else ""))
     if as_json:
         typer.echo(json.dumps(out, indent=2))
@@ -204,6 +198,6 @@ def simulate(
     typer.echo(f"{sc.spec.key} {method} on {sc.hw.key}, policy {res.policy}: {res.tokens} tokens in {res.steps} steps, "
                f"TPOT {res.tpot_ms:.3f} ms (95 % CI {lo:.3f}-{hi:.3f}), mean AL {res.mean_accept_length:.2f}, "
                f"depths used {res.depth_histogram} [simulated; step costs: {sc.cost.name}; engine overhead: "
-               f"{_engine_label(sc)}]")
+               f"{engine_label(sc.overheads)}]")
     for w in warnings:
         typer.echo(f"warning: {w}", err=True)

@@ -265,12 +265,11 @@ def calibrate(
     try:
         specs = [get_model(k) for k in models.split(",") if k.strip()]
         if from_raw is not None:
-            import json as _json
-
             from wmtp.calibrate.fitting import fit_raw_to_profile
+            from wmtp.fileio import read_json
 
             meta_path = from_raw.with_name(from_raw.stem + ".meta.json")
-            meta = _json.loads(meta_path.read_text()) if meta_path.exists() else {}
+            meta = read_json(meta_path, "raw-data metadata", WmtpError) if meta_path.exists() else {}
             path = fit_raw_to_profile(from_raw, out / "profile.json", meta, [s.key for s in specs])
         else:
             from wmtp.measure.run import run_calibrate

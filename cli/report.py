@@ -35,7 +35,6 @@ def report(
     from wmtp.acceptance_io import profile_from_file
     from wmtp.calibrate.profile import ProfileCostModel, cost_model_for
     from wmtp.decisions import Scenario
-    from wmtp.engine import resolve as resolve_engine
     from wmtp.hardware import get_hardware
     from wmtp.predict import predict as run_predict
     from wmtp.units import parse_tokens
@@ -58,8 +57,7 @@ def report(
                 raise WmtpError(f"--histogram/--logs take native=FILE or window=FILE, got {item!r}")
             profiles[method] = profile_from_file(path, d)[0]
         acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
-        overheads, _ = resolve_engine(spec.key, gpu.key, framework)
-        sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, overheads or None)
+        sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, p.overheads or None)
         meta, validation = {}, None
         if isinstance(cost, ProfileCostModel):
             prov = cost.profile.get("provenance", {})
@@ -73,7 +71,7 @@ def report(
             validation = next((c for c in candidates if c.exists()), None)
         sources = {"acceptance (native)": profiles["native"].tag(d), "acceptance (window)": profiles["window"].tag(d),
                    "validation data": str(validation) if validation else "none",
-                   "engine overhead": ", ".join(sorted({o.source for o in overheads.values()})) or "none (kernels only)"}
+                   "engine overhead": p.engine_overhead}
         write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources))
     except WmtpError as e:
         _fail(str(e))

@@ -21,7 +21,6 @@ from wmtp.calibrate.profile import cost_model_for
 from wmtp.engine import load_preset, resolve
 from wmtp.fileio import atomic_write_text
 from wmtp.hardware import get_hardware
-from wmtp.latency import step_cost
 from wmtp.memory import memory_report
 from wmtp.models import get_model
 from wmtp.tp import per_gpu_spec
@@ -40,10 +39,6 @@ def _sc(key: str, engine: bool, hw_key: str = "b200", spec=None, ctx: int = ONE_
 
 def _both(fn) -> tuple[str, str]:
     return fn(False), fn(True)
-
-
-def _f(x: float, fmt: str = "{:.2f}") -> str:
-    return fmt.format(x)
 
 
 def _pct(x: float) -> str:
@@ -135,8 +130,7 @@ def rows() -> list[tuple]:
             sc = _sc(key, engine)
             parts = []
             for method in ("native", "window"):
-                c = step_cost(sc.spec, sc.hw, sc.cost, method, ONE_M, 7, 1, accept_length=4.0,
-                              overhead=sc.overhead(method))
+                c, _ = sc.step(method, None, accept_length=4.0)
                 ov = sc.overhead(method)
                 base = c.t_verify.time_ms - (ov.step_ms if ov else 0.0)  # the bare verify, bookkeeping out
                 parts.append(_pct(c.step_ms / base - 1))

@@ -18,7 +18,7 @@ from typing import Mapping
 from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, WindowAcceptance
 from wmtp.engine import EngineOverhead
 from wmtp.hardware import HardwareSpec
-from wmtp.latency import CostModel, step_cost
+from wmtp.latency import CostModel, StepCost, step_cost
 from wmtp.memory import memory_report
 from wmtp.specs import ModelSpec
 from wmtp.tp import per_gpu_spec
@@ -40,19 +40,22 @@ class Scenario:
     def overhead(self, method: str) -> EngineOverhead | None:
         return (self.overheads or {}).get(method)
 
-    def tpot(self, method: str, profile: AcceptanceProfile | None, *, ctx=None, depth=None, window=None, batch=None,
-             accept_length: float | None = None) -> tuple[float, float, float]:
-        """(TPOT ms, step ms, AL) of one method at this scenario with overrides."""
+    def step(self, method: str, profile: AcceptanceProfile | None, *, ctx=None, depth=None, window=None, batch=None,
+             accept_length: float | None = None) -> tuple[StepCost, float]:
+        """(step cost, AL) of one method at this scenario with overrides; dense: d = 1, AL = 1."""
         ctx, depth = ctx or self.ctx, depth or self.depth
         window = self.window if window is None else window
         batch = batch or self.batch
         if method == "dense":
-            c = step_cost(self.spec, self.hw, self.cost, "dense", ctx, 1, batch, tp=self.tp,
-                          overhead=self.overhead("dense"))
-            return c.step_ms, c.step_ms, 1.0
+            return step_cost(self.spec, self.hw, self.cost, "dense", ctx, 1, batch, tp=self.tp,
+                             overhead=self.overhead("dense")), 1.0
         al = accept_length if accept_length is not None else profile.accept_length(depth)
-        c = step_cost(self.spec, self.hw, self.cost, method, ctx, depth, batch, window, self.sink, accept_length=al,
-                      tp=self.tp, overhead=self.overhead(method))
+        return step_cost(self.spec, self.hw, self.cost, method, ctx, depth, batch, window, self.sink,
+                         accept_length=al, tp=self.tp, overhead=self.overhead(method)), al
+
+    def tpot(self, method: str, profile: AcceptanceProfile | None, **overrides) -> tuple[float, float, float]:
+        """(TPOT ms, step ms, AL) of one method at this scenario with overrides (see `step`)."""
+        c, al = self.step(method, profile, **overrides)
         return c.step_ms / al, c.step_ms, al
 
 

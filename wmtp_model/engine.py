@@ -23,7 +23,7 @@ one method, constants only), and *engine presets* (`calibrate/engines/NAME.json`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from wmtp.errors import WmtpError
@@ -60,9 +60,6 @@ class EngineOverhead:
             raise WmtpError(f"engine overhead ({self.source}): attention factors must be > 0 and "
                             "index_ns_per_token >= 0")
 
-    def terms(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "source"}
-
 
 def extra_ms(ov: EngineOverhead, phase: str, method: str, attn_ms: float, batch: int, s_eff: int) -> float:
     """The engine's extra time in one phase, given our own attention time in that phase."""
@@ -92,72 +89,82 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
 
 
-def load_preset(name_or_path: str | Path) -> dict:
-    """An engine preset by name (calibrate/engines/NAME.json) or path; validated."""
-    from wmtp.fileio import read_versioned_json
-
+def _preset_path(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
-    if not p.suffix and not p.exists():
-        p = engines_dir() / f"{name_or_path}.json"
-        if not p.is_file():
-            raise WmtpError(f"unknown engine preset {str(name_or_path)!r}; known: {', '.join(preset_names()) or 'none'}"
-                            " (or give a framework/engine profile JSON path)")
-    prof = read_versioned_json(p, "engine preset", KIND, SCHEMA_VERSION, WmtpError)
-    try:
-        def numeric(d: dict) -> dict:
-            bad = [k for k in d if k not in TERMS]
-            if bad:
-                raise ValueError(bad)
-            return {k: float(v) for k, v in d.items()}
+    if p.suffix or p.exists():
+        return p
+    p = engines_dir() / f"{name_or_path}.json"
+    if not p.is_file():
+        raise WmtpError(f"unknown engine preset {str(name_or_path)!r}; known: {', '.join(preset_names()) or 'none'}"
+                        " (or give a framework/engine profile JSON path)")
+    return p
 
-        shared = numeric(prof["terms"])
-        per_model = {str(m): numeric(v) for m, v in prof["per_model"].items()}
+
+def load_preset(name_or_path: str | Path, doc: dict | None = None) -> dict:
+    """An engine preset by name (calibrate/engines/NAME.json) or path (or `doc`, already parsed from
+    that path), validated: every term known and numeric."""
+    from wmtp.fileio import check_versioned, read_json
+
+    p = _preset_path(name_or_path)
+    doc = read_json(p, "engine preset", WmtpError) if doc is None else doc
+    prof = check_versioned(doc, p, "engine preset", KIND, SCHEMA_VERSION, WmtpError)
+    try:
+        for terms in [prof["terms"], *prof["per_model"].values()]:
+            if any(k not in TERMS for k in terms):
+                raise ValueError
         str(prof["name"]), str(prof["hardware"])
-        EngineOverhead(str(p), **shared, **next(iter(per_model.values()), {}))
-    except (KeyError, TypeError, ValueError, AttributeError):
+        for per in prof["per_model"].values() or [{}]:
+            EngineOverhead(str(p), **prof["terms"], **per)  # numeric, finite, in range
+    except (KeyError, TypeError, ValueError, AttributeError, WmtpError):
         raise WmtpError(f"engine preset {p} is corrupt: missing, unknown or non-numeric terms") from None
-    prof["_shared"], prof["_per_model"] = shared, per_model
     return prof
 
 
 def overheads_from_preset(prof: dict, model_key: str, hw_key: str) -> tuple[dict[str, EngineOverhead], list[str]]:
     """The preset's terms for one model: every method gets them (dense only its dense terms)."""
     warnings = []
-    per = prof["_per_model"].get(model_key)
+    fitted = prof["per_model"]
+    per = fitted.get(model_key)
     name = prof["name"]
     if per is None:
-        known = sorted(prof["_per_model"])
-        per = {k: sum(v[k] for v in prof["_per_model"].values()) / len(known)
-               for k in next(iter(prof["_per_model"].values()), {})}
-        warnings.append(f"engine preset {name} has no constants for {model_key!r} (fitted: {', '.join(known)}): "
-                        "using their mean")
+        per = {k: sum(v[k] for v in fitted.values()) / len(fitted) for k in next(iter(fitted.values()), {})}
+        warnings.append(f"engine preset {name} has no constants for {model_key!r} (fitted: "
+                        f"{', '.join(sorted(fitted))}): using their mean")
     if hw_key != prof["hardware"]:
         warnings.append(f"engine preset {name} was fitted on {prof['hardware']}, applied to {hw_key}: its constants "
                         "do not scale with the GPU")
-    src = f"engine preset {name}"
-    ov = EngineOverhead(src, **prof["_shared"], **per)
+    ov = EngineOverhead(f"engine preset {name}", **prof["terms"], **per)
     return {"dense": ov, "native": ov, "window": ov}, warnings
 
 
 def resolve(spec_key: str, hw_key: str, items) -> tuple[dict[str, EngineOverhead], list[str]]:
     """`--framework` values: framework-profile paths (one method each) and/or one engine preset
-    (name or path). Later items override earlier ones per method."""
+    (name or path), each file read once. Later items override earlier ones per method."""
     from wmtp.fileio import read_json
+    from wmtp.framework import load as load_framework
 
     out: dict[str, EngineOverhead] = {}
     warnings: list[str] = []
     for item in items or []:
-        p = Path(str(item))
-        doc = read_json(p, "framework/engine profile", WmtpError) if p.is_file() else None
-        if doc is None or (isinstance(doc, dict) and doc.get("kind") == KIND):
-            ovs, w = overheads_from_preset(load_preset(item), spec_key, hw_key)
+        p = _preset_path(item)
+        doc = read_json(p, "framework/engine profile", WmtpError)
+        if isinstance(doc, dict) and doc.get("kind") == KIND:
+            ovs, w = overheads_from_preset(load_preset(p, doc), spec_key, hw_key)
         else:
-            from wmtp.framework import load as load_framework
-
-            fw = load_framework(p)
+            fw = load_framework(p, doc)
             if fw["model"] != spec_key:
                 raise WmtpError(f"framework profile is for {fw['model']}, not {spec_key}")
             ovs, w = from_framework_profile(fw), []
         out.update(ovs)
         warnings += w
     return out, warnings
+
+
+def label(overheads: dict[str, EngineOverhead] | None) -> str:
+    """Which engine overhead a result includes: one source, or one per method when they differ."""
+    ovs = overheads or {}
+    if not ovs:
+        return "none (kernels only)"
+    if len({o.source for o in ovs.values()}) == 1:
+        return next(iter(ovs.values())).source
+    return "; ".join(f"{m}: {o.source}" for m, o in sorted(ovs.items()))

@@ -40,8 +40,12 @@ def read_json(path: str | Path, what: str, error: type[Exception]):
 
 def read_versioned_json(path: str | Path, what: str, kind: str, version: int, error: type[Exception]) -> dict:
     """A JSON object whose `kind` and `schema_version` must match; anything else raises `error`."""
+    return check_versioned(read_json(path, what, error), path, what, kind, version, error)
+
+
+def check_versioned(doc, path: str | Path, what: str, kind: str, version: int, error: type[Exception]) -> dict:
+    """`doc` (parsed from `path`) if it is a `kind` object of schema `version`; else raise `error`."""
     p = Path(path)
-    doc = read_json(p, what, error)
     if not isinstance(doc, dict) or doc.get("kind") != kind:
         raise error(f"{p} is not a wmtp {what}")
     if doc.get("schema_version") != version:

@@ -71,11 +71,13 @@ def save(profile: dict, path: str | Path) -> None:
     atomic_write_text(path, json.dumps(profile, indent=1) + "\n")
 
 
-def load(path: str | Path) -> dict:
-    from wmtp.fileio import read_versioned_json
+def load(path: str | Path, doc: dict | None = None) -> dict:
+    """A framework profile from `path` (or `doc`, already parsed from it), validated."""
+    from wmtp.fileio import check_versioned, read_json
 
     p = Path(path)
-    prof = read_versioned_json(p, "framework profile", KIND, SCHEMA_VERSION, WmtpError)
+    doc = read_json(p, "framework profile", WmtpError) if doc is None else doc
+    prof = check_versioned(doc, p, "framework profile", KIND, SCHEMA_VERSION, WmtpError)
     try:
         float(prof["overhead"]["const_ms"]), float(prof["overhead"]["per_forward_ms"])
         str(prof["method"])

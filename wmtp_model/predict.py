@@ -6,11 +6,15 @@ from dataclasses import dataclass, field
 
 from wmtp import __version__
 from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, choose_acceptance
+from wmtp.decisions import Scenario, draft_prefill_saving
+from wmtp.engine import label as engine_label
+from wmtp.engine import resolve as resolve_engine
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
-from wmtp.latency import CostModel, SpeedOfLight, StepCost, step_cost
+from wmtp.latency import CostModel, SpeedOfLight, StepCost
 from wmtp.memory import MemoryReport, memory_report
 from wmtp.specs import ModelSpec
+from wmtp.tp import per_gpu_spec
 
 DEPTH_RANGE = range(2, 11)
 
@@ -49,21 +53,12 @@ class Prediction:
     tp: int = 1
     draft_prefill: dict = field(default_factory=dict)
     tree_width: int = 1
+    overheads: dict = field(default_factory=dict)  # method -> EngineOverhead (wmtp.engine)
 
     @property
     def engine_overhead(self) -> str:
-        """Which serving-engine overhead the steps include (wmtp.engine), per method when they differ."""
-        per = {}
-        for name, r in self.methods.items():
-            c = r.cost
-            srcs = sorted({p.source for ph in (c.t_verify, c.t_ctx, c.t_fwd) for p in ph.items if p.work.kind == "engine"})
-            if srcs:
-                per[name] = ", ".join(srcs)
-        if not per:
-            return "none (kernels only)"
-        if len(set(per.values())) == 1 and len(per) == len(self.methods):
-            return next(iter(per.values()))
-        return "; ".join(f"{m}: {s}" for m, s in per.items())
+        """Which serving-engine overhead the steps include (wmtp.engine)."""
+        return engine_label(self.overheads)
 
     def speedup(self, method: str, over: str) -> float:
         return self.methods[over].tpot_ms / self.methods[method].tpot_ms
@@ -138,15 +133,9 @@ class Prediction:
         }
 
 
-def _method_result(spec, hw, cost, method, ctx, depth, batch, window, sink, profile: AcceptanceProfile | None,
-                   tp: int = 1, overheads: dict | None = None):
-    ov = (overheads or {}).get(method)
-    if method == "dense":
-        return MethodResult(step_cost(spec, hw, cost, "dense", ctx, 1, batch, tp=tp, overhead=ov), 1.0,
-                            "no speculation")
-    al = profile.accept_length(depth)
-    c = step_cost(spec, hw, cost, method, ctx, depth, batch, window, sink, accept_length=al, tp=tp, overhead=ov)
-    return MethodResult(c, al, profile.tag(depth))
+def _method_result(sc, method: str, depth: int, profile: AcceptanceProfile | None) -> MethodResult:
+    c, al = sc.step(method, profile, depth=depth)
+    return MethodResult(c, al, profile.tag(depth) if profile is not None else "no speculation")
 
 
 def predict(
@@ -165,12 +154,8 @@ def predict(
     frameworks: list | None = None,
     task: str = "niah_multiquery_enum",
 ) -> Prediction:
-    from wmtp.tp import per_gpu_spec
-
     cost = cost or SpeedOfLight()
     gpu_spec = per_gpu_spec(spec, tp)  # validates tp against the heads
-    from wmtp.engine import resolve as resolve_engine
-
     overheads, engine_warnings = resolve_engine(spec.key, hw.key, frameworks)
     auto = depth == "auto"
     if not auto and (not isinstance(depth, int) or depth < 2):
@@ -180,18 +165,15 @@ def predict(
     acc: AcceptanceChoice = choose_acceptance(spec.key, 7 if auto else depth, accept_length, task)
     profiles = {"native": acc.native, "window": acc.window}
 
-    tpot_by_depth: dict = {"native": {}, "window": {}}
-    for method in ("native", "window"):
-        for d in DEPTH_RANGE:
-            r = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method], tp, overheads)
-            tpot_by_depth[method][d] = r.tpot_ms
+    sc = Scenario(spec, hw, cost, ctx, 7, window, sink, batch, tp, overheads or None)
+    by_depth = {m: {d: _method_result(sc, m, d, profiles[m]) for d in DEPTH_RANGE} for m in profiles}
+    tpot_by_depth = {m: {d: r.tpot_ms for d, r in rs.items()} for m, rs in by_depth.items()}
     best = {m: min(v, key=v.get) for m, v in tpot_by_depth.items()}
 
-    methods = {"dense": _method_result(spec, hw, cost, "dense", ctx, 1, batch, window, sink, None, tp, overheads)}
+    methods = {"dense": _method_result(sc, "dense", 1, None)}
     for method in ("native", "window"):
         d = best[method] if auto else depth
-        methods[method] = _method_result(spec, hw, cost, method, ctx, d, batch, window, sink, profiles[method], tp,
-                                         overheads)
+        methods[method] = by_depth[method].get(d) or _method_result(sc, method, d, profiles[method])
     ratio = methods["window"].cost.step_ms / methods["native"].cost.step_ms
     mem_depth = max(methods["native"].cost.depth, methods["window"].cost.depth)
     memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction)
@@ -207,8 +189,6 @@ def predict(
                                                                  for p in methods["native"].cost.t_verify.items)
                            else "the analytical link model (no TP measurement for this GPU)")
                         + "; memory is per GPU")
-    from wmtp.decisions import draft_prefill_saving
-
     return Prediction(spec, hw, cost.name, ctx, "auto" if auto else depth, window, sink, batch,
                       methods, memory, best, tpot_by_depth, ratio, warnings, tp,
-                      draft_prefill_saving(gpu_spec, hw, ctx, window, sink), tree_width)
+                      draft_prefill_saving(gpu_spec, hw, ctx, window, sink), tree_width, overheads)
