@@ -175,6 +175,14 @@ def test_cli_calibrate_from_raw(raw_path, tmp_path):
     bad.write_text("a,b\n1,2\n")
     r = CliRunner().invoke(app, ["calibrate", "--from-raw", str(bad), "--out", str(tmp_path / "o2")])
     assert r.exit_code == 1 and "lacks columns" in r.output
+    # a corrupt metadata sidecar next to the raw data: one error line, no traceback
+    import shutil
+
+    raw2 = tmp_path / "raw.csv"
+    shutil.copy(raw_path, raw2)
+    raw2.with_name(raw2.stem + ".meta.json").write_text("{not json")
+    r = CliRunner().invoke(app, ["calibrate", "--from-raw", str(raw2), "--out", str(tmp_path / "o3")])
+    assert r.exit_code == 1 and r.output.startswith("error: ") and "raw-data metadata" in r.output
 
 
 def test_gpu_commands_fail_cleanly_without_gpu(tmp_path, profile_path):
