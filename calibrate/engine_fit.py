@@ -33,6 +33,7 @@ from wmtp.fileio import atomic_write_text
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import CostModel, step_cost
 from wmtp.models import get_model
+from wmtp import defaults
 
 SHARED = ("dense_step_ms", "index_ns_per_token", "draft_attn_factor")
 PER_MODEL = ("step_ms", "fwd_ms", "verify_attn_factor")
@@ -88,7 +89,7 @@ def _value(pt, hw, cost, window, sink, overhead=None) -> float:
     return (hi - lo) / (pt["d_hi"] - pt["d_lo"])
 
 
-def design(points: list[dict], hw, cost, window: int = 4032, sink: int = 64) -> tuple[np.ndarray, np.ndarray, list]:
+def design(points: list[dict], hw, cost, window: int = defaults.WINDOW, sink: int = defaults.SINK) -> tuple[np.ndarray, np.ndarray, list]:
     """(A, kernel values, parameter names): observed = kernel + A @ theta."""
     models = sorted({p["model"] for p in points})
     names = list(SHARED) + [f"{m}.{t}" for m in models for t in PER_MODEL]
@@ -111,7 +112,7 @@ def _solve(a: np.ndarray, y: np.ndarray, kernel: np.ndarray, rows) -> np.ndarray
     return theta
 
 
-def fit(points: list[dict], hw: HardwareSpec, cost: CostModel, name: str, window: int = 4032,
+def fit(points: list[dict], hw: HardwareSpec, cost: CostModel, name: str, window: int = defaults.WINDOW,
         sink: int = 64) -> dict:
     if len(points) < 2:
         raise WmtpError("an engine fit needs at least two points")
@@ -182,7 +183,7 @@ def markdown(preset: dict, points_path: str) -> str:
 
 def fit_file(points_path: str | Path, hw_key: str, out: str | Path | None = None, name: str | None = None,
              profile: str | Path | None = None) -> dict:
-    from wmtp.calibrate.profile import cost_model_for
+    from wmtp.profile import cost_model_for
     from wmtp.hardware import get_hardware
     from wmtp.measure.provenance import git_sha
 

@@ -55,7 +55,7 @@ def _num(x, default=0.0) -> float:
     return default if math.isnan(v) else v
 
 
-def shape_medians(raw: pd.DataFrame, sm_count: int = 132) -> pd.DataFrame:
+def shape_medians(raw: pd.DataFrame, sm_count: int) -> pd.DataFrame:
     """One row per measured shape: the median time over repetitions, with its features."""
     ok = raw[(raw["status"] == "ok") & raw["time_ms"].notna()].copy()
     if ok.empty:
@@ -124,7 +124,7 @@ def fit_kind(df: pd.DataFrame, kind: str) -> KindFit:
                    (float(df["flops"].min()), float(df["flops"].max())), points)
 
 
-def fit_all(raw: pd.DataFrame, sm_count: int = 132) -> dict[str, KindFit]:
+def fit_all(raw: pd.DataFrame, sm_count: int) -> dict[str, KindFit]:
     shapes = shape_medians(raw, sm_count)
     fits = {}
     for kind in FEATURES:
@@ -148,7 +148,7 @@ def ceilings(raw: pd.DataFrame) -> dict:
     return out
 
 
-def draft_loop_check(raw: pd.DataFrame, fits: dict[str, KindFit], specs: dict, sm_count: int = 132) -> list[dict]:
+def draft_loop_check(raw: pd.DataFrame, fits: dict[str, KindFit], specs: dict, sm_count: int) -> list[dict]:
     """Measured per-forward time of gamma back-to-back draft forwards against the component sum
     (each component timed cold, L2 flushed): where they part is where L2 reuse shows."""
     from wmtp.features import fit_kind as alias, work_features

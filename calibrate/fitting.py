@@ -13,6 +13,7 @@ from wmtp.calibrate.profile import build_profile, save_profile
 from wmtp.fileio import atomic_write_text, read_json
 from wmtp.errors import WmtpError
 from wmtp.models import MODELS
+from wmtp.profile import load_profile
 
 REQUIRED = {"kernel", "model", "config", "ctx", "batch", "d", "window", "time_ms", "bytes", "flops", "status"}
 
@@ -30,12 +31,53 @@ def read_raw(path: Path) -> pd.DataFrame:
     return df
 
 
+def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str = "h200") -> Path:
+    """`wmtp calibrate --from-raw`: refit a raw sweep CSV (its .meta.json sidecar, if any, is the provenance;
+    without one, the data is taken to come from GPU `hw_key`)."""
+    from wmtp.hardware import get_hardware
+
+    meta_path = raw.with_name(raw.stem + ".meta.json")
+    meta = read_json(meta_path, "raw-data metadata", WmtpError) if meta_path.exists() else {}
+    if not isinstance(meta, dict):
+        raise WmtpError(f"{meta_path} is not a JSON object")
+    if not meta.get("gpu_name"):
+        gpu = get_hardware(hw_key)
+        meta = {**meta, "gpu_name": gpu.name, "gpu_sm_count": meta.get("gpu_sm_count") or gpu.sm_count,
+                "note": f"no provenance sidecar: taken to be measured on {gpu.key} (--hw)"}
+    return fit_raw_to_profile(raw, profile_path, meta, models)
+
+
+def sm_count_of(meta: dict) -> int:
+    """The SM count the raw data was measured with (its provenance), else the hardware row's."""
+    from wmtp.hardware import HARDWARE
+
+    if meta.get("gpu_sm_count"):
+        return int(meta["gpu_sm_count"])
+    row = HARDWARE.get(hardware_key(meta))
+    if row is None:
+        raise WmtpError(f"the raw data's provenance names GPU {meta.get('gpu_name')!r}, which has no SM count "
+                        "(gpu_sm_count) and no hardware row: add gpu_sm_count to its .meta.json")
+    return row.sm_count
+
+
+def hardware_key(meta: dict) -> str:
+    """The registry key of the GPU named in the provenance ("NVIDIA H200" -> h200)."""
+    from wmtp.hardware import HARDWARE
+
+    name = str(meta.get("gpu_name", "unknown"))
+    flat = name.lower().replace(" ", "")
+    for key in HARDWARE:
+        if key.split("-")[0] in flat:
+            return key
+    return name.lower().replace(" ", "-")
+
+
 def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[str]) -> Path:
     df = read_raw(raw)
-    sm = int(meta.get("gpu_sm_count") or 132)
+    sm = sm_count_of(meta)
     fits = fit_all(df, sm)
     loop = draft_loop_check(df, fits, dict(MODELS), sm)
-    hw = "h200" if "H200" in str(meta.get("gpu_name", "")) else str(meta.get("gpu_name", "unknown")).lower().replace(" ", "-")
+    hw = hardware_key(meta)
     prof = build_profile(fits, hw, meta, ceilings(df), raw, models, extra={"draft_loop_check": loop})
     save_profile(prof, profile_path)
     atomic_write_text(profile_path.with_suffix(".md"), profile_summary(prof))
@@ -71,8 +113,6 @@ def merge_tp(profile_path: Path, tp_dir: Path) -> list[str]:
     """Add the all-reduce fits of a `torchrun -m wmtp.measure.tp_bench` run (its --out folder) to a
     profile, with the sha256 of their raw data. Returns the components added."""
     import hashlib
-
-    from wmtp.calibrate.profile import load_profile
 
     prof = load_profile(profile_path)
     raw = tp_dir / "tp_raw.csv"

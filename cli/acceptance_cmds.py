@@ -9,11 +9,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from wmtp.cli.main import CtxOpt, HwOpt, JsonOpt, ModelOpt, ProfileOpt, SinkOpt, WindowOpt, _fail, app
+from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_WINDOW, CtxOpt, HwOpt, JsonOpt, ModelOpt, ProfileOpt, SinkOpt,
+                             WindowOpt, handles_errors)
+from wmtp import defaults
 from wmtp.errors import WmtpError
 
 
-@app.command()
+@handles_errors
 def logs(
     files: Annotated[list[Path], typer.Argument(help="SGLang scheduler logs (.gz allowed).")],
     batch: Annotated[Optional[int], typer.Option("--batch", "-B", help="The requested batch size, if known.")] = None,
@@ -24,17 +26,14 @@ def logs(
     from wmtp.logstats import estimate_segments
 
     out = []
-    try:
-        for f in files:
-            stats = ParseStats()
-            segs = estimate_segments(stream(f, stats), batch)
-            if not segs or all(s.tpot_ms is None for s in segs):
-                raise WmtpError(f"{f}: no usable decode line ({stats.lines} lines read, {stats.garbled} garbled, "
-                                f"{stats.skipped} skipped)")
-            out.append({"file": str(f), "lines": stats.lines, "decode_lines": stats.decode, "garbled": stats.garbled,
-                        "skipped": stats.skipped, "segments": [asdict(s) for s in segs]})
-    except WmtpError as e:
-        _fail(str(e))
+    for f in files:
+        stats = ParseStats()
+        segs = estimate_segments(stream(f, stats), batch)
+        if not segs or all(s.tpot_ms is None for s in segs):
+            raise WmtpError(f"{f}: no usable decode line ({stats.lines} lines read, {stats.garbled} garbled, "
+                            f"{stats.skipped} skipped)")
+        out.append({"file": str(f), "lines": stats.lines, "decode_lines": stats.decode, "garbled": stats.garbled,
+                    "skipped": stats.skipped, "segments": [asdict(s) for s in segs]})
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
@@ -60,7 +59,7 @@ def logs(
               "B / median(throughput) is biased by integer-snapped accept lengths[/dim]")
 
 
-@app.command()
+@handles_errors
 def accept(
     files: Annotated[list[Path], typer.Argument(help="meta_info JSON/JSONL, histogram JSON/CSV, per-step JSONL, "
                                                      "vLLM or SGLang logs.")],
@@ -73,12 +72,9 @@ def accept(
     from wmtp.acceptance_io import compare as cmp
     from wmtp.acceptance_io import profile_from_file
 
-    try:
-        profs = [profile_from_file(f, depth) for f in files]
-        if compare and len(profs) != 2:
-            raise WmtpError("--compare takes exactly two files: native, then window")
-    except WmtpError as e:
-        _fail(str(e))
+    profs = [profile_from_file(f, depth) for f in files]
+    if compare and len(profs) != 2:
+        raise WmtpError("--compare takes exactly two files: native, then window")
     result = []
     for prof, info in profs:
         d = prof.measured_depth
@@ -86,7 +82,7 @@ def accept(
         result.append({**info, "source": prof.source, "measured_depth": d, "accept_length": prof.accept_length(d),
                        "alphas": [{"position": j + 1, "alpha": a, "ci95": [lo, hi]} for j, (a, lo, hi) in enumerate(iv)],
                        "al_by_depth": {str(k): {"al": prof.accept_length(k), "extrapolated": prof.is_extrapolated(k)}
-                                       for k in range(2, 11)}})
+                                       for k in defaults.DEPTH_GRID}})
     comparison = cmp(profs[0][0], profs[1][0]) if compare else None
     if as_json:
         typer.echo(json.dumps({"files": result, "comparison": comparison}, indent=2, default=str))
@@ -116,51 +112,34 @@ def accept(
         con.print(t)
 
 
-@app.command("calibrate-logs")
+@handles_errors
 def calibrate_logs(
     runs: Annotated[list[str], typer.Argument(help="LOG:D pairs: a decode log and the depth d it ran at.")],
     model: ModelOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
     method: Annotated[str, typer.Option(help="native, window or dense (what the logged runs used).")] = "native",
     batch: Annotated[Optional[int], typer.Option("--batch", "-B", help="The requested batch size.")] = None,
-    window: WindowOpt = "4032", sink: SinkOpt = 64, profile: ProfileOpt = None,
+    window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, profile: ProfileOpt = None,
     min_gamma: Annotated[Optional[int], typer.Option(help="Fit only gamma >= this (past a tiling cliff).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Framework profile JSON to write.")] = Path("framework.json"),
 ) -> None:
     """Top-down calibration: fit T_iter(gamma) = gamma * t_fwd + c from logs at several d, and the
     framework overhead over the kernel model; `wmtp predict --framework` uses it."""
-    from wmtp import framework as fw
-    from wmtp.calibrate.profile import cost_model_for
+    from wmtp.calibrate.framework_fit import fit_from_logs
+    from wmtp.cli.measure_cmds import framework_fit_summary
     from wmtp.hardware import get_hardware
-    from wmtp.logs import stream
-    from wmtp.logstats import estimate_segments
     from wmtp.models import get_model
+    from wmtp.profile import cost_model_for
     from wmtp.units import parse_tokens
 
-    try:
-        if not model:
-            raise WmtpError("calibrate-logs needs --model")
-        if method not in ("native", "window", "dense"):
-            raise WmtpError("--method is native, window or dense")
-        spec, gpu = get_model(model), get_hardware(hw)
-        points, sources = [], []
-        for run in runs:
-            path, _, d = run.rpartition(":")
-            if not path or not d.isdigit() or int(d) < 1:
-                raise WmtpError(f"runs are LOG:D pairs (d >= 1), got {run!r}")
-            segs = [s for s in estimate_segments(stream(path), batch) if s.t_iter_ms is not None]
-            if not segs:
-                raise WmtpError(f"{path}: no usable decode line")
-            best = max(segs, key=lambda s: s.n_steady)
-            points.append({"gamma": int(d) - 1, "t_iter_ms": best.step_ms, "mean_accept_length": best.mean_accept_length,
-                           "b_eff": best.b_eff, "file": path, "segment": best.index})
-            sources.append(path)
-        b = batch or max(p["b_eff"] or 1 for p in points)
-        prof = fw.build(points, spec, gpu, cost_model_for(gpu, profile), parse_tokens(ctx), method, b,
-                        parse_tokens(window), sink, min_gamma, sources)
-        fw.save(prof, out)
-    except WmtpError as e:
-        _fail(str(e))
-    f = prof["t_iter_fit"]
-    typer.echo(f"T_iter = {f['t_fwd_ms']:.3f} ms x gamma + {f['c_ms']:.3f} ms over {f['points_used']} runs; framework "
-               f"overhead {prof['overhead']['const_ms']:.3f} ms + {prof['overhead']['per_forward_ms']:.3f} ms x gamma "
-               f"over the kernel model; wrote {out}")
+    if not model:
+        raise WmtpError("calibrate-logs needs --model")
+    spec, gpu = get_model(model), get_hardware(hw)
+    prof = fit_from_logs(runs, spec, gpu, cost_model_for(gpu, profile), parse_tokens(ctx), method, batch,
+                         parse_tokens(window), sink, min_gamma, out)
+    typer.echo(framework_fit_summary(prof, out))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(logs)
+    app.command()(accept)
+    app.command("calibrate-logs")(calibrate_logs)

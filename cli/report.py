@@ -7,19 +7,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from wmtp.cli.main import (AccOpt, BatchOpt, ConfigOpt, CtxOpt, FrameworkOpt, HwOpt, KvOpt, ModelOpt, ProfileOpt,
-                           SinkOpt, SolOpt, TaskOpt, WdOpt, WindowOpt, _fail, app, parse_accept, parse_depth,
-                           resolve_model)
+from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CtxOpt, FrameworkOpt,
+                             HwOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, WdOpt, WindowOpt, fail,
+                             handles_errors, parse_accept, parse_depth, resolve_model)
 from wmtp.errors import WmtpError
 
 
-@app.command()
+@handles_errors
 def report(
     model: ModelOpt = None, config: ConfigOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
     depth: Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d (2..64).")] = "7",
-    window: WindowOpt = "4032", sink: SinkOpt = 64, batch: BatchOpt = 1, kv_dtype: KvOpt = None,
+    window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, batch: BatchOpt = 1, kv_dtype: KvOpt = None,
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
-    speed_of_light: SolOpt = False, framework: FrameworkOpt = None, task: TaskOpt = "niah_multiquery_enum",
+    speed_of_light: SolOpt = False, framework: FrameworkOpt = None, task: TaskOpt = DEFAULT_TASK,
     histogram: Annotated[Optional[list[str]], typer.Option(
         "--histogram", "--logs",
         help="METHOD=FILE (native or window): acceptance data for the per-position figure — a histogram, "
@@ -30,49 +30,50 @@ def report(
     try:
         from wmtp.reports.html import build_report, write_report
     except ImportError as e:
-        _fail(f"wmtp report needs plotly ({e.name} is missing): pip install 'wmtp[reports]'")
+        fail(f"wmtp report needs plotly ({e.name} is missing): pip install 'wmtp[reports]'")
     from wmtp.acceptance import AcceptanceChoice, choose_acceptance
     from wmtp.acceptance_io import profile_from_file
-    from wmtp.calibrate.profile import ProfileCostModel, cost_model_for
+    from wmtp.profile import ProfileCostModel, cost_model_for
     from wmtp.decisions import Scenario
     from wmtp.hardware import get_hardware
     from wmtp.predict import predict as run_predict
     from wmtp.units import parse_tokens
 
-    try:
-        spec = resolve_model(model, config, weight_dtype, kv_dtype)
-        d = parse_depth(depth)
-        if d == "auto":
-            raise WmtpError("wmtp report takes a fixed --depth (the depth curve shows every d)")
-        gpu = get_hardware(hw)
-        cost = cost_model_for(gpu, profile, speed_of_light)
-        acc_len = parse_accept(accept_length)
-        p = run_predict(spec, gpu, parse_tokens(ctx), d, parse_tokens(window), sink, batch, acc_len, cost=cost,
-                        frameworks=framework, task=task)
-        acc = choose_acceptance(spec.key, d, acc_len, task)
-        profiles = {"native": acc.native, "window": acc.window}
-        for item in histogram or []:
-            method, _, path = item.partition("=")
-            if method not in profiles or not path:
-                raise WmtpError(f"--histogram/--logs take native=FILE or window=FILE, got {item!r}")
-            profiles[method] = profile_from_file(path, d)[0]
-        acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
-        sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, p.overheads or None)
-        meta, validation = {}, None
-        if isinstance(cost, ProfileCostModel):
-            prov = cost.profile.get("provenance", {})
-            meta = {k: prov.get(k) for k in ("gpu_name", "driver", "torch", "triton", "git_sha", "utc_time")}
-            meta["hardware"] = cost.hw_key
-            meta["raw data sha256"] = cost.profile.get("raw_data", {}).get("sha256")
-            from wmtp.calibrate.profile import PROFILES_DIR
+    spec = resolve_model(model, config, weight_dtype, kv_dtype)
+    d = parse_depth(depth)
+    if d == "auto":
+        raise WmtpError("wmtp report takes a fixed --depth (the depth curve shows every d)")
+    gpu = get_hardware(hw)
+    cost = cost_model_for(gpu, profile, speed_of_light)
+    acc_len = parse_accept(accept_length)
+    p = run_predict(spec, gpu, parse_tokens(ctx), d, parse_tokens(window), sink, batch, acc_len, cost=cost,
+                    frameworks=framework, task=task)
+    acc = choose_acceptance(spec.key, d, acc_len, task)
+    profiles = {"native": acc.native, "window": acc.window}
+    for item in histogram or []:
+        method, _, path = item.partition("=")
+        if method not in profiles or not path:
+            raise WmtpError(f"--histogram/--logs take native=FILE or window=FILE, got {item!r}")
+        profiles[method] = profile_from_file(path, d)[0]
+    acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
+    sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, p.overheads or None)
+    meta, validation = {}, None
+    if isinstance(cost, ProfileCostModel):
+        prov = cost.profile.get("provenance", {})
+        meta = {k: prov.get(k) for k in ("gpu_name", "driver", "torch", "triton", "git_sha", "utc_time")}
+        meta["hardware"] = cost.hw_key
+        meta["raw data sha256"] = cost.profile.get("raw_data", {}).get("sha256")
+        from wmtp.profile import PROFILES_DIR
 
-            candidates = ([Path(profile).with_name("validation.csv")] if profile else []) + [
-                PROFILES_DIR.parent / "validation" / f"{cost.hw_key}.csv"]
-            validation = next((c for c in candidates if c.exists()), None)
-        sources = {"acceptance (native)": profiles["native"].tag(d), "acceptance (window)": profiles["window"].tag(d),
-                   "validation data": str(validation) if validation else "none",
-                   "engine overhead": p.engine_overhead}
-        write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources))
-    except WmtpError as e:
-        _fail(str(e))
+        candidates = ([Path(profile).with_name("validation.csv")] if profile else []) + [
+            PROFILES_DIR.parent / "validation" / f"{cost.hw_key}.csv"]
+        validation = next((c for c in candidates if c.exists()), None)
+    sources = {"acceptance (native)": profiles["native"].tag(d), "acceptance (window)": profiles["window"].tag(d),
+               "validation data": str(validation) if validation else "none",
+               "engine overhead": p.engine_overhead}
+    write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources))
     typer.echo(f"wrote {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(report)

@@ -18,6 +18,7 @@ from wmtp import decisions as dec
 from wmtp.acceptance import DEFAULT_TASK, WINDOW_PRESETS, AcceptanceProfile, alpha_intervals
 from wmtp.predict import Prediction
 from wmtp.units import format_bytes, format_tokens
+from wmtp import defaults
 
 COLORS = {"dense": "#7f7f7f", "native": "#d62728", "window": "#1f77b4"}
 FIGURES = ("step-decomposition", "tpot-vs-context", "tpot-vs-depth", "batch-frontier", "acceptance-per-position",
@@ -103,7 +104,7 @@ def acceptance_figure(profiles: dict[str, AcceptanceProfile], depth: int) -> go.
 
 def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
     model = WINDOW_PRESETS.get((sc.spec.key, DEFAULT_TASK))
-    rows = dec.window_curve(sc, acc, [256, 512, 1024, 2048, 4032, 8192, 16384, 65536, 262144], model)
+    rows = dec.window_curve(sc, acc, defaults.WINDOW_GRID, model)
     be = dec.break_even_window(rows)
     fig = go.Figure()
     ws = [r["window"] for r in rows]

@@ -17,7 +17,7 @@ from pathlib import Path
 from wmtp import __version__
 from wmtp import decisions as dec
 from wmtp.acceptance import AcceptanceChoice, choose_acceptance, geometric
-from wmtp.calibrate.profile import cost_model_for
+from wmtp.profile import cost_model_for
 from wmtp.engine import load_preset, resolve
 from wmtp.fileio import atomic_write_text
 from wmtp.hardware import get_hardware

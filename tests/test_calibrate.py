@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from wmtp.calibrate.fit import fit_all, shape_medians
 from wmtp.calibrate.fitting import fit_raw_to_profile
-from wmtp.calibrate.profile import ProfileCostModel, cost_model_for, load_profile
+from wmtp.profile import ProfileCostModel, cost_model_for, load_profile
 from wmtp.cli.main import app
 from wmtp.errors import ProfileError, WmtpError
 from wmtp.hardware import get_hardware
@@ -61,7 +61,7 @@ def raw_path(tmp_path_factory):
 
 
 def test_fit_recovers_known_bandwidth(raw_path):
-    fits = fit_all(pd.read_csv(raw_path))
+    fits = fit_all(pd.read_csv(raw_path), 132)
     dec = fits["decode_attn"]
     coef = dict(zip(dec.features, dec.coef))
     # One-token tiles are 16 rows: padded flops = 16 x bytes, so the byte term carries both.
@@ -80,7 +80,7 @@ def test_heldout_error_is_out_of_sample():
         t = b / 1e12 * 1e3 * (1 if b < 1e8 else 3)
         rows.append(dict(kernel="index_build", model="m", config="c", ctx=i, batch=1, d=1, window="", time_ms=t,
                          bytes=b, flops=0, status="ok"))
-    fit = fit_all(pd.DataFrame(rows))["index_build"]
+    fit = fit_all(pd.DataFrame(rows), 132)["index_build"]
     assert fit.heldout_p90 > 0.2
 
 
@@ -89,10 +89,10 @@ def test_shape_medians_drop_failures_and_take_medians():
                             flops=0, status="ok") for t in (1.0, 2.0, 9.0)]
                       + [dict(kernel="k", model="m", config="c", ctx=2, batch=1, d=1, window="", time_ms=np.nan,
                               bytes=1, flops=0, status="error: x")])
-    s = shape_medians(df)
+    s = shape_medians(df, 132)
     assert len(s) == 1 and s.median_ms[0] == 2.0
     with pytest.raises(WmtpError, match="no successful"):
-        shape_medians(df[df.status != "ok"])
+        shape_medians(df[df.status != "ok"], 132)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from wmtp import decisions as dec
 from wmtp.acceptance import WINDOW_PRESETS, choose_acceptance
-from wmtp.calibrate.profile import cost_model_for
+from wmtp.profile import cost_model_for
 from wmtp.cli.main import app
 from wmtp.errors import WmtpError
 from wmtp.hardware import get_hardware

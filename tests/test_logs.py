@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from wmtp.acceptance_io import compare, profile_from_file, profile_from_vllm
 from wmtp.cli.main import app
 from wmtp.errors import WmtpError
-from wmtp.framework import fit_t_iter
+from wmtp.calibrate.framework_fit import fit_t_iter
 from wmtp.logs import DecodeLine, ParseStats, VllmSpecLine, parse_sglang, parse_vllm, stream
 from wmtp.logstats import estimate_segments
 

@@ -10,7 +10,7 @@ import pytest
 
 from wmtp import decisions as dec
 from wmtp.acceptance import choose_acceptance
-from wmtp.calibrate.profile import cost_model_for
+from wmtp.profile import cost_model_for
 from wmtp.engine import resolve
 from wmtp.hardware import get_hardware
 from wmtp.memory import memory_report

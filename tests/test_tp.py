@@ -114,7 +114,7 @@ def test_merge_tp_fit_into_profile(tmp_path):
     import shutil
 
     from wmtp.calibrate.fitting import merge_tp
-    from wmtp.calibrate.profile import PROFILES_DIR, load_profile
+    from wmtp.profile import PROFILES_DIR, load_profile
 
     prof = tmp_path / "profile.json"
     shutil.copy(PROFILES_DIR / "h200.json", prof)

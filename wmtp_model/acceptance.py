@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from wmtp.errors import WmtpError
+from wmtp import defaults
 
 
 def wilson_interval(successes: float, trials: float, z: float = 1.959964) -> tuple[float, float]:
@@ -164,7 +165,7 @@ PRESETS: Mapping[tuple[str, str], AcceptancePreset] = {
         AcceptancePreset("q35", "niah_multiquery_enum_h100_fp8", 7, 4.34, 4.53, f"{PAPER}, H100-80GB replication"),
     )
 }
-DEFAULT_TASK = "niah_multiquery_enum"
+DEFAULT_TASK = defaults.TASK
 
 
 @dataclass(frozen=True)
@@ -289,3 +290,25 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
         raise WmtpError(f"{p}: no histogram bins found")
     h = [counts.get(n, 0.0) for n in range(max(counts) + 1)]
     return from_histogram(h, source or f"histogram {p.name}")
+
+
+def parse_window_points(text: str, native_al: float, depth: int) -> WindowAcceptance:
+    """`--al-window W:AL,...`: measured (W, AL) points at `depth` -> an AL(W) model (native AL at W = S)."""
+    from wmtp.units import parse_tokens
+
+    try:
+        pts = tuple((parse_tokens(w), float(a)) for w, a in (p.split(":") for p in text.split(",")))
+    except ValueError:
+        raise WmtpError(f"--al-window takes W:AL,..., got {text!r}") from None
+    return WindowAcceptance(pts, native_al, depth, "--al-window points")
+
+
+def window_model(spec_key: str, depth: int, acc: AcceptanceChoice, explicit_al: bool, task: str,
+                 points: str | None = None) -> WindowAcceptance | None:
+    """The AL(W) model every command uses: measured `--al-window` points, else the task's preset
+    dose-response (only when acceptance is not given explicitly), else none (cost-only)."""
+    if points:
+        return parse_window_points(points, acc.native.accept_length(depth), depth)
+    if explicit_al:
+        return None
+    return WINDOW_PRESETS.get((spec_key, task))

@@ -17,11 +17,13 @@ from typing import Mapping
 
 from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, WindowAcceptance
 from wmtp.engine import EngineOverhead
+from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import CostModel, StepCost, step_cost
 from wmtp.memory import memory_report
 from wmtp.specs import ModelSpec
 from wmtp.tp import per_gpu_spec
+from wmtp import defaults
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,8 @@ class Scenario:
     cost: CostModel
     ctx: int
     depth: int = 7
-    window: int = 4032
-    sink: int = 64
+    window: int = defaults.WINDOW
+    sink: int = defaults.SINK
     batch: int = 1
     tp: int = 1
     overheads: Mapping[str, EngineOverhead] | None = None  # per method: serving-engine overhead (wmtp.engine)
@@ -59,7 +61,7 @@ class Scenario:
         return c.step_ms / al, c.step_ms, al
 
 
-def depth_curve(sc: Scenario, acc: AcceptanceChoice, depths=range(2, 11)) -> list[dict]:
+def depth_curve(sc: Scenario, acc: AcceptanceChoice, depths=defaults.DEPTH_GRID) -> list[dict]:
     rows = []
     for d in depths:
         row = {"depth": d}
@@ -164,3 +166,33 @@ def draft_prefill_saving(spec: ModelSpec, hw: HardwareSpec, ctx: int, window: in
     native, pruned = prefill_ms(ctx), prefill_ms(min(ctx, window + sink))
     return {"native_ms": native, "window_ms": pruned, "saving_ms": native - pruned,
             "source": "estimate (speed-of-light flops)"}
+
+
+SWEEPS = ("ctx", "depth", "window", "batch")
+
+
+def sweep(what: str, sc: Scenario, acc: AcceptanceChoice, *, threshold: float = 0.05,
+          al_model: WindowAcceptance | None = None) -> tuple[list[dict], dict]:
+    """(rows, extra) of one decision curve: TPOT against context, depth, window or batch, with its
+    break-even point (`extra`)."""
+    extra: dict = {}
+    if what == "depth":
+        rows = depth_curve(sc, acc)
+        extra["best_depth"] = best_depths(rows)
+    elif what == "ctx":
+        rows = context_curve(sc, acc, defaults.CTX_GRID)
+        extra["break_even_ctx"] = break_even_context(sc, acc, threshold)
+        extra["break_even_threshold"] = threshold
+    elif what == "window":
+        if al_model is not None and al_model.depth != sc.depth:
+            extra["note"] = f"AL(W) measured at d={al_model.depth}; other depths via a geometric profile"
+        rows = window_curve(sc, acc, defaults.WINDOW_GRID, al_model)
+        extra["break_even_window"] = break_even_window(rows)
+    elif what == "batch":
+        rows = batch_frontier(sc, acc)
+        extra["pareto"] = [f"{r['method']} B={r['batch']}" for r in rows if r["pareto"]]
+        if not rows:
+            raise WmtpError(f"no request of {sc.ctx} tokens fits on {sc.hw.key}")
+    else:
+        raise WmtpError(f"sweep takes {', '.join(SWEEPS)}, not {what!r}")
+    return rows, extra

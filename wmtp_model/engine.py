@@ -16,7 +16,7 @@ so windowing removes the engine's O(S) index and draft-attention overhead, but n
 its verify overhead, exactly as in the paper's phase decomposition (Appendix B).
 
 Two sources: a *framework profile* fitted from the user's own logs (`wmtp calibrate --from-logs`;
-one method, constants only), and *engine presets* (`calibrate/engines/NAME.json`, fitted by
+one method, constants only), and *engine presets* (`wmtp_model/data/engines/NAME.json`, fitted by
 `python -m wmtp.calibrate.engine_fit` to published step times). `--framework` takes either.
 """
 
@@ -27,16 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wmtp.errors import WmtpError
+from wmtp.fileio import check_versioned, read_json
+from wmtp.framework import load as load_framework
 
 SCHEMA_VERSION = 1
 KIND = "wmtp-engine-preset"
 
 
 def engines_dir() -> Path:
-    """calibrate/engines inside the installed package (wmtp.calibrate), editable or not."""
-    import wmtp.calibrate
+    """The shipped engine presets: data/engines inside the core package, editable or not."""
+    return Path(__file__).resolve().parent / "data" / "engines"
 
-    return Path(wmtp.calibrate.__file__).resolve().parent / "engines"
 
 TERMS = ("step_ms", "dense_step_ms", "fwd_ms", "index_ns_per_token", "verify_attn_factor", "draft_attn_factor")
 
@@ -101,10 +102,8 @@ def _preset_path(name_or_path: str | Path) -> Path:
 
 
 def load_preset(name_or_path: str | Path, doc: dict | None = None) -> dict:
-    """An engine preset by name (calibrate/engines/NAME.json) or path (or `doc`, already parsed from
+    """An engine preset by name (data/engines/NAME.json) or path (or `doc`, already parsed from
     that path), validated: every term known and numeric."""
-    from wmtp.fileio import check_versioned, read_json
-
     p = _preset_path(name_or_path)
     doc = read_json(p, "engine preset", WmtpError) if doc is None else doc
     prof = check_versioned(doc, p, "engine preset", KIND, SCHEMA_VERSION, WmtpError)
@@ -140,9 +139,6 @@ def overheads_from_preset(prof: dict, model_key: str, hw_key: str) -> tuple[dict
 def resolve(spec_key: str, hw_key: str, items) -> tuple[dict[str, EngineOverhead], list[str]]:
     """`--framework` values: framework-profile paths (one method each) and/or one engine preset
     (name or path), each file read once. Later items override earlier ones per method."""
-    from wmtp.fileio import read_json
-    from wmtp.framework import load as load_framework
-
     out: dict[str, EngineOverhead] = {}
     warnings: list[str] = []
     for item in items or []:

@@ -6,49 +6,25 @@
 
 This module turns a model row into *work items* (bytes moved, flops, kernels, shape) per
 component; a `CostModel` prices each item in milliseconds and says where the number comes from.
-`SpeedOfLight` prices from the hardware row; `wmtp.calibrate.profile.ProfileCostModel` from a
+`SpeedOfLight` prices from the hardware row; `wmtp.profile.ProfileCostModel` from a
 measured profile. Windowing changes only t_ctx and t_fwd.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
 
 from wmtp.engine import EngineOverhead, extra_ms
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
+from wmtp.tp import per_gpu_spec, tp_collectives
+from wmtp.work import CostModel, Priced, Work
+from wmtp import defaults
 
 METHODS = ("dense", "native", "window")
 INDEX_BYTES_PER_ENTRY = 8  # int32 read from req_to_token + int32 written to kv_indices
-
-
-@dataclass(frozen=True)
-class Work:
-    """One component of a phase: `count` identical launches of kernel class `kind`."""
-
-    kind: str  # decode_attn | verify_attn | extend_attn | index_build | gemm | moe | linear_state | lm_head
-    name: str
-    bytes: float  # HBM bytes of one instance (reads + writes)
-    flops: float
-    kernels: int  # kernel launches of one instance
-    count: int = 1
-    shape: dict = field(default_factory=dict, compare=False)
-
-
-@dataclass(frozen=True)
-class Priced:
-    work: Work
-    time_ms: float  # all `count` instances
-    source: str
-
-
-class CostModel(Protocol):
-    name: str
-
-    def price(self, work: Work, hw: HardwareSpec, spec: ModelSpec) -> Priced: ...
 
 
 def _compute_dtype(spec: ModelSpec) -> str:
@@ -84,7 +60,7 @@ def price_allreduce(work: Work, hw: HardwareSpec) -> Priced:
 
 
 # ---------------------------------------------------------------------------- work items
-def _attention_flops(spec: ModelSpec, queries: float, keys: float) -> float:
+def attention_flops(spec: ModelSpec, queries: float, keys: float) -> float:
     """QK^T and PV for `queries` query tokens over `keys` keys, all heads (MLA: absorbed form)."""
     if spec.attn_kind == "mla":
         return 2.0 * spec.q_heads * queries * keys * (spec.head_dim + spec.head_dim - spec.mla_rope)
@@ -120,7 +96,7 @@ def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
     act = 2.0 * tokens * spec.hidden * 2
     items = [
         Work("verify_attn", "verify.attention", batch * (ctx * kv + d * kv),
-             batch * _attention_flops(spec, d, ctx), 2, spec.n_full_attn,
+             batch * attention_flops(spec, d, ctx), 2, spec.n_full_attn,
              {"ctx": ctx, "d": d, "batch": batch}),
         Work("gemm", "verify.attn_proj", spec.attn_params * wb + act, 2.0 * tokens * spec.attn_params, 2,
              spec.n_full_attn, {"tokens": tokens}),
@@ -154,7 +130,7 @@ def draft_fwd_work(spec: ModelSpec, s_eff: int, batch: int, l2_resident: bool = 
     kv = spec.kv_bytes_per_token_layer
     wb = spec.weight_bytes_per_param
     items = [
-        Work("decode_attn", "fwd.attention", batch * s_eff * kv, batch * _attention_flops(spec, 1, s_eff), 2, 1,
+        Work("decode_attn", "fwd.attention", batch * s_eff * kv, batch * attention_flops(spec, 1, s_eff), 2, 1,
              {"ctx": s_eff, "batch": batch, "l2_resident": l2_resident}),
         *_mtp_dense_work(spec, batch, "fwd"),
         *_ffn_work(spec, batch, "fwd", spec.mtp_moe, 1),
@@ -173,7 +149,7 @@ def draft_ctx_work(spec: ModelSpec, s_eff: int, batch: int, accept_length: float
         Work("index_build", "ctx.index_build", batch * s_eff * INDEX_BYTES_PER_ENTRY, 0.0, 1, 1,
              {"ctx": s_eff, "batch": batch}),
         Work("extend_attn", "ctx.extend_attention", batch * (s_eff * kv + q * kv),
-             batch * _attention_flops(spec, q, s_eff), 2, 1, {"ctx": s_eff, "d": q, "batch": batch}),
+             batch * attention_flops(spec, q, s_eff), 2, 1, {"ctx": s_eff, "d": q, "batch": batch}),
         *_mtp_dense_work(spec, tokens, "ctx"),
         *_ffn_work(spec, tokens, "ctx", spec.mtp_moe, 1),
     ]
@@ -245,16 +221,14 @@ def step_cost(
     ctx: int,
     depth: int,
     batch: int = 1,
-    window: int = 4032,
-    sink: int = 64,
+    window: int = defaults.WINDOW,
+    sink: int = defaults.SINK,
     accept_length: float | None = None,
     tp: int = 1,
     overhead: EngineOverhead | None = None,
 ) -> StepCost:
     """One step of `method`; with tp > 1 the work of one GPU of `tp` plus the collectives; with
     `overhead`, plus a serving engine's overhead (`wmtp.engine`)."""
-    from wmtp.tp import per_gpu_spec, tp_collectives
-
     if method not in METHODS:
         raise WmtpError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if ctx <= 0 or batch <= 0:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
+from wmtp import defaults
 
 DEFAULT_MEM_FRACTION = 0.85
 DEFAULT_WORKSPACE_BYTES = 4 * 1024**3  # activations, CUDA graphs, sampling buffers (preset)
@@ -77,8 +78,8 @@ def memory_report(
     spec: ModelSpec,
     hw: HardwareSpec,
     ctx: int,
-    window: int = 4032,
-    sink: int = 64,
+    window: int = defaults.WINDOW,
+    sink: int = defaults.SINK,
     depth: int = 7,
     tree_width: int = 1,
     mem_fraction: float = DEFAULT_MEM_FRACTION,

@@ -15,8 +15,9 @@ from wmtp.latency import CostModel, SpeedOfLight, StepCost
 from wmtp.memory import MemoryReport, memory_report
 from wmtp.specs import ModelSpec
 from wmtp.tp import per_gpu_spec
+from wmtp import defaults
 
-DEPTH_RANGE = range(2, 11)
+DEPTH_RANGE = defaults.DEPTH_GRID
 
 
 @dataclass(frozen=True)
@@ -143,8 +144,8 @@ def predict(
     hw: HardwareSpec,
     ctx: int,
     depth: int | str = 7,
-    window: int = 4032,
-    sink: int = 64,
+    window: int = defaults.WINDOW,
+    sink: int = defaults.SINK,
     batch: int = 1,
     accept_length: tuple[float, float] | None = None,
     cost: CostModel | None = None,
@@ -152,7 +153,7 @@ def predict(
     tree_width: int = 1,
     tp: int = 1,
     frameworks: list | None = None,
-    task: str = "niah_multiquery_enum",
+    task: str = defaults.TASK,
 ) -> Prediction:
     cost = cost or SpeedOfLight()
     gpu_spec = per_gpu_spec(spec, tp)  # validates tp against the heads

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from wmtp.errors import WmtpError
+from wmtp import defaults
 
 Phase = tuple[int, Sequence[float]]  # (tokens this phase lasts, alphas per position)
 
@@ -54,7 +55,7 @@ def _al(alphas: Sequence[float], depth: int) -> float:
 
 
 def simulate(step_ms: Callable[[int], float], phases: Sequence[Phase], n_tokens: int, policy: int | str = 7,
-             seed: int = 0, trace: Sequence[int] | None = None, depths: Sequence[int] = tuple(range(2, 11)),
+             seed: int = 0, trace: Sequence[int] | None = None, depths: Sequence[int] = defaults.DEPTH_GRID,
              window_steps: int = 16, ewma: float = 0.1) -> SimResult:
     if n_tokens < 1:
         raise WmtpError("simulate needs at least one output token")
@@ -108,3 +109,39 @@ def _batch_means_ci(per_step: list, batches: int = 20) -> tuple[float, float]:
     sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (batches - 1))
     half = 2.093 * sd / math.sqrt(batches)  # t(0.975, 19)
     return (mean - half, mean + half)
+
+
+def parse_phases(text: str) -> list[Phase]:
+    """`--phases ALPHA:TOKENS,...`: a constant per-position acceptance for each phase of the decode."""
+    try:
+        ph = [(int(t), [float(a)] * 16) for a, t in (p.split(":") for p in text.split(","))]
+    except ValueError:
+        raise WmtpError(f"--phases takes ALPHA:TOKENS,..., got {text!r}") from None
+    if any(not 0 <= a[0] <= 1 or t < 1 for t, a in ph):
+        raise WmtpError("--phases: alpha in [0, 1] and tokens >= 1")
+    return ph
+
+
+def read_trace(path) -> list[int]:
+    """A recorded trace: accepted draft tokens per step, one non-negative integer a line."""
+    from pathlib import Path
+
+    try:
+        tr = [int(x) for x in Path(path).read_text().split()]
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise WmtpError(f"cannot read trace {path}: {getattr(e, 'strerror', None) or e}") from None
+    if not tr or min(tr) < 0:
+        raise WmtpError(f"trace {path} holds no non-negative accepted counts")
+    return tr
+
+
+def step_time_fn(sc, method: str) -> Callable[[int], float]:
+    """step(d) in ms of `method` in scenario `sc` (a `wmtp.decisions.Scenario`), cached per depth."""
+    cache: dict[int, float] = {}
+
+    def step_ms(d: int) -> float:
+        if d not in cache:
+            cache[d] = sc.tpot(method, None, depth=d, accept_length=float(d) if d > 1 else 1.0)[1]
+        return cache[d]
+
+    return step_ms

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from wmtp.errors import WmtpError
-from wmtp.latency import Work
+from wmtp.work import Work
 from wmtp.specs import ModelSpec
 
 

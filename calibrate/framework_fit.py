@@ -1,0 +1,98 @@
+"""Fitting a framework profile from serving logs at several depths (reading one is `wmtp.framework`).
+
+    T_iter(gamma) = gamma * t_fwd + c        (least squares; optionally only gamma >= min_gamma)
+and the framework overhead = measured step - kernel-predicted step, fitted as
+`const_ms + per_forward_ms * gamma`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from wmtp.errors import WmtpError
+from wmtp.fileio import atomic_write_text
+from wmtp.framework import KIND, SCHEMA_VERSION
+from wmtp.latency import step_cost
+
+
+def _linfit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        raise WmtpError("the logs cover a single depth: give runs at two or more depths")
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return slope, my - slope * mx
+
+
+def fit_t_iter(points: list[dict], min_gamma: int | None = None) -> dict:
+    """points: [{gamma, t_iter_ms}] -> {t_fwd_ms, c_ms, heldout_median_rel} (leave-one-out when >= 3)."""
+    pts = [p for p in points if min_gamma is None or p["gamma"] >= min_gamma]
+    if len(pts) < 2:
+        raise WmtpError(f"need runs at >= 2 depths{' past the cliff' if min_gamma else ''}, got {len(pts)}")
+    xs, ys = [float(p["gamma"]) for p in pts], [float(p["t_iter_ms"]) for p in pts]
+    t_fwd, c = _linfit(xs, ys)
+    errs = []
+    if len(pts) >= 3:
+        for i in range(len(pts)):
+            s, k = _linfit(xs[:i] + xs[i + 1:], ys[:i] + ys[i + 1:])
+            errs.append(abs((s * xs[i] + k) / ys[i] - 1))
+    return {"t_fwd_ms": t_fwd, "c_ms": c, "points_used": len(pts),
+            "heldout_median_rel": sorted(errs)[len(errs) // 2] if errs else math.nan}
+
+
+def build(points: list[dict], spec, hw, cost, ctx: int, method: str, batch: int, window: int, sink: int,
+          min_gamma: int | None, sources: list[str]) -> dict:
+    fit = fit_t_iter(points, min_gamma)
+    used = [p for p in points if min_gamma is None or p["gamma"] >= min_gamma]
+    over = []
+    for p in used:
+        kernel = step_cost(spec, hw, cost, method, ctx, p["gamma"] + 1, batch, window, sink,
+                           accept_length=max(1.0, p.get("mean_accept_length") or 1.0)).step_ms
+        over.append({"gamma": p["gamma"], "overhead_ms": p["t_iter_ms"] - kernel, "kernel_ms": kernel})
+    per_fwd, const = _linfit([o["gamma"] for o in over], [o["overhead_ms"] for o in over])
+    return {"schema_version": SCHEMA_VERSION, "kind": KIND, "model": spec.key, "hardware": hw.key, "ctx": ctx,
+            "method": method, "batch": batch, "window": window, "sink": sink, "cost_model": cost.name,
+            "points": points, "t_iter_fit": fit, "overhead": {"const_ms": const, "per_forward_ms": per_fwd,
+                                                               "by_gamma": over},
+            "sources": sources}
+
+
+def save(profile: dict, path: str | Path) -> None:
+    atomic_write_text(path, json.dumps(profile, indent=1) + "\n")
+
+
+
+
+def points_from_logs(runs: list[str], batch: int | None) -> tuple[list[dict], list[str]]:
+    """`LOG:D` pairs -> one T_iter point per log (its longest steady segment) and the source files."""
+    from wmtp.logs import stream
+    from wmtp.logstats import estimate_segments
+
+    points, sources = [], []
+    for run in runs:
+        path, _, d = run.rpartition(":")
+        if not path or not d.isdigit() or int(d) < 1:
+            raise WmtpError(f"runs are LOG:D pairs (d >= 1), got {run!r}")
+        segs = [s for s in estimate_segments(stream(path), batch) if s.t_iter_ms is not None]
+        if not segs:
+            raise WmtpError(f"{path}: no usable decode line")
+        best = max(segs, key=lambda s: s.n_steady)
+        points.append({"gamma": int(d) - 1, "t_iter_ms": best.step_ms, "mean_accept_length": best.mean_accept_length,
+                       "b_eff": best.b_eff, "file": path, "segment": best.index})
+        sources.append(path)
+    return points, sources
+
+
+def fit_from_logs(runs: list[str], spec, hw, cost, ctx: int, method: str, batch: int | None, window: int, sink: int,
+                  min_gamma: int | None, out: str | Path) -> dict:
+    """The whole top-down calibration: read the logs, fit, write the framework profile to `out`."""
+    if method not in ("native", "window", "dense"):
+        raise WmtpError("--method is native, window or dense")
+    points, sources = points_from_logs(runs, batch)
+    b = batch or max(p["b_eff"] or 1 for p in points)
+    prof = build(points, spec, hw, cost, ctx, method, b, window, sink, min_gamma, sources)
+    save(prof, out)
+    return prof

@@ -1,0 +1,102 @@
+"""What every `wmtp` command shares: option types, argument parsers, and the one error mapping.
+
+A `WmtpError` (the library's own) becomes one `error: ...` line on stderr and exit code 1 through
+`handles_errors`; any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from wmtp import defaults
+from wmtp.errors import WmtpError  # noqa: F401  (re-exported for command modules)
+
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Registry key (see `wmtp models`).")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="A Hugging Face config.json instead of --model.")]
+HwOpt = Annotated[str, typer.Option("--hw", help="Hardware key (see `wmtp hardware`).")]
+CtxOpt = Annotated[str, typer.Option("--ctx", help="Context tokens: 1048576, 256K, 1M (=1048576), 1.04M.")]
+DepthOpt = Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d = gamma + 1 (2..64), or 'auto'.")]
+WindowOpt = Annotated[str, typer.Option("--window", "-W", help="Draft window W (tokens).")]
+SinkOpt = Annotated[int, typer.Option("--sink", help="Attention-sink tokens n_sink.")]
+BatchOpt = Annotated[int, typer.Option("--batch", "-B", help="Concurrent requests B.")]
+KvOpt = Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache dtype: bf16 or fp8 (default: the model row's).")]
+WdOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight dtype: bf16, fp8 or nvfp4 (default: the model row's).")]
+AccOpt = Annotated[Optional[str], typer.Option(
+    "--accept-length", help="Measured AL at --depth: one value for both methods, or NATIVE:WINDOW.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
+ProfileOpt = Annotated[Optional[Path], typer.Option(
+    "--profile", help="Measured latency profile (default: the shipped one for --hw, else the H200's scaled).")]
+SolOpt = Annotated[bool, typer.Option("--speed-of-light", help="Ignore measured profiles: datasheet speed of light.")]
+FrameworkOpt = Annotated[Optional[list[str]], typer.Option(
+    "--framework", help="Serving-engine overhead on top of the kernels: an engine preset (`wmtp engines`, e.g. "
+                        "sglang-b200-paper) or a framework profile JSON from `wmtp calibrate-logs` (one per method); "
+                        "repeatable. Default: kernels only.")]
+TaskOpt = Annotated[str, typer.Option("--task", help="Which paper acceptance preset (e.g. cwe, vt, niah_multivalue).")]
+TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (heads, experts and vocabulary split).")]
+CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Also write the rows to this CSV file.")]
+
+DEFAULT_WINDOW = str(defaults.WINDOW)
+DEFAULT_SINK = defaults.SINK
+DEFAULT_DEPTH = defaults.DEPTH
+DEFAULT_TASK = defaults.TASK
+
+
+def fail(msg: str) -> None:
+    """One `error:` line on stderr, exit code 1."""
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(1)
+
+
+def handles_errors(fn):
+    """Wrap a command so the library's `WmtpError` becomes `fail(...)`; nothing else is caught."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except WmtpError as e:
+            fail(str(e))
+
+    return wrapper
+
+
+def parse_accept(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise WmtpError(f"--accept-length takes a number or NATIVE:WINDOW, got {text!r}") from None
+    if len(values) == 1:
+        return values[0], values[0]
+    if len(values) == 2:
+        return values[0], values[1]
+    raise WmtpError(f"--accept-length takes a number or NATIVE:WINDOW, got {text!r}")
+
+
+def parse_depth(text: str) -> int | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise WmtpError(f"--depth takes an integer d >= 2 or 'auto', got {text!r}") from None
+
+
+def resolve_model(model: str | None, config: Path | None, weight_dtype: str | None, kv_dtype: str | None):
+    from wmtp.hf_config import load_config
+    from wmtp.models import get_model
+
+    if (model is None) == (config is None):
+        raise WmtpError("give exactly one of --model KEY or --config path/to/config.json")
+    spec = get_model(model) if model else load_config(config)
+    return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+
+
+def comma_list(text: str) -> list[str]:
+    return [k.strip() for k in text.split(",") if k.strip()]

@@ -1,0 +1,140 @@
+"""`wmtp measure kernels`, `wmtp calibrate` and `wmtp validate`: the GPU commands, and refits on the CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from wmtp import defaults
+from wmtp.cli.common import CtxOpt, HwOpt, comma_list, fail, handles_errors
+from wmtp.errors import WmtpError
+
+measure_app = typer.Typer(no_args_is_help=True, help="Run and time the project's kernels on this GPU.")
+
+
+@handles_errors
+def measure_kernels(
+    model: Annotated[str, typer.Option("--model", "-m", help="Comma-separated registry keys.")] = "q35",
+    ctx: Annotated[str, typer.Option("--ctx", help="Comma-separated contexts.")] = "64K,256K,1M",
+    batch: Annotated[str, typer.Option("--batch", "-B", help="Comma-separated batch sizes.")] = "1,4,16",
+    out: Annotated[Path, typer.Option("--out", help="Output folder (kernels.csv, kernels.meta.json, summary.md).")] = Path("measure/results/run"),
+    variants: Annotated[bool, typer.Option(help="Also time tuning variants at the largest ctx, B=1.")] = True,
+    components: Annotated[bool, typer.Option(help="Also time non-attention components.")] = True,
+    sdpa: Annotated[bool, typer.Option(help="Also time torch SDPA on contiguous K/V.")] = True,
+    resume: Annotated[bool, typer.Option(help="Append to an existing kernels.csv.")] = False,
+) -> None:
+    """Time the KV-index build, paged decode / verify / extend attention and components (GPU only)."""
+    from wmtp.models import get_model
+    from wmtp.units import parse_int_list
+
+    specs = [get_model(k) for k in comma_list(model)]
+    ctxs = parse_int_list(ctx, what="--ctx")
+    batches = parse_int_list(batch, what="--batch")
+    from wmtp.measure.run import run_kernels
+
+    try:
+        path = run_kernels(specs, ctxs, batches, out, variants=variants, components=components, sdpa=sdpa,
+                           resume=resume)
+    except KeyboardInterrupt:
+        fail(f"interrupted: the samples taken so far are in {out / 'kernels.csv'}")
+    typer.echo(f"wrote {path} and {path.parent / 'summary.md'}")
+
+
+@handles_errors
+def calibrate(
+    models: Annotated[str, typer.Option("--models", help="Comma-separated registry keys to sweep.")] = "q35,q122,nem",
+    quick: Annotated[bool, typer.Option("--quick", help="Corners of the grid only (about 2 minutes on an H200).")] = False,
+    out: Annotated[Path, typer.Option("--out", help="Output folder: raw.csv, raw.meta.json, profile.json, profile.md.")] = Path("calibration"),
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out.")] = False,
+    from_raw: Annotated[Optional[Path], typer.Option("--from-raw", help="Refit an existing raw.csv (no GPU needed).")] = None,
+    add_tp: Annotated[Optional[Path], typer.Option(
+        "--add-tp", help="Merge the all-reduce fit of a tp_bench run (its --out folder) into --out/profile.json.")] = None,
+    from_logs: Annotated[Optional[list[str]], typer.Option(
+        "--from-logs", help="LOG:D decode logs of runs at depth D (repeatable): top-down framework profile "
+                            "(--out/framework.json) for the one model in --models; see `wmtp calibrate-logs`.")] = None,
+    hw: HwOpt = "h200",
+    ctx: CtxOpt = "1M",
+    method: Annotated[str, typer.Option(help="With --from-logs: native, window or dense.")] = "native",
+    min_gamma: Annotated[Optional[int], typer.Option(help="With --from-logs: fit only gamma >= this.")] = None,
+) -> None:
+    """Sweep the latency components on this GPU and fit a profile (or refit one with --from-raw, or fit a
+    framework profile from serving logs with --from-logs)."""
+    from wmtp.models import get_model
+
+    if from_logs:
+        from wmtp.calibrate.framework_fit import fit_from_logs
+        from wmtp.hardware import get_hardware
+        from wmtp.profile import cost_model_for
+        from wmtp.units import parse_tokens
+
+        keys = comma_list(models)
+        if len(keys) != 1:
+            raise WmtpError("--from-logs calibrates one model: give --models KEY")
+        spec, gpu = get_model(keys[0]), get_hardware(hw)
+        target = out / "framework.json"
+        prof = fit_from_logs(from_logs, spec, gpu, cost_model_for(gpu, None), parse_tokens(ctx), method, None,
+                             defaults.WINDOW, defaults.SINK, min_gamma, target)
+        typer.echo(framework_fit_summary(prof, target))
+        return
+    if add_tp is not None:
+        from wmtp.calibrate.fitting import merge_tp
+
+        added = merge_tp(out / "profile.json", add_tp)
+        typer.echo(f"added {', '.join(added)} to {out / 'profile.json'}")
+        return
+    specs = [get_model(k) for k in comma_list(models)]
+    try:
+        if from_raw is not None:
+            from wmtp.calibrate.fitting import refit_raw
+
+            path = refit_raw(from_raw, out / "profile.json", [s.key for s in specs], hw)
+        else:
+            from wmtp.calibrate.sweep_run import run_calibrate
+
+            path = run_calibrate(specs, out, quick=quick, resume=resume)
+    except KeyboardInterrupt:
+        fail(f"interrupted: the samples taken so far are in {out / 'raw.csv'}; `wmtp calibrate --resume` continues")
+    typer.echo(f"wrote {path} and {path.with_suffix('.md')}")
+
+
+def framework_fit_summary(prof: dict, out: Path) -> str:
+    f = prof["t_iter_fit"]
+    return (f"T_iter = {f['t_fwd_ms']:.3f} ms x gamma + {f['c_ms']:.3f} ms over {f['points_used']} runs; framework "
+            f"overhead {prof['overhead']['const_ms']:.3f} ms + {prof['overhead']['per_forward_ms']:.3f} ms x gamma "
+            f"over the kernel model; wrote {out}")
+
+
+@handles_errors
+def validate(
+    profile: Annotated[Path, typer.Option("--profile", help="Profile to validate.")] = Path("calibration/profile.json"),
+    models: Annotated[str, typer.Option("--models", help="Comma-separated registry keys.")] = "q35,q122,nem",
+    ctx: Annotated[str, typer.Option("--ctx", help="Comma-separated contexts.")] = "64K,256K,1M",
+    depths: Annotated[str, typer.Option("--depths", help="Comma-separated d values.")] = "3,5,7",
+    out: Annotated[Path, typer.Option("--out", help="Output folder: validation.csv, validation.md.")] = Path("calibration"),
+) -> None:
+    """Time whole composed speculative iterations on this GPU and compare them with the profile (GPU only)."""
+    from wmtp.models import get_model
+    from wmtp.units import parse_int_list
+
+    from wmtp.measure import require_gpu
+
+    require_gpu()
+    from wmtp.profile import load_profile
+
+    load_profile(profile)
+    specs = [get_model(k) for k in comma_list(models)]
+    ctxs = parse_int_list(ctx, what="--ctx")
+    ds = parse_int_list(depths, what="--depths")
+    from wmtp.calibrate.validate import run_validate
+
+    path, md = run_validate(profile, specs, out, tuple(ctxs), tuple(ds))
+    typer.echo(f"wrote {path} and {md}")
+
+
+def register(app: typer.Typer) -> None:
+    measure_app.command("kernels")(measure_kernels)
+    app.add_typer(measure_app, name="measure")
+    app.command()(calibrate)
+    app.command()(validate)

@@ -1,0 +1,118 @@
+"""`wmtp predict`, `wmtp models`, `wmtp hardware`, `wmtp engines`: answers from the registries and the model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
+                             CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
+                             SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, handles_errors, parse_accept,
+                             parse_depth, resolve_model)
+
+
+@handles_errors
+def predict(
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
+    hw: HwOpt = "h200",
+    ctx: CtxOpt = "1M",
+    depth: DepthOpt = str(DEFAULT_DEPTH),
+    window: WindowOpt = DEFAULT_WINDOW,
+    sink: SinkOpt = DEFAULT_SINK,
+    batch: BatchOpt = 1,
+    kv_dtype: KvOpt = None,
+    weight_dtype: WdOpt = None,
+    accept_length: AccOpt = None,
+    profile: ProfileOpt = None,
+    speed_of_light: SolOpt = False,
+    tp: TpOpt = 1,
+    tree_width: Annotated[int, typer.Option("--tree-width", help="Tree speculation width k (ring n_sink + W + d*k).")] = 1,
+    framework: FrameworkOpt = None,
+    task: TaskOpt = DEFAULT_TASK,
+    as_json: JsonOpt = False,
+) -> None:
+    """Step cost, TPOT, memory and decisions for dense / native MTP / windowed MTP."""
+    from wmtp.profile import cost_model_for
+    from wmtp.hardware import get_hardware
+    from wmtp.predict import predict as run_predict
+    from wmtp.units import parse_tokens
+
+    spec = resolve_model(model, config, weight_dtype, kv_dtype)
+    if batch < 1:
+        raise WmtpError(f"--batch must be >= 1, got {batch}")
+    if sink < 0:
+        raise WmtpError(f"--sink must be >= 0, got {sink}")
+    gpu = get_hardware(hw)
+    result = run_predict(
+        spec, gpu, parse_tokens(ctx), parse_depth(depth), parse_tokens(window), sink, batch,
+        parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light), tp=tp,
+        tree_width=tree_width, frameworks=framework, task=task,
+    )
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    from wmtp.cli.render import render_prediction
+
+    render_prediction(result)
+
+
+@handles_errors
+def models(as_json: JsonOpt = False) -> None:
+    """The model registry."""
+    from wmtp.cli.render import render_models
+
+    render_models(as_json)
+
+
+@handles_errors
+def hardware(as_json: JsonOpt = False) -> None:
+    """The hardware registry."""
+    from wmtp.cli.render import render_hardware
+
+    render_hardware(as_json)
+
+
+@handles_errors
+def engines(
+    fit: Annotated[Optional[Path], typer.Option(
+        "--fit", help="Fit a new engine preset to a points CSV (columns: model, method, ctx, d_lo, d_hi, quantity "
+                      "step|slope, value_ms, source; see calibrate/engines/*.points.csv).")] = None,
+    hw: HwOpt = "b200",
+    profile: ProfileOpt = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="With --fit: preset JSON to write (and a .md).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Serving-engine overhead presets for --framework, or fit one to observed step times (--fit)."""
+    from wmtp.engine import load_preset, preset_names
+
+    if fit is not None:
+        from wmtp.calibrate.engine_fit import fit_file
+
+        preset = fit_file(fit, hw, out, None, profile)
+        rows = [preset]
+    else:
+        rows = [load_preset(n) for n in preset_names()]
+    summary = [{"name": p["name"], "hardware": p["hardware"], "cost_model": p["cost_model"],
+                "models": sorted(p["per_model"]), "terms": p["terms"], "per_model": p["per_model"],
+                "fit": p["fit"], "points": p.get("points", {}).get("file")} for p in rows]
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    for p in summary:
+        f = p["fit"]
+        typer.echo(f"{p['name']}: fitted on {p['hardware']} over {p['cost_model']} to {f['points']} points "
+                   f"({p['points']}) for {', '.join(p['models'])}; |error| median {100 * f['median_abs_rel_error']:.1f} %"
+                   f", leave-one-out median {100 * f['loo_median_abs_rel_error']:.1f} % / max "
+                   f"{100 * f['loo_max_abs_rel_error']:.1f} %")
+        typer.echo("  shared: " + ", ".join(f"{k} {v:.3g}" for k, v in p["terms"].items()))
+        for m, v in p["per_model"].items():
+            typer.echo(f"  {m}: " + ", ".join(f"{k} {x:.3g}" for k, x in v.items()))
+
+
+def register(app: typer.Typer) -> None:
+    for fn in (predict, models, hardware, engines):
+        app.command()(fn)
