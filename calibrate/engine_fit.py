@@ -16,6 +16,7 @@ engine is never faster than our kernels. Leave-one-point-out errors are reported
 from __future__ import annotations
 
 import csv
+import io
 import hashlib
 import json
 import math
@@ -29,7 +30,7 @@ from scipy.optimize import nnls
 from wmtp import __version__
 from wmtp.engine import KIND, SCHEMA_VERSION, EngineOverhead
 from wmtp.errors import WmtpError
-from wmtp.fileio import atomic_write_text
+from wmtp.fileio import atomic_write_text, read_text
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import CostModel, step_cost
 from wmtp.models import get_model
@@ -42,10 +43,7 @@ COLUMNS = ("model", "method", "ctx", "d_lo", "d_hi", "quantity", "value_ms", "so
 
 def read_points(path: str | Path) -> list[dict]:
     p = Path(path)
-    try:
-        rows = list(csv.DictReader(p.open(newline="")))
-    except OSError as e:
-        raise WmtpError(f"cannot read engine points {p}: {e.strerror or e}") from None
+    rows = list(csv.DictReader(io.StringIO(read_text(p, "engine points", WmtpError))))
     if not rows or any(c not in rows[0] for c in COLUMNS):
         raise WmtpError(f"engine points {p} need the columns {', '.join(COLUMNS)}")
     out = []

@@ -25,7 +25,7 @@ from wmtp.errors import WmtpError
 from wmtp.features import FEATURES, features, group_name
 
 SHAPE_KEYS = ["kernel", "model", "config", "ctx", "batch", "d", "window", "q_heads", "kv_heads", "head_dim", "sink"]
-SCALE = {"bytes": 1e-9, "flops": 1e-12, "padded_flops": 1e-12, "extra_pass_bytes": 1e-9, "mid_bytes": 1e-9}
+SCALE = {"bytes": 1e-9, "bytes_per_request": 1e-9, "flops": 1e-12, "padded_flops": 1e-12, "extra_pass_bytes": 1e-9, "mid_bytes": 1e-9}
 
 
 @dataclass
@@ -35,9 +35,9 @@ class KindFit:
     coef: list[float]  # ms per unit of each (unscaled) feature
     groups: dict  # "model|name" -> factor
     n_shapes: int
-    heldout_median: float
-    heldout_p90: float
-    heldout_max: float
+    heldout_median: float | None  # None: too few shapes to hold one out
+    heldout_p90: float | None
+    heldout_max: float | None
     bytes_range: tuple[float, float]
     flops_range: tuple[float, float]
     points: list[dict] = field(default_factory=list)
@@ -55,7 +55,7 @@ def _num(x, default=0.0) -> float:
     return default if math.isnan(v) else v
 
 
-def shape_medians(raw: pd.DataFrame, sm_count: int) -> pd.DataFrame:
+def shape_medians(raw: pd.DataFrame, sm_count: int, backend: str = "wmtp") -> pd.DataFrame:
     """One row per measured shape: the median time over repetitions, with its features."""
     ok = raw[(raw["status"] == "ok") & raw["time_ms"].notna()].copy()
     if ok.empty:
@@ -75,7 +75,7 @@ def shape_medians(raw: pd.DataFrame, sm_count: int) -> pd.DataFrame:
         kvh = int(_num(r.kv_heads, 1) or 1)
         qh = int(_num(r.q_heads, kvh) or kvh)
         feats.append(features(r.kernel, float(r.bytes), float(r.flops), batch, keys, _num(r.d, 1.0) or 1.0,
-                              kvh, max(1, qh // kvh), int(_num(r.head_dim, 128) or 128), sm_count))
+                              kvh, max(1, qh // kvh), int(_num(r.head_dim, 128) or 128), sm_count, backend))
     g["group"] = [f"{m}|{group_name(c, ft)}" for m, c, ft in zip(g["model"], g["config"], feats)]
     f = pd.DataFrame([{k: v for k, v in ft.items() if k != "tiling"} for ft in feats]).add_prefix("f_")
     g = pd.concat([g.reset_index(drop=True), f], axis=1)
@@ -115,17 +115,17 @@ def fit_kind(df: pd.DataFrame, kind: str) -> KindFit:
             pred = x @ c
             fac = _group_factors(pred, y, groups, skip=i).get(groups[i], 1.0)
             errs.append(abs(pred[i] * fac / y[i] - 1.0))
-    e = np.array(errs) if errs else np.array([math.nan])
+    e = np.array(errs) if errs else None  # too few shapes for a held-out estimate: reported as unknown
     unscaled = [float(c * SCALE.get(f, 1.0)) for c, f in zip(coef, feats)]
     points = [dict(model=r.model, group=r.group, bytes=float(r.bytes), flops=float(r.flops), batch=float(r.f_batch),
                    median_ms=float(r.median_ms), config=r.config) for r in df.itertuples()]
-    return KindFit(kind, feats, unscaled, factors, len(df), float(np.median(e)), float(np.quantile(e, 0.9)),
-                   float(np.max(e)), (float(df["bytes"].min()), float(df["bytes"].max())),
+    med, p90, mx = (float(np.median(e)), float(np.quantile(e, 0.9)), float(np.max(e))) if e is not None else (None,) * 3
+    return KindFit(kind, feats, unscaled, factors, len(df), med, p90, mx, (float(df["bytes"].min()), float(df["bytes"].max())),
                    (float(df["flops"].min()), float(df["flops"].max())), points)
 
 
-def fit_all(raw: pd.DataFrame, sm_count: int) -> dict[str, KindFit]:
-    shapes = shape_medians(raw, sm_count)
+def fit_all(raw: pd.DataFrame, sm_count: int, backend: str = "wmtp") -> dict[str, KindFit]:
+    shapes = shape_medians(raw, sm_count, backend)
     fits = {}
     for kind in FEATURES:
         df = shapes[shapes["kernel"] == kind].reset_index(drop=True)
@@ -148,13 +148,14 @@ def ceilings(raw: pd.DataFrame) -> dict:
     return out
 
 
-def draft_loop_check(raw: pd.DataFrame, fits: dict[str, KindFit], specs: dict, sm_count: int) -> list[dict]:
+def draft_loop_check(raw: pd.DataFrame, fits: dict[str, KindFit], specs: dict, sm_count: int,
+                     backend: str = "wmtp") -> list[dict]:
     """Measured per-forward time of gamma back-to-back draft forwards against the component sum
     (each component timed cold, L2 flushed): where they part is where L2 reuse shows."""
     from wmtp.features import fit_kind as alias, work_features
     from wmtp.latency import draft_fwd_work
 
-    shapes = shape_medians(raw, sm_count)
+    shapes = shape_medians(raw, sm_count, backend)
     loops = shapes[shapes["kernel"] == "draft_loop"]
     out = []
     for r in loops.itertuples():
@@ -170,7 +171,7 @@ def draft_loop_check(raw: pd.DataFrame, fits: dict[str, KindFit], specs: dict, s
             if fit is None:
                 pred = math.nan
                 break
-            ft = work_features(w, spec, sm_count)
+            ft = work_features(w, spec, sm_count, backend)
             pred += fit.predict(ft, f"{spec.key}|{group_name(w.name, ft)}") * w.count
         meas = float(r.median_ms)
         out.append(dict(model=r.model, ctx=ctx, batch=batch, gamma=int(_num(r.d)) - 1, window=window,

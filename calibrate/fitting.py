@@ -75,10 +75,13 @@ def hardware_key(meta: dict) -> str:
 def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[str]) -> Path:
     df = read_raw(raw)
     sm = sm_count_of(meta)
-    fits = fit_all(df, sm)
-    loop = draft_loop_check(df, fits, dict(MODELS), sm)
+    backend = str(meta.get("backend") or "wmtp")
+    fits = fit_all(df, sm, backend)
+    loop = draft_loop_check(df, fits, dict(MODELS), sm, backend)
     hw = hardware_key(meta)
-    prof = build_profile(fits, hw, meta, ceilings(df), raw, models, extra={"draft_loop_check": loop})
+    prof = build_profile(fits, hw, meta, ceilings(df), raw, models,
+                         extra={"draft_loop_check": loop, "backend": backend,
+                                "backend_versions": meta.get("backend_versions", {})})
     save_profile(prof, profile_path)
     atomic_write_text(profile_path.with_suffix(".md"), profile_summary(prof))
     return profile_path
@@ -86,7 +89,7 @@ def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[s
 
 def profile_summary(prof: dict) -> str:
     p = prof["provenance"]
-    lines = [f"# Latency profile: {prof['hardware']}", "",
+    lines = [f"# Latency profile: {prof['hardware']} (attention backend: {prof.get('backend', 'wmtp')})", "",
              f"GPU {p.get('gpu_name')} (driver {p.get('driver')}), torch {p.get('torch')}, triton {p.get('triton')}, "
              f"wmtp {p.get('wmtp_version')} at {p.get('git_sha')}, {p.get('utc_time')}; timer: {p.get('timer')}.",
              f"Ceilings in the same run: {json.dumps(prof.get('ceilings', {}))}. "
@@ -96,7 +99,8 @@ def profile_summary(prof: dict) -> str:
     for kind, c in sorted(prof["components"].items()):
         h = c["heldout"]
         fit = " + ".join(f"{v:.3g}*{f}" for f, v in zip(c["features"], c["coef_ms"]) if v)
-        lines.append(f"| {kind} | {c['n_shapes']} | {h['median_rel']:.1%} | {h['p90_rel']:.1%} | {h['max_rel']:.1%} | {fit} |")
+        pct = [f"{h[k]:.1%}" if h[k] is not None else "n/a (too few shapes)" for k in ("median_rel", "p90_rel", "max_rel")]
+        lines.append(f"| {kind} | {c['n_shapes']} | {' | '.join(pct)} | {fit} |")
     loop = prof.get("draft_loop_check") or []
     if loop:
         lines += ["", "Draft loop (gamma back-to-back draft forwards, per forward) against the sum of the cold "

@@ -43,9 +43,21 @@ def fit_t_iter(points: list[dict], min_gamma: int | None = None) -> dict:
             "heldout_median_rel": sorted(errs)[len(errs) // 2] if errs else math.nan}
 
 
+def _check(name: str, x: float, what: str) -> None:
+    if not math.isfinite(x) or x < 0:
+        raise WmtpError(f"the fit gives {name} = {x:.4g} ms ({what}); a framework profile needs finite, non-negative "
+                        "terms: give logs of the method you fit, at several depths, with a steady batch")
+
+
 def build(points: list[dict], spec, hw, cost, ctx: int, method: str, batch: int, window: int, sink: int,
           min_gamma: int | None, sources: list[str]) -> dict:
+    """Fit T_iter(gamma) and the overhead over the kernel model; a fit with a negative or NaN term raises."""
+    for p in points:
+        if not (math.isfinite(p["t_iter_ms"]) and p["t_iter_ms"] > 0):
+            raise WmtpError(f"{p.get('file', 'a log')}: no positive, finite T_iter")
     fit = fit_t_iter(points, min_gamma)
+    _check("t_fwd_ms", fit["t_fwd_ms"], "T_iter falls as the depth grows")
+    _check("c_ms", fit["c_ms"], "the constant part of T_iter")
     used = [p for p in points if min_gamma is None or p["gamma"] >= min_gamma]
     over = []
     for p in used:
@@ -53,6 +65,8 @@ def build(points: list[dict], spec, hw, cost, ctx: int, method: str, batch: int,
                            accept_length=max(1.0, p.get("mean_accept_length") or 1.0)).step_ms
         over.append({"gamma": p["gamma"], "overhead_ms": p["t_iter_ms"] - kernel, "kernel_ms": kernel})
     per_fwd, const = _linfit([o["gamma"] for o in over], [o["overhead_ms"] for o in over])
+    _check("overhead const_ms", const, "the logged steps are faster than the kernel model at gamma 0")
+    _check("overhead per_forward_ms", per_fwd, "the logged steps grow slower with depth than the kernel model")
     return {"schema_version": SCHEMA_VERSION, "kind": KIND, "model": spec.key, "hardware": hw.key, "ctx": ctx,
             "method": method, "batch": batch, "window": window, "sink": sink, "cost_model": cost.name,
             "points": points, "t_iter_fit": fit, "overhead": {"const_ms": const, "per_forward_ms": per_fwd,
@@ -66,20 +80,29 @@ def save(profile: dict, path: str | Path) -> None:
 
 
 
-def points_from_logs(runs: list[str], batch: int | None) -> tuple[list[dict], list[str]]:
-    """`LOG:D` pairs -> one T_iter point per log (its longest steady segment) and the source files."""
+def points_from_logs(runs: list[str], batch: int | None, method: str = "native") -> tuple[list[dict], list[str]]:
+    """`LOG:D` pairs -> one T_iter point per log (its longest steady segment of `method`: speculative for
+    native/window, dense for dense) and the source files. Segments of the other kind are refused."""
     from wmtp.logs import stream
     from wmtp.logstats import estimate_segments
 
+    want_spec = method != "dense"
     points, sources = [], []
     for run in runs:
         path, _, d = run.rpartition(":")
         if not path or not d.isdigit() or int(d) < 1:
             raise WmtpError(f"runs are LOG:D pairs (d >= 1), got {run!r}")
-        segs = [s for s in estimate_segments(stream(path), batch) if s.t_iter_ms is not None]
-        if not segs:
-            raise WmtpError(f"{path}: no usable decode line")
-        best = max(segs, key=lambda s: s.n_steady)
+        segs = estimate_segments(stream(path), batch)
+        fit = [s for s in segs if s.speculative == want_spec and s.t_iter_ms is not None]
+        if not fit:
+            other = sum(1 for s in segs if s.speculative != want_spec)
+            kind = "speculative (accept len)" if want_spec else "dense (no accept len)"
+            raise WmtpError(f"{path}: no steady {kind} segment to fit --method {method}"
+                            + (f" ({other} segment(s) of the other kind refused)" if other else
+                               " (a fit needs a batch size held for >= 5 decode lines)"))
+        best = max(fit, key=lambda s: s.n_steady)
+        if want_spec and best.mean_accept_length is None:
+            raise WmtpError(f"{path}: speculative segment without accept len; cannot fit --method {method}")
         points.append({"gamma": int(d) - 1, "t_iter_ms": best.step_ms, "mean_accept_length": best.mean_accept_length,
                        "b_eff": best.b_eff, "file": path, "segment": best.index})
         sources.append(path)
@@ -91,7 +114,7 @@ def fit_from_logs(runs: list[str], spec, hw, cost, ctx: int, method: str, batch:
     """The whole top-down calibration: read the logs, fit, write the framework profile to `out`."""
     if method not in ("native", "window", "dense"):
         raise WmtpError("--method is native, window or dense")
-    points, sources = points_from_logs(runs, batch)
+    points, sources = points_from_logs(runs, batch, method)
     b = batch or max(p["b_eff"] or 1 for p in points)
     prof = build(points, spec, hw, cost, ctx, method, b, window, sink, min_gamma, sources)
     save(prof, out)

@@ -1,5 +1,5 @@
-"""Benchmark: parse a large SGLang decode log the way `wmtp logs` does (stream + the artifact's
-estimator), in bounded memory.
+"""Benchmark: parse a large SGLang decode log the way `wmtp logs` does (`wmtp.logstats.analyse`: the
+stream, run separation, the per-line and the artifact's estimators), in bounded memory.
 
     python -m wmtp.calibrate.log_benchmark --size-mb 1024 --out calibrate/benchmarks/log_parse.md
 
@@ -68,16 +68,15 @@ def generate(path: Path, size_mb: int, seed: int = 0) -> int:
 
 
 def _parse_child(path: str) -> None:
-    from wmtp.logs import ParseStats, stream
-    from wmtp.logstats import estimate_segments
+    from wmtp.logstats import analyse
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    stats = ParseStats()
     t0 = time.perf_counter()
-    segs = estimate_segments(stream(path, stats))
+    rep = analyse(path)
     dt = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"{stats.lines} {stats.decode} {stats.garbled} {len(segs)} {dt:.3f} {(peak - base) / 1024:.1f} {peak / 1024:.1f}")
+    print(f"{rep['lines']} {rep['records']['sglang_decode']} {rep['garbled']} {len(rep['runs'])} {dt:.3f} "
+          f"{(peak - base) / 1024:.1f} {peak / 1024:.1f}")
 
 
 def main(argv=None) -> None:
@@ -101,8 +100,8 @@ def main(argv=None) -> None:
         "# Log parsing benchmark", "",
         f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}, Python {platform.python_version()} on "
         f"{platform.machine()} ({os.cpu_count()} cores). Generated SGLang log: {size / 2**20:.0f} MiB, {lines:,} lines "
-        f"({int(decode):,} decode, {int(garbled):,} truncated); `wmtp.logs.stream` + `wmtp.logstats.estimate_segments` "
-        "(the `wmtp logs` path) in a fresh process.", "",
+        f"({int(decode):,} decode, {int(garbled):,} truncated); `wmtp.logstats.analyse` "
+        "(the `wmtp logs` path: stream, runs, per-line and artifact estimators) in a fresh process.", "",
         "| lines/s | MiB/s | parse s | segments | peak RSS above start (MiB) | peak RSS (MiB) |", "|---|---|---|---|---|---|",
         f"| {lines / dt:,.0f} | {size / 2**20 / dt:.1f} | {dt:.1f} | {segs} | {rss_delta} | {rss_peak} |", ""])
     if args.out:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,74 +14,106 @@ from wmtp import defaults
 from wmtp.errors import WmtpError
 
 
+def _f(x, p: int = 2) -> str:
+    return "-" if x is None else f"{x:.{p}f}"
+
+
+def _render_logs(out: list[dict]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = Console(highlight=False)
+    for f in out:
+        con.print(f"[bold]{escape(f['file'])}[/bold]: {f['lines']} lines ({f['records']['sglang_decode']} SGLang decode, "
+                  f"{f['records']['vllm_spec']} vLLM spec, {f['records']['other']} other records, "
+                  f"{f['garbled']} garbled, {f['skipped']} skipped)", soft_wrap=True)
+        t, a = f["tpot"], f["al"]
+        tpot_txt = f"  [{t['estimator']}; {t['source']}; confidence {t['confidence']}]" if t else "  (none in this file)"
+        al_txt = f"  [{a['estimator']}; {a.get('source', '')}]" if a else "  (no acceptance data)"
+        con.print(f"  TPOT: {_f(t and t['value_ms'])} ms" + escape(tpot_txt), soft_wrap=True)
+        con.print(f"  AL:   {_f(a and a.get('value'), 3)}" + escape(al_txt), soft_wrap=True)
+        if f["runs"]:
+            tab = Table(title="runs (SGLang decode lines)", title_justify="left")
+            for c in ("run", "lines", "mode", "DP", "used", "TPOT ms", "conf", "AL", "drop", "stall", "art. ms"):
+                tab.add_column(c, justify="right")
+            for r in f["runs"]:
+                tab.add_row(str(r["index"]), f"{r['first_line']}-{r['last_line']}", "spec" if r["speculative"] else "dense",
+                            str(len(r["ranks"])), str(r["tpot_samples"]), _f(r["tpot_line_ms"]), r["confidence"],
+                            _f(r["accept_length"]), str(r["dropped_after_prefill"]), str(r["stalls"]), _f(r["tpot_ms"]))
+            con.print(tab)
+        by_batch = [(f"run {r['index']}", b) for r in f["runs"] for b in r["tpot_by_batch"]]
+        if f["vllm_windows"] and f["vllm_windows"].get("by_batch"):
+            by_batch += [("vLLM", b) for b in f["vllm_windows"]["by_batch"]]
+        if by_batch:
+            tab = Table(title="per-request TPOT against batch size", title_justify="left")
+            for c in ("from", "batch", "lines", "median ms", "min ms", "max ms", "confidence"):
+                tab.add_column(c, justify="right")
+            for src, b in by_batch:
+                tab.add_row(src, str(b["batch"]), str(b["lines"]), _f(b["tpot_ms"]), _f(b["min_ms"]), _f(b["max_ms"]),
+                            b["confidence"])
+            con.print(tab)
+        for n in f["notes"]:
+            con.print(f"  note: {escape(n)}", soft_wrap=True)
+
+
 @handles_errors
 def logs(
-    files: Annotated[list[Path], typer.Argument(help="SGLang scheduler logs (.gz allowed).")],
+    files: Annotated[list[Path], typer.Argument(help="Serving logs or summaries (.gz allowed): SGLang/vLLM/llama.cpp "
+                                                     "logs, bench summaries, offline output, meta_info.")],
     batch: Annotated[Optional[int], typer.Option("--batch", "-B", help="The requested batch size, if known.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """TPOT per run segment by the artifact's estimator (B_eff, steady lines, T_iter, mean AL)."""
-    from wmtp.logs import ParseStats, stream
-    from wmtp.logstats import estimate_segments
+    """Per-request TPOT (and AL) from what a serving engine wrote: per line #running-req / gen throughput,
+    a TPOT-vs-batch table, runs, stalls, retractions; each result names its estimator and source lines."""
+    from wmtp.logstats import analyse
 
     out = []
     for f in files:
-        stats = ParseStats()
-        segs = estimate_segments(stream(f, stats), batch)
-        if not segs or all(s.tpot_ms is None for s in segs):
-            raise WmtpError(f"{f}: no usable decode line ({stats.lines} lines read, {stats.garbled} garbled, "
-                            f"{stats.skipped} skipped)")
-        out.append({"file": str(f), "lines": stats.lines, "decode_lines": stats.decode, "garbled": stats.garbled,
-                    "skipped": stats.skipped, "segments": [asdict(s) for s in segs]})
+        rep = analyse(f, batch)
+        if rep["tpot"] is None and (rep["al"] is None or rep["al"].get("value") is None):
+            why = f" ({rep['al']['estimator']})" if rep["al"] else ""
+            raise WmtpError(f"{f}: no usable decode line, summary or acceptance data{why} ({rep['lines']} lines read, "
+                            f"{rep['garbled']} garbled, {rep['skipped']} skipped)")
+        out.append(rep)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console()
-    for f in out:
-        t = Table(title=f"{f['file']}: {f['lines']} lines, {f['decode_lines']} decode, {f['garbled']} garbled, "
-                        f"{f['skipped']} other", title_justify="left")
-        for c in ("segment", "lines", "spec", "B_eff", "steady", "T_iter ms", "step ms", "mean AL", "TPOT ms",
-                  "TPOT ms (old est.)"):
-            t.add_column(c, justify="right")
-        for s in f["segments"]:
-            def fmt(x, p=3):
-                return "-" if x is None else f"{x:.{p}f}"
-            t.add_row(str(s["index"]), f"{s['first_line']}-{s['last_line']}", "yes" if s["speculative"] else "dense",
-                      str(s["b_eff"]), str(s["n_steady"]), fmt(s["t_iter_ms"]), fmt(s["step_ms"]),
-                      fmt(s["mean_accept_length"], 2),
-                      fmt(s["tpot_ms"]), fmt(s["tpot_biased_ms"]))
-        con.print(t)
-    con.print("[dim]measured from the log (artifact estimator: median T_iter x B_eff / mean AL); the old estimator "
-              "B / median(throughput) is biased by integer-snapped accept lengths[/dim]")
+    _render_logs(out)
 
 
 @handles_errors
 def accept(
-    files: Annotated[list[Path], typer.Argument(help="meta_info JSON/JSONL, histogram JSON/CSV, per-step JSONL, "
-                                                     "vLLM or SGLang logs.")],
-    depth: Annotated[Optional[int], typer.Option("--depth", "-d", help="Depth of the run (needed for SGLang logs).")] = None,
+    files: Annotated[list[Path], typer.Argument(help="meta_info (JSON, JSONL, dict repr), histogram JSON/CSV, "
+                                                     "per-step JSONL, vLLM/SGLang/llama.cpp logs, bench or offline "
+                                                     "summaries.")],
+    depth: Annotated[Optional[int], typer.Option("--depth", "-d", help="Depth of the run (a mean AL alone becomes "
+                                                                       "a geometric profile at this depth).")] = None,
     compare: Annotated[bool, typer.Option("--compare", help="Two files: native then window; test each position.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Per-position acceptance alpha_j with 95 % Wilson intervals, AL, and AL at other depths."""
+    """Acceptance length, and per-position acceptance alpha_j with 95 % Wilson intervals and AL at other depths
+    where the file gives a per-position profile."""
     from wmtp.acceptance import alpha_intervals
     from wmtp.acceptance_io import compare as cmp
-    from wmtp.acceptance_io import profile_from_file
+    from wmtp.acceptance_io import read_acceptance
 
-    profs = [profile_from_file(f, depth) for f in files]
-    if compare and len(profs) != 2:
+    if compare and len(files) != 2:
         raise WmtpError("--compare takes exactly two files: native, then window")
+    profs = [read_acceptance(f, depth) for f in files]
+    if compare and any(p is None for p, _ in profs):
+        raise WmtpError("--compare needs per-position profiles; give --depth for files with a mean AL only")
     result = []
     for prof, info in profs:
-        d = prof.measured_depth
-        iv = alpha_intervals(prof) if prof.counts else [(a, float("nan"), float("nan")) for a in prof.alphas]
-        result.append({**info, "source": prof.source, "measured_depth": d, "accept_length": prof.accept_length(d),
-                       "alphas": [{"position": j + 1, "alpha": a, "ci95": [lo, hi]} for j, (a, lo, hi) in enumerate(iv)],
-                       "al_by_depth": {str(k): {"al": prof.accept_length(k), "extrapolated": prof.is_extrapolated(k)}
-                                       for k in defaults.DEPTH_GRID}})
+        r = {**info, "source": prof.source if prof else info.get("kind"), "measured_depth": None, "alphas": [],
+             "al_by_depth": {}}
+        if prof is not None:
+            iv = alpha_intervals(prof) if prof.counts else [(a, float("nan"), float("nan")) for a in prof.alphas]
+            r.update(measured_depth=prof.measured_depth,
+                     alphas=[{"position": j + 1, "alpha": a, "ci95": [lo, hi]} for j, (a, lo, hi) in enumerate(iv)],
+                     al_by_depth={str(k): {"al": prof.accept_length(k), "extrapolated": prof.is_extrapolated(k)}
+                                  for k in defaults.DEPTH_GRID})
+        result.append(r)
     comparison = cmp(profs[0][0], profs[1][0]) if compare else None
     if as_json:
         typer.echo(json.dumps({"files": result, "comparison": comparison}, indent=2, default=str))
@@ -90,10 +121,20 @@ def accept(
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    from rich.markup import escape
+
+    con = Console(highlight=False)
     for r in result:
-        t = Table(title=f"{r['file']} ({r['kind']}): AL {r['accept_length']:.3f} at d={r['measured_depth']}",
-                  title_justify="left")
+        where = f"lines {r['lines'][0]}-{r['lines'][1]}" if r.get("lines") else "whole file"
+        con.print(f"[bold]{escape(r['file'])}[/bold] " + escape(
+            f"({r['kind']}): AL {r['accept_length']:.3f}"
+            f"{'' if r['measured_depth'] is None else ' at d=' + str(r['measured_depth'])} "
+            f"[{r.get('estimator', '')}; {where}]"), soft_wrap=True)
+        if r.get("note"):
+            con.print(f"  note: {escape(r['note'])}", soft_wrap=True)
+        if not r["alphas"]:
+            continue
+        t = Table(title="per-position acceptance", title_justify="left")
         for c in ("j", "alpha_j", "95 % CI"):
             t.add_column(c, justify="right")
         for a in r["alphas"]:
@@ -101,7 +142,7 @@ def accept(
             t.add_row(str(a["position"]), f"{a['alpha']:.3f}", "-" if lo != lo else f"{lo:.3f}-{hi:.3f}")
         con.print(t)
         con.print("AL by depth: " + ", ".join(f"d={k}: {v['al']:.2f}{' (extrap.)' if v['extrapolated'] else ''}"
-                                             for k, v in r["al_by_depth"].items()))
+                                             for k, v in r["al_by_depth"].items()), soft_wrap=True)
     if comparison:
         t = Table(title="native vs window, position by position", title_justify="left")
         for c in ("j", "native", "window", "z", "significant (5 %)"):

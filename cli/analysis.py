@@ -15,7 +15,11 @@ from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_
                              WdOpt, WindowOpt, fail, handles_errors, parse_accept, resolve_model)
 from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
+from wmtp.units import format_tokens
 
+
+
+MAX_DEPTH = 64  # the deepest draft --depth takes (DepthOpt: 2..64)
 
 
 def scenario(opts: dict, depth: int):
@@ -26,19 +30,114 @@ def scenario(opts: dict, depth: int):
     from wmtp.profile import cost_model_for
     from wmtp.units import parse_tokens
 
-    spec = resolve_model(opts["model"], opts["config"], opts["weight_dtype"], opts["kv_dtype"])
-    gpu = get_hardware(opts["hw"])
     if opts["batch"] < 1 or opts["sink"] < 0:
         raise WmtpError("--batch must be >= 1 and --sink >= 0")
-    if depth < 2:
-        raise WmtpError("--depth must be >= 2")
+    if not 2 <= depth <= MAX_DEPTH:
+        raise WmtpError(f"--depth must lie in 2..{MAX_DEPTH}, got {depth}")
+    if opts["tp"] < 1:
+        raise WmtpError(f"--tp must be >= 1, got {opts['tp']}")
+    spec = resolve_model(opts["model"], opts["config"], opts["weight_dtype"], opts["kv_dtype"])
+    gpu = get_hardware(opts["hw"])
+    ctx, window = parse_tokens(opts["ctx"]), parse_tokens(opts["window"])
     overheads, warnings = resolve_engine(spec.key, gpu.key, opts["framework"])
-    return Scenario(spec, gpu, cost_model_for(gpu, opts["profile"], opts["speed_of_light"]), parse_tokens(opts["ctx"]),
-                    depth, parse_tokens(opts["window"]), opts["sink"], opts["batch"], opts["tp"],
-                    overheads or None), warnings
+    if opts["sink"] > ctx:
+        warnings.append(f"--sink {opts['sink']} is larger than the context ({ctx} tokens): the window reads the "
+                        "whole context, like the native draft")
+    return Scenario(spec, gpu, cost_model_for(gpu, opts["profile"], opts["speed_of_light"]), ctx,
+                    depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None), warnings
 
 
-def _emit(rows: list[dict], extra: dict, as_json: bool, csv_path: Path | None, title: str) -> None:
+def _tok(n: int) -> str:
+    """A token count as typed: '1M', '256K' when exact, else the integer ('4032')."""
+    short = format_tokens(n)
+    return short if "." not in short else str(n)
+
+
+def _ms(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def _num(x) -> str:
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+# Per sweep: (row key, header, format) of the table's columns; the CSV and --json keep every key.
+_COLUMNS = {
+    "ctx": [("ctx", "ctx", _tok), ("dense_tpot_ms", "dense\nTPOT", _ms),
+            ("native_tpot_ms", "native\nTPOT", _ms), ("window_tpot_ms", "window\nTPOT", _ms),
+            ("native_step_ms", "native\nstep", _ms), ("window_step_ms", "window\nstep", _ms),
+            ("step_saving_ms", "step\nsaving", _ms), ("cost_ratio", "window\ncost gain", lambda v: f"{100 * v:+.1f}%"),
+            ("window_speedup", "window\nspeedup", lambda v: f"{v:.2f}x")],
+    "depth": [("depth", "d", str), ("native_tpot_ms", "native\nTPOT", _ms), ("native_step_ms", "native\nstep", _ms),
+              ("native_accept_length", "native\nAL", lambda v: f"{v:.2f}"), ("window_tpot_ms", "window\nTPOT", _ms),
+              ("window_step_ms", "window\nstep", _ms), ("window_accept_length", "window\nAL", lambda v: f"{v:.2f}")],
+    "window": [("window", "W", _tok), ("window_step_ms", "window\nstep", _ms),
+               ("accept_length", "window\nAL", lambda v: f"{v:.2f}"), ("window_tpot_ms", "window\nTPOT", _ms),
+               ("native_tpot_ms", "native\nTPOT", _ms), ("beats_native", "beats\nnative", _num)],
+    "batch": [("method", "method", str), ("batch", "B", str), ("tpot_ms", "TPOT", _ms),
+              ("per_user_tok_s", "tok/s\nper user", lambda v: f"{v:.1f}"),
+              ("per_gpu_tok_s", "tok/s\nper GPU", lambda v: f"{v:.1f}"), ("step_ms", "step", _ms),
+              ("accept_length", "AL", lambda v: f"{v:.2f}"), ("pareto", "Pareto", lambda v: "*" if v else "")],
+}
+
+
+def _runs(items: list[str]) -> str:
+    """'window B=1', ..., 'window B=10' -> 'window B=1..10' (runs of consecutive batches per method)."""
+    groups: dict[str, list[int]] = {}
+    for it in items:
+        m, _, b = it.partition(" B=")
+        groups.setdefault(m, []).append(int(b))
+    out = []
+    for m, bs in groups.items():
+        spans, start = [], bs[0]
+        for prev, cur in zip(bs, bs[1:] + [None]):
+            if cur != prev + 1 if cur is not None else True:
+                spans.append(f"{start}" if start == prev else f"{start}..{prev}")
+                start = cur
+        out.append(f"{m} B={', '.join(spans)}")
+    return "; ".join(out)
+
+
+def _footer(what: str, extra: dict) -> list[str]:
+    """The sweep's findings and provenance as sentences (no raw dicts)."""
+    lines = []
+    if "break_even_ctx" in extra:
+        be, thr = extra["break_even_ctx"], extra["break_even_threshold"]
+        lines.append(f"break-even context: the window's step is at least {100 * thr:g} % cheaper than native's "
+                     + (f"from {be:,} tokens ({format_tokens(be)}) on" if be else "nowhere up to 16M tokens")
+                     + " (matched acceptance)")
+    if "best_depth" in extra:
+        bd = extra["best_depth"]
+        lines.append(f"best depth (min TPOT): native d={bd['native']}, window d={bd['window']}")
+    if "break_even_window" in extra:
+        bw = extra["break_even_window"]
+        rng = bw["beats_native_range"]
+        lines.append(f"TPOT-optimal window W={_tok(bw['optimal_window'])} ({bw['optimal_tpot_ms']:.3f} ms); "
+                     + (f"W from {_tok(rng[0])} to {_tok(rng[1])} beats native"
+                        if rng else "no window on the grid beats native") + f" (acceptance: {bw['acceptance']})")
+    if "pareto" in extra:
+        lines.append("Pareto-optimal (no other point is faster per user and per GPU): "
+                     + (_runs(extra["pareto"]) or "none"))
+    if "note" in extra:
+        lines.append(f"note: {extra['note']}")
+    acc = extra.get("acceptance", {})
+    lines.append(f"acceptance: native: {acc.get('native')}; window: {acc.get('window')}")
+    lines.append(f"costs: {extra.get('cost_model')}; engine overhead: {extra.get('engine_overhead')}")
+    known = {"break_even_ctx", "break_even_threshold", "best_depth", "break_even_window", "pareto", "note",
+             "acceptance", "cost_model", "engine_overhead", "model", "hardware", "warning"}
+    for k, v in extra.items():
+        if k not in known:
+            text = ", ".join(f"{a}: {b}" for a, b in v.items()) if isinstance(v, dict) else (
+                ", ".join(map(str, v)) if isinstance(v, list) else str(v))
+            lines.append(f"{k.replace('_', ' ')}: {text}")
+    return lines
+
+
+def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Path | None, title: str) -> None:
     if csv_path is not None:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(rows[0]))
@@ -46,23 +145,29 @@ def _emit(rows: list[dict], extra: dict, as_json: bool, csv_path: Path | None, t
         w.writerows(rows)
         from wmtp.fileio import atomic_write_text
 
-        atomic_write_text(csv_path, buf.getvalue())
+        atomic_write_text(csv_path, buf.getvalue(), "CSV file")
     if as_json:
         typer.echo(json.dumps({**extra, "rows": rows}, indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    t = Table(title=title, title_justify="left")
-    cols = [c for c in rows[0] if not c.endswith("_source")]
-    for c in cols:
-        t.add_column(c, justify="right")
+    from wmtp.cli.render import add_columns, compact_table
+
+    spec = _COLUMNS.get(what) or [(c, c, _num) for c in rows[0] if not c.endswith("_source")]
+    spec = [c for c in spec if c[0] in rows[0]]
+    t = compact_table()
+    add_columns(t, *[(head, key not in ("method",)) for key, head, _ in spec])
     for r in rows:
-        t.add_row(*[f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols])
+        t.add_row(*[fmt(r[key]) for key, _, fmt in spec])
     con = Console()
+    con.print(title, highlight=False, markup=False)
     con.print(t)
-    for k, v in extra.items():
-        con.print(f"{k}: {v}")
+    for line in _footer(what, extra):
+        con.print(line, highlight=False, markup=False)
+    if csv_path is not None:
+        con.print(f"wrote {csv_path}", highlight=False, markup=False)
+    if extra.get("warning"):
+        typer.echo(f"warning: {extra['warning']}", err=True)
 
 
 @handles_errors
@@ -80,8 +185,20 @@ def sweep(
     as_json: JsonOpt = False, csv_out: CsvOpt = None,
 ) -> None:
     """Decision curves: TPOT against context, depth, window or batch, with the break-even points."""
+    import math
+
     from wmtp.acceptance import choose_acceptance, window_model
+    from wmtp.decisions import SWEEPS
     from wmtp.decisions import sweep as run_sweep
+
+    if what not in SWEEPS:
+        raise WmtpError(f"sweep takes {', '.join(SWEEPS)}, not {what!r}")
+    if not (math.isfinite(threshold) and 0 <= threshold <= 10):
+        raise WmtpError(f"--threshold is a fraction of the native step (0.05 = 5 %) in [0, 10], got {threshold}")
+    if csv_out is not None:
+        from wmtp.fileio import check_output_path
+
+        check_output_path(csv_out, "CSV file")
 
     opts = dict(model=model, config=config, hw=hw, ctx=ctx, window=window, sink=sink, batch=batch, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, profile=profile, speed_of_light=speed_of_light, tp=tp, framework=framework)
@@ -96,7 +213,19 @@ def sweep(
     al_model = window_model(sc.spec.key, depth, acc, accept_length is not None, task, al_window) if what == "window" else None
     rows, found = run_sweep(what, sc, acc, threshold=threshold, al_model=al_model)
     extra.update(found)
-    _emit(rows, extra, as_json, csv_out, f"wmtp sweep {what}: {sc.spec.key} on {sc.hw.key}, ctx {sc.ctx}")
+    _emit(what, rows, extra, as_json, csv_out, _title(what, sc))
+
+
+def _title(what: str, sc) -> str:
+    """What the sweep varies, and everything it holds fixed (TP included)."""
+    fixed = {"ctx": f"ctx {_tok(sc.ctx)}", "depth": f"d {sc.depth}",
+             "window": f"W {_tok(sc.window)} + sink {sc.sink}", "batch": f"B {sc.batch}"}
+    fixed.pop(what, None)
+    parts = list(fixed.values()) + ([f"TP {sc.tp} (tok/s per GPU)" if what == "batch" else f"TP {sc.tp}"]
+                                    if sc.tp > 1 else [])
+    sweeps = {"ctx": "against context", "depth": "against draft depth d", "window": "against the draft window W",
+              "batch": "against batch B (throughput-latency frontier)"}
+    return f"TPOT (ms) {sweeps[what]}: {sc.spec.key} on {sc.hw.key}, " + ", ".join(parts)
 
 
 @handles_errors
@@ -121,22 +250,28 @@ def simulate(
     from wmtp.simulate import parse_phases, read_trace, step_time_fn
     from wmtp.simulate import simulate as run
 
+    from wmtp.simulate import MAX_TOKENS
+
     if method not in ("native", "window"):
         raise WmtpError("--method is native or window")
-    policy = "adaptive" if depth == "adaptive" else int(depth) if depth.isdigit() else None
-    if policy is None:
-        raise WmtpError(f"--depth takes an integer or 'adaptive', got {depth!r}")
+    text = depth.strip().lower()
+    policy = "adaptive" if text == "adaptive" else int(text) if text.isdigit() and len(text) < 4 else None
+    if policy is None or (policy != "adaptive" and not 2 <= policy <= MAX_DEPTH):
+        raise WmtpError(f"--depth takes an integer d in 2..{MAX_DEPTH} or 'adaptive', got {depth!r}")
+    if not 1 <= tokens <= MAX_TOKENS:
+        raise WmtpError(f"--tokens must lie in 1..{MAX_TOKENS:,}, got {tokens}")
     opts = dict(model=model, config=config, hw=hw, ctx=ctx, window=window, sink=sink, batch=1, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, profile=profile, speed_of_light=speed_of_light, tp=tp, framework=framework)
+    ph = parse_phases(phases) if phases else None
+    tr = read_trace(trace) if trace is not None else None
     sc, warnings = scenario(opts, DEFAULT_DEPTH)
-    if phases:
-        ph = parse_phases(phases)
-    else:
+    if ph is None:
         prof = getattr(choose_acceptance(sc.spec.key, DEFAULT_DEPTH, None), method)
         ph = [(tokens, list(prof.alphas_at(16)))]
-    tr = read_trace(trace) if trace is not None else None
     res = run(step_time_fn(sc, method), ph, tokens, policy, seed, tr)
     out = asdict(res)
+    if res.tpot_ci95[0] != res.tpot_ci95[0]:  # NaN is not JSON
+        out["tpot_ci95"] = None
     out.update(model=sc.spec.key, hardware=sc.hw.key, method=method, cost_model=sc.cost.name,
                engine_overhead=engine_label(sc.overheads), warnings=warnings,
                source="Monte Carlo over the latency model" + (" and a recorded trace" if tr else ""))
@@ -144,10 +279,11 @@ def simulate(
         typer.echo(json.dumps(out, indent=2))
         return
     lo, hi = res.tpot_ci95
+    ci = f"95 % CI {lo:.3f}-{hi:.3f}" if lo == lo else "too few steps for a 95 % CI (needs 40)"
+    depths = ", ".join(f"d={d}: {n} steps" for d, n in sorted(res.depth_histogram.items()))
     typer.echo(f"{sc.spec.key} {method} on {sc.hw.key}, policy {res.policy}: {res.tokens} tokens in {res.steps} steps, "
-               f"TPOT {res.tpot_ms:.3f} ms (95 % CI {lo:.3f}-{hi:.3f}), mean AL {res.mean_accept_length:.2f}, "
-               f"depths used {res.depth_histogram} [simulated; step costs: {sc.cost.name}; engine overhead: "
-               f"{engine_label(sc.overheads)}]")
+               f"TPOT {res.tpot_ms:.3f} ms ({ci}), mean AL {res.mean_accept_length:.2f}; depths used: {depths}")
+    typer.echo(f"source: simulated; step costs: {sc.cost.name}; engine overhead: {engine_label(sc.overheads)}")
     for w in warnings:
         typer.echo(f"warning: {w}", err=True)
 

@@ -12,6 +12,9 @@ from wmtp.cli.common import CtxOpt, HwOpt, comma_list, fail, handles_errors
 from wmtp.errors import WmtpError
 
 measure_app = typer.Typer(no_args_is_help=True, help="Run and time the project's kernels on this GPU.")
+BackendOpt = Annotated[str, typer.Option(
+    "--backend", help="Attention kernels to measure: wmtp (the project's own), flashinfer (as SGLang plans it; "
+                      "pip install flashinfer-python).")]
 
 
 @handles_errors
@@ -24,11 +27,14 @@ def measure_kernels(
     components: Annotated[bool, typer.Option(help="Also time non-attention components.")] = True,
     sdpa: Annotated[bool, typer.Option(help="Also time torch SDPA on contiguous K/V.")] = True,
     resume: Annotated[bool, typer.Option(help="Append to an existing kernels.csv.")] = False,
+    backend: BackendOpt = "wmtp",
 ) -> None:
     """Time the KV-index build, paged decode / verify / extend attention and components (GPU only)."""
+    from wmtp.measure.backends import check_name
     from wmtp.models import get_model
     from wmtp.units import parse_int_list
 
+    check_name(backend, attention=True)
     specs = [get_model(k) for k in comma_list(model)]
     ctxs = parse_int_list(ctx, what="--ctx")
     batches = parse_int_list(batch, what="--batch")
@@ -36,7 +42,7 @@ def measure_kernels(
 
     try:
         path = run_kernels(specs, ctxs, batches, out, variants=variants, components=components, sdpa=sdpa,
-                           resume=resume)
+                           resume=resume, backend=backend)
     except KeyboardInterrupt:
         fail(f"interrupted: the samples taken so far are in {out / 'kernels.csv'}")
     typer.echo(f"wrote {path} and {path.parent / 'summary.md'}")
@@ -58,6 +64,7 @@ def calibrate(
     ctx: CtxOpt = "1M",
     method: Annotated[str, typer.Option(help="With --from-logs: native, window or dense.")] = "native",
     min_gamma: Annotated[Optional[int], typer.Option(help="With --from-logs: fit only gamma >= this.")] = None,
+    backend: BackendOpt = "wmtp",
 ) -> None:
     """Sweep the latency components on this GPU and fit a profile (or refit one with --from-raw, or fit a
     framework profile from serving logs with --from-logs)."""
@@ -92,8 +99,9 @@ def calibrate(
             path = refit_raw(from_raw, out / "profile.json", [s.key for s in specs], hw)
         else:
             from wmtp.calibrate.sweep_run import run_calibrate
+            from wmtp.measure.backends import check_name
 
-            path = run_calibrate(specs, out, quick=quick, resume=resume)
+            path = run_calibrate(specs, out, quick=quick, resume=resume, backend=check_name(backend, attention=True))
     except KeyboardInterrupt:
         fail(f"interrupted: the samples taken so far are in {out / 'raw.csv'}; `wmtp calibrate --resume` continues")
     typer.echo(f"wrote {path} and {path.with_suffix('.md')}")
@@ -113,6 +121,8 @@ def validate(
     ctx: Annotated[str, typer.Option("--ctx", help="Comma-separated contexts.")] = "64K,256K,1M",
     depths: Annotated[str, typer.Option("--depths", help="Comma-separated d values.")] = "3,5,7",
     out: Annotated[Path, typer.Option("--out", help="Output folder: validation.csv, validation.md.")] = Path("calibration"),
+    backend: Annotated[Optional[str], typer.Option(
+        "--backend", help="Attention kernels of the composed steps (default: the profile's own backend).")] = None,
 ) -> None:
     """Time whole composed speculative iterations on this GPU and compare them with the profile (GPU only)."""
     from wmtp.models import get_model
@@ -129,7 +139,7 @@ def validate(
     ds = parse_int_list(depths, what="--depths")
     from wmtp.calibrate.validate import run_validate
 
-    path, md = run_validate(profile, specs, out, tuple(ctxs), tuple(ds))
+    path, md = run_validate(profile, specs, out, tuple(ctxs), tuple(ds), backend=backend)
     typer.echo(f"wrote {path} and {md}")
 
 

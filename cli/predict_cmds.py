@@ -41,23 +41,53 @@ def predict(
     from wmtp.predict import predict as run_predict
     from wmtp.units import parse_tokens
 
-    spec = resolve_model(model, config, weight_dtype, kv_dtype)
     if batch < 1:
         raise WmtpError(f"--batch must be >= 1, got {batch}")
     if sink < 0:
         raise WmtpError(f"--sink must be >= 0, got {sink}")
+    if tp < 1:
+        raise WmtpError(f"--tp must be >= 1, got {tp}")
+    if tree_width < 1:
+        raise WmtpError(f"--tree-width must be >= 1, got {tree_width}")
+    d = parse_depth(depth)
+    if d != "auto" and not 2 <= d <= MAX_DEPTH:
+        raise WmtpError(f"--depth must lie in 2..{MAX_DEPTH} or be 'auto', got {d}")
+    ctx_tokens, window_tokens = parse_tokens(ctx), parse_tokens(window)
+    spec = resolve_model(model, config, weight_dtype, kv_dtype)
     gpu = get_hardware(hw)
     result = run_predict(
-        spec, gpu, parse_tokens(ctx), parse_depth(depth), parse_tokens(window), sink, batch,
+        spec, gpu, ctx_tokens, d, window_tokens, sink, batch,
         parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light), tp=tp,
         tree_width=tree_width, frameworks=framework, task=task,
     )
+    odd = odd_input_warnings(ctx_tokens, window_tokens, sink, tree_width, d)
+    result.warnings.extend(w for w in odd if w not in result.warnings)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
+        for w in odd:
+            typer.echo(f"warning: {w}", err=True)
         return
     from wmtp.cli.render import render_prediction
 
     render_prediction(result)
+
+
+MAX_DEPTH = 64
+ODD_TREE_WIDTH = 64  # wider speculation trees than any engine runs
+
+
+def odd_input_warnings(ctx: int, window: int, sink: int, tree_width: int, depth) -> list[str]:
+    """Legal but odd inputs, said out loud (exit 0)."""
+    out = []
+    if sink > ctx:
+        out.append(f"--sink {sink} is larger than the context ({ctx} tokens): the window reads the whole context")
+    elif window + sink >= ctx:
+        out.append(f"the window ({window} + sink {sink}) covers the whole context ({ctx} tokens): windowing reads "
+                   "the same keys as the native draft")
+    if tree_width > ODD_TREE_WIDTH:
+        out.append(f"--tree-width {tree_width} is far wider than any serving engine's speculation tree "
+                   f"(<= {ODD_TREE_WIDTH}); its verify batch is priced as if it were run")
+    return out
 
 
 @handles_errors
@@ -91,6 +121,12 @@ def engines(
 
     if fit is not None:
         from wmtp.calibrate.engine_fit import fit_file
+        from wmtp.fileio import check_output_path, read_text
+
+        read_text(fit, "engine points CSV", WmtpError)  # binary or unreadable: one error line
+        if out is not None:
+            check_output_path(out, "engine preset")
+            check_output_path(out.with_suffix(".md"), "engine preset summary")
 
         preset = fit_file(fit, hw, out, None, profile)
         rows = [preset]

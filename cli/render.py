@@ -5,12 +5,34 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from wmtp.units import format_bytes, format_tokens
 
-console = Console()
+
+class _ConsoleProxy:
+    """A fresh rich Console per use: it reads the terminal width (or $COLUMNS) when a command runs,
+    not when this module was imported."""
+
+    def __getattr__(self, name):
+        return getattr(Console(), name)
+
+
+console = _ConsoleProxy()
+
+
+def compact_table(title: str | None = None) -> Table:
+    """A table that spends its width on numbers: a rule under the header, no vertical borders."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                 padding=(0, 1), collapse_padding=True)
+
+
+def add_columns(t: Table, *cols: tuple[str, bool]) -> None:
+    """(header, numeric) pairs: numbers never wrap or get cut; text wraps (folding, never '…')."""
+    for header, numeric in cols:
+        t.add_column(header, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
 
 _TAGS = (
     ("engine preset", "engine"),
@@ -81,16 +103,20 @@ def render_prediction(p) -> None:
 
     m = p.memory
     mt = Table(title=f"Memory on {hw.key}" + (f", per GPU of {p.tp}" if p.tp > 1 else "")
-               + " (analytical, mem_fraction 0.85)", title_justify="left")
+               + (f" (engine accounting: {m.engine_source})" if m.engine else " (analytical, mem_fraction 0.85)"),
+               title_justify="left")
     mt.add_column("")
     for n in names:
         mt.add_column(n, justify="right")
     mt.add_row("weights", *[format_bytes(m.weights_bytes[n]) for n in names])
     mt.add_row("target KV / request", *[format_bytes(m.per_request[n].target_kv_bytes) for n in names])
     mt.add_row("draft KV / request", "-", format_bytes(m.per_request["native"].draft_kv_bytes),
-               f"{format_bytes(m.per_request['window'].draft_kv_bytes)} (ring {m.ring_slots} slots)")
+               f"{format_bytes(m.per_request['window'].draft_kv_bytes)} "
+               + (f"(ring {m.ring_slots} slots)" if m.ring_slots else "(no ring: the window covers the context)"))
     mt.add_row("recurrent state / request", *[format_bytes(m.per_request[n].state_bytes) for n in names])
     mt.add_row("max concurrent requests", *[str(m.max_batch[n]) for n in names])
+    if m.engine:
+        mt.add_row("fits (engine accounting)", *["yes" if m.engine[n].fits else "no" for n in names])
     console.print(mt)
     console.print(
         f"draft pool share {m.draft_pool_share * 100:.1f} % of KV [dim]model[/dim] | reclaimable "
@@ -134,15 +160,16 @@ def render_models(as_json: bool) -> None:
             rows.append(d)
         console.print_json(json.dumps(rows))
         return
-    t = Table(title="Models")
-    for c in ("key", "name", "layers", "F", "linear", "q/kv heads", "head dim", "MoE E/k/size", "params",
-              "KV B/tok/layer", "weights"):
-        t.add_column(c)
+    t = compact_table("Models (--model KEY, a model folder or a Hugging Face repo id)")
+    add_columns(t, ("key", False), ("name", False), ("layers: full\n+ linear", False), ("heads\nq/kv x dim", True),
+                ("FFN: experts\nx size/top-k", True), ("params", True), ("KV B/tok\n/layer", True), ("weights", False))
+    t.columns[0].no_wrap = True  # the key a user types is never wrapped or cut
+    t.columns[0].style = "bold"
     for s in MODELS.values():
-        moe = f"{s.n_experts}/{s.top_k}/{s.expert_ffn}" if s.n_experts else f"dense {s.dense_ffn}"
-        lin = f"{s.n_linear} {s.linear_kind}" if s.n_linear else "-"
-        t.add_row(s.key, s.name, str(s.n_layers), str(s.n_full_attn), lin, f"{s.q_heads}/{s.kv_heads}",
-                  f"{s.head_dim}{' (MLA)' if s.attn_kind == 'mla' else ''}", moe, f"{s.total_params / 1e9:.1f}B",
+        moe = f"{s.n_experts}x{s.expert_ffn}/{s.top_k}" if s.n_experts and s.n_moe else f"dense {s.dense_ffn}"
+        layers = f"{s.n_layers}: {s.n_full_attn}" + (" MLA" if s.attn_kind == "mla" else "") + (
+            f" + {s.n_linear} {s.linear_kind}" if s.n_linear else "")
+        t.add_row(s.key, s.name, layers, f"{s.q_heads}/{s.kv_heads}x{s.head_dim}", moe, f"{s.total_params / 1e9:.1f}B",
                   f"{s.kv_bytes_per_token_layer:.0f}", s.weight_dtype)
     console.print(t)
 
@@ -153,11 +180,19 @@ def render_hardware(as_json: bool) -> None:
     if as_json:
         console.print_json(json.dumps([asdict(h) for h in HARDWARE.values()]))
         return
-    t = Table(title="Hardware (datasheet peaks; achievable fractions until measured)")
-    for c in ("key", "name", "HBM", "TB/s", "bf16 TFLOP/s", "fp8", "fp4", "L2", "SMs", "bw_eff", "flop_eff", "source"):
-        t.add_column(c)
+    t = compact_table("Hardware (--hw KEY): datasheet peaks per GPU")
+    add_columns(t, ("key", False), ("name", False), ("HBM", True), ("TB/s", True), ("TFLOP/s\nbf16/fp8/fp4", True),
+                ("L2", True), ("SMs", True), ("link\nGB/s", True), ("eff %\nbw/flop", True))
+    t.columns[0].no_wrap = True
+    t.columns[0].style = "bold"
     for h in HARDWARE.values():
-        t.add_row(h.key, h.name, format_bytes(h.hbm_bytes), f"{h.hbm_bw_tbps:g}", f"{h.bf16_tflops:g}",
-                  f"{h.fp8_tflops:g}", f"{h.fp4_tflops:g}", format_bytes(h.l2_bytes), str(h.sm_count),
-                  f"{h.bw_eff:g}", f"{h.flop_eff:g}", h.source)
-    console.print(t)
+        fp4 = f"{h.fp4_tflops:g}" if h.fp4_tflops else "-"
+        t.add_row(h.key, h.name, format_bytes(h.hbm_bytes, 0), f"{h.hbm_bw_tbps:g}",
+                  f"{h.bf16_tflops:g}/{h.fp8_tflops:g}/{fp4}", format_bytes(h.l2_bytes, 0), str(h.sm_count),
+                  f"{h.link_bw_gbps:g}", f"{100 * h.bw_eff:.0f}/{100 * h.flop_eff:.0f}")
+    con = Console()
+    con.print(t)
+    con.print("[dim]fp4 '-': no native fp4 (nvfp4 weights run at the bf16 rate). eff: achievable % of peak "
+              "bandwidth / flops, used until a profile is measured. Sources:[/dim]")
+    for h in HARDWARE.values():
+        con.print(f"  [bold]{h.key}[/bold]: {h.source}", highlight=False)

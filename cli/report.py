@@ -39,10 +39,17 @@ def report(
     from wmtp.predict import predict as run_predict
     from wmtp.units import parse_tokens
 
-    spec = resolve_model(model, config, weight_dtype, kv_dtype)
+    from wmtp.fileio import check_output_path
+
+    check_output_path(out, "report")  # a folder, a device, an unwritable place: say so before any work
     d = parse_depth(depth)
     if d == "auto":
         raise WmtpError("wmtp report takes a fixed --depth (the depth curve shows every d)")
+    if not 2 <= d <= 64:
+        raise WmtpError(f"--depth must lie in 2..64, got {d}")
+    if batch < 1 or sink < 0:
+        raise WmtpError("--batch must be >= 1 and --sink >= 0")
+    spec = resolve_model(model, config, weight_dtype, kv_dtype)
     gpu = get_hardware(hw)
     cost = cost_model_for(gpu, profile, speed_of_light)
     acc_len = parse_accept(accept_length)

@@ -37,7 +37,8 @@ def _copies(bytes_per_copy: float, l2_bytes: float, cap: int = 64) -> int:
     return int(max(2, min(cap, math.ceil(3 * l2_bytes / max(bytes_per_copy, 1)))))
 
 
-def _rand(*shape, scale=None):
+def rand_weight(*shape, scale=None):
+    """Random bf16 on the device, scaled by 1/sqrt(fan-in) unless `scale` is given (never zeros)."""
     t = torch.randn(*shape, device=DEVICE, dtype=DT)
     return t * (scale if scale is not None else 1.0 / math.sqrt(shape[-1] if len(shape) > 1 else 1))
 
@@ -61,15 +62,15 @@ def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str, copies: 
     n_up = (2 if s.ffn_act == "swiglu" else 1) * s.expert_ffn
     per_copy = s.expert_params * s.n_experts * 2
     copies = copies or _copies(per_copy, l2, cap=2)
-    x = _rand(tokens, s.hidden, scale=1.0)
+    x = rand_weight(tokens, s.hidden, scale=1.0)
     calls = []
     for _ in range(copies):
-        router = _rand(s.n_experts, s.hidden)
-        w_up = _rand(s.n_experts, width, n_up)
-        w_down = _rand(s.n_experts, s.expert_ffn, width)
-        sh_up = _rand((2 if s.ffn_act == "swiglu" else 1) * s.shared_ffn * s.n_shared, s.hidden) if s.n_shared else None
-        sh_down = _rand(s.hidden, s.shared_ffn * s.n_shared) if s.n_shared else None
-        lat = (_rand(s.moe_latent, s.hidden), _rand(s.hidden, s.moe_latent)) if s.moe_latent else None
+        router = rand_weight(s.n_experts, s.hidden)
+        w_up = rand_weight(s.n_experts, width, n_up)
+        w_down = rand_weight(s.n_experts, s.expert_ffn, width)
+        sh_up = rand_weight((2 if s.ffn_act == "swiglu" else 1) * s.shared_ffn * s.n_shared, s.hidden) if s.n_shared else None
+        sh_down = rand_weight(s.hidden, s.shared_ffn * s.n_shared) if s.n_shared else None
+        lat = (rand_weight(s.moe_latent, s.hidden), rand_weight(s.hidden, s.moe_latent)) if s.moe_latent else None
 
         def call(router=router, w_up=w_up, w_down=w_down, sh_up=sh_up, sh_down=sh_down, lat=lat):
             logits = F.linear(x, router)
@@ -93,10 +94,10 @@ def dense_ffn_component(spec: ModelSpec, tokens: int, l2: float, copies: int | N
     s = spec.with_dtypes(weight_dtype="bf16")
     n_up = (2 if s.ffn_act == "swiglu" else 1) * s.dense_ffn
     copies = copies or _copies(s.dense_ffn_params * 2, l2)
-    x = _rand(tokens, s.hidden, scale=1.0)
+    x = rand_weight(tokens, s.hidden, scale=1.0)
     calls = []
     for _ in range(copies):
-        up, down = _rand(n_up, s.hidden), _rand(s.hidden, s.dense_ffn)
+        up, down = rand_weight(n_up, s.hidden), rand_weight(s.hidden, s.dense_ffn)
         calls.append(lambda up=up, down=down: F.linear(_act(F.linear(x, up), s.ffn_act, s.dense_ffn), down))
     work = _pick(verify_work(s, 1, 1, tokens), "gemm", "ffn")
     return Component("gemm", "verify.ffn", work, calls)
@@ -123,10 +124,10 @@ def gemm_component(spec: ModelSpec, tokens: int, l2: float, which: str, copies: 
         raise ValueError("MLA projections are not measured (no registry model in the sweep uses them)")
     per_copy = sum(o * i for o, i in shapes) * 2
     copies = copies or _copies(per_copy, l2)
-    xs = {i: _rand(tokens, i, scale=1.0) for _, i in shapes}
+    xs = {i: rand_weight(tokens, i, scale=1.0) for _, i in shapes}
     calls = []
     for _ in range(copies):
-        ws = [_rand(o, i) for o, i in shapes]
+        ws = [rand_weight(o, i) for o, i in shapes]
         calls.append(lambda ws=ws: [F.linear(xs[w.shape[1]], w) for w in ws])
     return Component("gemm", work.name, work, calls)
 
@@ -136,8 +137,8 @@ def lm_head_component(spec: ModelSpec, tokens: int, l2: float, copies: int | Non
     """`weight` shares one lm_head between callers (the MTP head reuses the target's)."""
     s = spec.with_dtypes(weight_dtype="bf16")
     copies = copies or 2
-    x = _rand(tokens, s.hidden, scale=1.0)
-    calls = [lambda w=(weight if weight is not None else _rand(s.vocab, s.hidden)): F.linear(x, w) for _ in range(copies)]
+    x = rand_weight(tokens, s.hidden, scale=1.0)
+    calls = [lambda w=(weight if weight is not None else rand_weight(s.vocab, s.hidden)): F.linear(x, w) for _ in range(copies)]
     work = _pick(verify_work(s, 1, 1, tokens), "lm_head")
     return Component("lm_head", "lm_head", work, calls)
 
@@ -151,9 +152,9 @@ def linear_state_component(spec: ModelSpec, batch: int, d: int, l2: float, copie
     else:
         raise ValueError(f"{s.key} has no linear-attention layers")
     copies = copies or _copies(batch * h * dk * dv * 4, l2, cap=256)
-    q = _rand(batch, d, hk, dk, scale=1.0)
-    k = F.normalize(_rand(batch, d, hk, dk, scale=1.0).float(), dim=-1).to(DT)
-    v = _rand(batch, d, h, dv, scale=1.0)
+    q = rand_weight(batch, d, hk, dk, scale=1.0)
+    k = F.normalize(rand_weight(batch, d, hk, dk, scale=1.0).float(), dim=-1).to(DT)
+    v = rand_weight(batch, d, h, dv, scale=1.0)
     g = torch.rand(batch, d, h, device=DEVICE) * 0.5 + 0.5
     beta = torch.rand(batch, d, h, device=DEVICE)
     calls = []

@@ -7,21 +7,29 @@ At a model row's real shapes, every layer with its own random weights and its ow
   draft   the KV-index build (native: all S positions; window: sink + last W), the draft-extend
           pass (ceil(AL) queries over S_eff keys, MTP projections, FFN), then gamma draft forwards
           (1-query attention over S_eff keys, MTP projections, FFN, the shared lm_head).
+The attention kernels and index builds come from one attention backend (`measure/backends`:
+`wmtp` by default, or `flashinfer` as SGLang plans it), planned once per step.
 The iteration is captured in one CUDA graph and replayed (CUDA events; L2 not flushed: one replay
 follows another, as decode steps do). Where the weights do not fit, the layer counts are scaled
 down together (`fit_layers`) and the prediction is made for the same truncated row.
+
+`composed_rows` is the one row loop over (method, ctx, d) that `wmtp validate` and the
+tensor-parallel benchmark share: it prices each step, builds and times it, and yields one row per
+step (a step that cannot be built or timed is a row with its reason).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Callable, Iterable, Iterator
 
 import torch
 
+from wmtp.acceptance import choose_acceptance
 from wmtp.measure import components as comp
-from wmtp.measure.kernels.index_build import build_kv_indices
-from wmtp.measure.kernels.paged_attention import decode_attention, verify_attention
+from wmtp.measure.backends import AttentionBackend, Paged, get_backend
+from wmtp.measure.harness import error_status
 from wmtp.measure.timing import time_calls
 from wmtp.memory import weights_bytes
 from wmtp.specs import ModelSpec
@@ -53,17 +61,18 @@ def fit_layers(spec: ModelSpec, ctx: int, budget_bytes: float) -> tuple[ModelSpe
 class ComposedModel:
     """Weights and KV pools for one (truncated) model at context up to `max_ctx`, batch 1."""
 
-    def __init__(self, spec: ModelSpec, max_ctx: int, l2: float):
+    def __init__(self, spec: ModelSpec, max_ctx: int, l2: float, backend: AttentionBackend | None = None):
         self.spec, self.max_ctx = spec, max_ctx
         s = spec
         self.l2 = l2
+        self.backend = backend or get_backend()
         dev = comp.DEVICE
         shape = (max_ctx, s.kv_heads, s.head_dim)
         self.kv = [(torch.randn(shape, device=dev, dtype=torch.bfloat16),
                     torch.randn(shape, device=dev, dtype=torch.bfloat16)) for _ in range(s.n_full_attn)]
         self.draft_kv = (torch.randn(shape, device=dev, dtype=torch.bfloat16),
                          torch.randn(shape, device=dev, dtype=torch.bfloat16))
-        self.lm_w = comp._rand(s.vocab, s.hidden)
+        self.lm_w = comp.rand_weight(s.vocab, s.hidden)
         self.r2t = torch.randperm(max_ctx, device=dev).to(torch.int32).view(1, max_ctx)
 
     def step(self, method: str, ctx: int, d: int, window: int, sink: int, extend_q: int,
@@ -86,13 +95,12 @@ class ComposedModel:
         r2t = self.r2t[:, :ctx].contiguous() if ctx < self.max_ctx else self.r2t
         if ctx < self.max_ctx:  # slots of a shorter request: a random subset of the pool
             r2t = torch.randperm(self.max_ctx, device=dev)[:ctx].to(torch.int32).view(1, ctx)
-        nat_ptr = torch.tensor([0, ctx], device=dev, dtype=torch.int32)
-        nat_ind = r2t.view(-1)
+        nat = Paged(r2t, seq, torch.tensor([0, ctx], device=dev, dtype=torch.int32), r2t.view(-1), ctx, 1, ctx)
+        attn = self.backend
         calls = []
         tokens = d
         qv = torch.randn(tokens, s.q_heads, s.head_dim, device=dev, dtype=torch.bfloat16)
         ov = torch.empty_like(qv)
-        qo = torch.tensor([0, tokens], device=dev, dtype=torch.int32)
         ffn = (lambda: comp.moe_component(s, tokens, l2, "verify", copies=1)) if s.n_moe else (
             lambda: comp.dense_ffn_component(s, tokens, l2, copies=1))
         n_ffn = s.n_moe + s.n_dense_ffn
@@ -100,7 +108,7 @@ class ComposedModel:
         for i in range(s.n_full_attn):
             calls.append(comp.gemm_component(s, tokens, l2, "attn", copies=1).calls[0])
             k, v = self.kv[i]
-            calls.append(lambda k=k, v=v: verify_attention(qv, k, v, nat_ptr, nat_ind, qo, tokens, ctx, out=ov))
+            calls.append(attn.verify(k, v, nat, qv, ov, tokens))
             add_ar(calls, tokens, s.hidden)
         for _ in range(s.n_linear):
             calls.append(comp.gemm_component(s, tokens, l2, "linear", copies=1).calls[0])
@@ -115,14 +123,15 @@ class ComposedModel:
             return calls
         mode = "native" if method == "native" else "window"
         n = ctx if mode == "native" else min(ctx, window + sink)
-        ptr = torch.tensor([0, n], device=dev, dtype=torch.int32)
-        ind = torch.empty(n, device=dev, dtype=torch.int32)
-        calls.append(lambda: build_kv_indices(r2t, seq, mode, sink, window, d, max_len=ctx, kv_indptr=ptr, out=ind))
+        draft = Paged(r2t, seq, torch.tensor([0, n], device=dev, dtype=torch.int32),
+                      torch.empty(n, device=dev, dtype=torch.int32), ctx, 1, n, mode, window, sink)
+        build = attn.index_build(draft)
+        build()  # the indices the draft's attention plans read
+        calls.append(build)
         dk, dv = self.draft_kv
         qe = torch.randn(extend_q, s.q_heads, s.head_dim, device=dev, dtype=torch.bfloat16)
         oe = torch.empty_like(qe)
-        qoe = torch.tensor([0, extend_q], device=dev, dtype=torch.int32)
-        calls.append(lambda: verify_attention(qe, dk, dv, ptr, ind, qoe, extend_q, n, out=oe))
+        calls.append(attn.extend(dk, dv, draft, qe, oe, extend_q))
         calls.append(comp.gemm_component(s, extend_q, l2, "mtp", copies=1).calls[0])
         mtp_ffn = comp.moe_component(s, extend_q, l2, "fwd", copies=1) if s.mtp_moe else comp.dense_ffn_component(
             s, extend_q, l2, copies=1)
@@ -139,8 +148,9 @@ class ComposedModel:
         for _ in range(3):
             add_ar(fwd_ar, 1, s.hidden)
         add_ar(fwd_ar, 1, s.vocab)
+        decode = attn.decode(dk, dv, draft, q1, o1)
         for _ in range(d - 1):
-            calls.append(lambda: decode_attention(q1, dk, dv, ptr, ind, n, out=o1))
+            calls.append(decode)
             calls += fwd + fwd_ar
         return calls
 
@@ -149,3 +159,51 @@ def time_step(calls: list, reps: int = 20, graph: bool = True) -> list[float]:
     """Per-iteration samples in ms (graph replay of the whole iteration, or eager with `graph=False`)."""
     t = time_calls([lambda: [c() for c in calls]], reps=reps, warmup=3, flush=False, graph=graph)
     return t.samples_ms
+
+
+def step_plan(ctxs: Iterable[int], depths: Iterable[int]) -> Iterator[tuple[str, int, int]]:
+    """(method, ctx, d) of a validation: dense, then native and windowed at every depth, per ctx."""
+    depths = tuple(depths)
+    for ctx in ctxs:
+        yield "dense", ctx, 1
+        for d in depths:
+            for method in ("native", "window"):
+                yield method, ctx, d
+
+
+def extend_queries(model_key: str, d: int) -> int:
+    """Queries of the draft-extend pass: ceil(AL) of the model's acceptance preset at depth d, in 1..d."""
+    if d <= 1:
+        return 1
+    al = choose_acceptance(model_key, max(d, 2), None).native.accept_length(max(d, 2))
+    return max(1, min(d, math.ceil(al)))
+
+
+def composed_rows(model: ComposedModel, model_key: str, plan: Iterable[tuple[str, int, int]],
+                  predict: Callable[[str, int, int, int], object], *, window: int, sink: int, collective=None,
+                  reduce_ms: Callable[[float], float] | None = None, reps: int = 20,
+                  on_step: Callable[[str], None] | None = None) -> Iterator[dict]:
+    """Price, build and time each (method, ctx, d) step of `plan` on `model`; one row per step.
+
+    `predict(method, ctx, d, extend_queries)` returns the priced step (`.step_ms`, `.source`);
+    `reduce_ms` turns this process's median into the reported one (TP: the slowest rank's)."""
+    for method, ctx, d in plan:
+        if on_step:
+            on_step(f"{model_key} {method} S={ctx} d={d}")
+        ext = extend_queries(model_key, d)
+        row = dict(model=model_key, method=method, ctx=ctx, d=d, window=window, sink=sink, extend_queries=ext)
+        try:
+            pred = predict(method, ctx, d, ext)
+            calls = model.step(method, ctx, d, window, sink, ext, collective=collective)
+            samples = sorted(time_step(calls, reps=reps))
+            del calls
+            med = samples[len(samples) // 2]
+            med = reduce_ms(med) if reduce_ms else med
+            row.update(predicted_ms=pred.step_ms, measured_ms=med, measured_p10_ms=samples[len(samples) // 10],
+                       measured_p90_ms=samples[(9 * len(samples)) // 10], rel_err=pred.step_ms / med - 1,
+                       reps=len(samples), predicted_source=pred.source, status="ok")
+        except Exception as e:  # a step that cannot be built or timed is a row with its reason
+            row.update(status=error_status(e))
+        yield row
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

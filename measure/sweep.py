@@ -8,6 +8,10 @@ attention with d in 2..9; batches B in {1, 2, 4, 8}; the non-attention component
 counts a draft forward (B) and a verify (B*d) touch. The draft loop is also timed in place, as
 gamma = 1..8 consecutive draft forwards of one request batch (attention + MTP head), so L2 reuse at
 short context is in the data. `quick` keeps the corners of the grid.
+
+The attention rows and the draft loop run through one attention backend (`measure/backends`:
+`wmtp` by default); every attention row's `impl` names it, so a profile fitted on the rows is
+that backend's. The non-attention components are the same torch calls for every backend.
 """
 
 from __future__ import annotations
@@ -17,14 +21,16 @@ from typing import Callable, Iterator
 
 import torch
 
-from wmtp.latency import Work, _attention_flops, draft_ctx_work, draft_fwd_work, verify_work
+from wmtp.defaults import guess_ms
+from wmtp.latency import draft_fwd_work
 from wmtp.measure import components as comp
-from wmtp.measure.bench import RowWriter, _l2_bytes, _free_bytes, _timed
-from wmtp.measure.kernels.index_build import build_kv_indices
-from wmtp.measure.kernels.paged_attention import decode_attention, verify_attention
+from wmtp.measure.attention import decode_case, model_fields, run_case, sweep_cases, verify_case
+from wmtp.measure.backends import AttentionBackend, get_backend
+from wmtp.measure.harness import KVPool, Pools, RowWriter, error_status, free_bytes, l2_bytes, timed
 from wmtp.specs import ModelSpec
 
 K = 1024
+Step = tuple[str, Callable[[RowWriter], None]]
 
 
 @dataclass
@@ -36,122 +42,47 @@ class SweepConfig:
     gammas: tuple = (1, 2, 4, 8)
     sink: int = 64
     extra_ctx: int = 2 * K * K  # measured at B=1 where memory allows
+    # Draft extends (accepted tokens + 1 query rows) timed on their own where the backend runs them with
+    # another kernel than the verify (FlashInfer: causal prefill without the verify's custom mask).
+    extend_depths: tuple = (2, 4, 6, 8)
 
     @classmethod
     def quick(cls) -> "SweepConfig":
         return cls(ctxs=(16 * K, 256 * K, K * K), batches=(1, 4), depths=(2, 5, 9), windows=(4 * K - 64,),
-                   gammas=(1, 4), extra_ctx=0)
+                   gammas=(1, 4), extra_ctx=0, extend_depths=(2, 5))
 
 
-def _row(spec: ModelSpec, work: Work, **shape) -> dict:
-    return dict(kernel=work.kind, impl="wmtp", model=spec.key, q_heads=spec.q_heads, kv_heads=spec.kv_heads,
-                head_dim=spec.head_dim, dtype="bf16", bytes=work.bytes, flops=work.flops,
+def _component_row(spec: ModelSpec, work, **shape) -> dict:
+    return dict(kernel=work.kind, impl="wmtp", **model_fields(spec), bytes=work.bytes, flops=work.flops,
                 config=work.name, **shape)
 
 
-class Pool:
-    """One KV pool per head shape, sized for the largest B * S of the sweep; index sets are carved
-    from random permutations of its slots."""
-
-    def __init__(self, spec: ModelSpec, slots: int):
-        self.spec = spec
-        self.slots = slots
-        shape = (slots, spec.kv_heads, spec.head_dim)
-        self.k = torch.randn(shape, device=comp.DEVICE, dtype=torch.bfloat16)
-        self.v = torch.randn(shape, device=comp.DEVICE, dtype=torch.bfloat16)
-
-    def indices(self, ctx: int, batch: int, mode: str, window: int, sink: int):
-        perm = torch.randperm(self.slots, device=comp.DEVICE)[: ctx * batch].to(torch.int32).view(batch, ctx)
-        seq = torch.full((batch,), ctx, device=comp.DEVICE, dtype=torch.int32)
-        n = ctx if mode == "native" else min(ctx, window + sink)
-        ptr = torch.arange(batch + 1, device=comp.DEVICE, dtype=torch.int32) * n
-        out = torch.empty(batch * n, device=comp.DEVICE, dtype=torch.int32)
-        build_kv_indices(perm, seq, mode, sink, window, 1, max_len=ctx, kv_indptr=ptr, out=out)
-        return perm, seq, ptr, out, n
+def _empty_cache() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
-def attention_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Callable[[RowWriter], None]]]:
-    max_tokens = max(cfg.ctxs) * max(cfg.batches)
-    state: dict = {}
-
-    def pool() -> Pool:
-        """The largest pool this GPU holds, up to the sweep's largest B * S (a smaller GPU measures
-        what fits; the shapes beyond it become `skipped` rows)."""
-        if "pool" not in state:
-            per_token = spec.kv_bytes_per_token_layer
-            fits = int((0.9 * _free_bytes() - 2 * 2**30) // per_token)
-            state["pool"] = Pool(spec, max(0, min(max_tokens, fits)))
-        return state["pool"]
-
-    def fits(writer, kind, ctx, batch, d=1) -> bool:
-        p = pool()
-        if ctx * batch <= p.slots:
-            return True
-        writer.write(dict(kernel=kind, impl="wmtp", model=spec.key, ctx=ctx, batch=batch, d=d, dtype="bf16"), None, "",
-                     status=f"skipped: needs {ctx * batch * spec.kv_bytes_per_token_layer / 2**30:.1f} GiB of KV; "
-                            f"this GPU holds {p.slots * spec.kv_bytes_per_token_layer / 2**30:.1f} GiB for the sweep")
-        return False
-
-    def decode(writer, ctx, batch, mode, window):
-        if not fits(writer, "decode_attn", ctx, batch):
-            return
-        p = pool()
-        _, _, ptr, ind, n = p.indices(ctx, batch, mode, window, cfg.sink)
-        q = torch.randn(batch, spec.q_heads, spec.head_dim, device=comp.DEVICE, dtype=torch.bfloat16)
-        o = torch.empty_like(q)
-        w = [x for x in draft_fwd_work(spec, n, batch) if x.kind == "decode_attn"][0]
-        _timed(writer, _row(spec, w, ctx=ctx, batch=batch, d=1, window=window if mode == "window" else "",
-                            sink=cfg.sink),
-               [lambda: decode_attention(q, p.k, p.v, ptr, ind, n, out=o)], w.bytes / 3e9)
-
-    def verify(writer, ctx, batch, d):
-        if not fits(writer, "verify_attn", ctx, batch, d):
-            return
-        p = pool()
-        _, _, ptr, ind, n = p.indices(ctx, batch, "native", 0, 0)
-        q = torch.randn(batch * d, spec.q_heads, spec.head_dim, device=comp.DEVICE, dtype=torch.bfloat16)
-        o = torch.empty_like(q)
-        qo = torch.arange(batch + 1, device=comp.DEVICE, dtype=torch.int32) * d
-        w = [x for x in verify_work(spec, ctx - d, d, batch) if x.kind == "verify_attn"][0]
-        _timed(writer, _row(spec, w, ctx=ctx, batch=batch, d=d),
-               [lambda: verify_attention(q, p.k, p.v, ptr, ind, qo, d, n, out=o)], w.bytes / 3e9)
-
-    def index(writer, ctx, batch, mode, window):
-        if not fits(writer, "index_build", ctx, batch):
-            return
-        p = pool()
-        r2t, seq, ptr, out, n = p.indices(ctx, batch, mode, window, cfg.sink)
-        w = [x for x in draft_ctx_work(spec, n, batch, 1.0) if x.kind == "index_build"][0]
-        _timed(writer, _row(spec, w, ctx=ctx, batch=batch, d=1, window=window if mode != "native" else "",
-                            sink=cfg.sink),
-               [lambda: build_kv_indices(r2t, seq, mode, cfg.sink, window, 1, max_len=ctx, kv_indptr=ptr, out=out)],
-               w.bytes / 3e9)
-
-    for ctx in cfg.ctxs:
-        for b in cfg.batches:
-            yield f"{spec.key} decode S={ctx} B={b}", lambda w, ctx=ctx, b=b: decode(w, ctx, b, "native", 0)
-            yield f"{spec.key} index S={ctx} B={b}", lambda w, ctx=ctx, b=b: index(w, ctx, b, "native", 0)
-        for d in cfg.depths:
-            yield f"{spec.key} verify S={ctx} d={d}", lambda w, ctx=ctx, d=d: verify(w, ctx, 1, d)
-        for b in cfg.batches[1:]:
-            yield f"{spec.key} verify S={ctx} B={b}", lambda w, ctx=ctx, b=b: verify(w, ctx, b, 7)
-    big = max(cfg.ctxs)
-    for win in cfg.windows:
-        for b in cfg.batches:
-            yield f"{spec.key} window W={win} B={b}", lambda w, win=win, b=b: decode(w, big, b, "window", win)
-            yield f"{spec.key} window-index W={win} B={b}", lambda w, win=win, b=b: index(w, big, b, "window", win)
-    yield f"{spec.key} free pool", lambda w: (state.clear(), torch.cuda.empty_cache())
+def attention_steps(spec: ModelSpec, cfg: SweepConfig, backend: AttentionBackend | None = None) -> Iterator[Step]:
+    """Decode, verify and index-build rows over one KV pool for the model (the largest this GPU holds,
+    up to the sweep's largest B * S), then decode and verify at `extra_ctx` where memory allows."""
+    backend = backend or get_backend()
+    pools = Pools(spec, max(cfg.ctxs) * max(cfg.batches))
+    extends = cfg.extend_depths if backend.separate_extend else ()
+    for label, case in sweep_cases(spec, cfg.ctxs, cfg.batches, cfg.depths, cfg.windows, cfg.sink, extends):
+        yield label, lambda w, case=case: run_case(w, pools, backend, case)
+    yield f"{spec.key} free pool", lambda w: pools.release()
     if cfg.extra_ctx:
-        def extra(writer):
-            need = cfg.extra_ctx * spec.kv_bytes_per_token_layer + 2 * 2**30
-            if need > 0.9 * _free_bytes():
-                return
-            state["pool"] = Pool(spec, cfg.extra_ctx)
-            decode(writer, cfg.extra_ctx, 1, "native", 0)
-            verify(writer, cfg.extra_ctx, 1, 7)
-            state.clear()
-            torch.cuda.empty_cache()
-        yield f"{spec.key} decode/verify S={cfg.extra_ctx}", extra
+        yield f"{spec.key} decode/verify S={cfg.extra_ctx}", lambda w: _extra_ctx(w, spec, cfg, backend)
+
+
+def _extra_ctx(writer: RowWriter, spec: ModelSpec, cfg: SweepConfig, backend: AttentionBackend) -> None:
+    need = cfg.extra_ctx * spec.kv_bytes_per_token_layer + 2 * 2**30
+    if need > 0.9 * free_bytes():
+        return
+    pools = Pools(spec, cfg.extra_ctx)
+    run_case(writer, pools, backend, decode_case(spec, cfg.extra_ctx, 1, "native", 0, cfg.sink))
+    run_case(writer, pools, backend, verify_case(spec, cfg.extra_ctx, 1, 7))
+    pools.release()
 
 
 def component_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Callable[[RowWriter], None]]]:
@@ -164,15 +95,16 @@ def component_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Ca
             c = build()
         except Exception as e:  # a component that cannot be built here is a row with its reason
             writer.write(dict(kernel="component", impl="wmtp", model=spec.key, dtype="bf16"), None, "",
-                         status=f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                         status=error_status(e))
             return
         tokens = c.work.shape.get("tokens", "")
-        _timed(writer, _row(spec, c.work, ctx="", batch=c.work.shape.get("batch", ""), d=c.work.shape.get("d", ""),
-                            window="", sink="") | {"config": f"{c.name};tokens={tokens}"}, c.calls, c.work.bytes / 3e9)
+        row = _component_row(spec, c.work, ctx="", batch=c.work.shape.get("batch", ""), d=c.work.shape.get("d", ""),
+                             window="", sink="") | {"config": f"{c.name};tokens={tokens}"}
+        timed(writer, row, c.calls, guess_ms(c.work.bytes))
         del c
-        torch.cuda.empty_cache()
+        _empty_cache()
 
-    l2 = _l2_bytes()
+    l2 = l2_bytes()
     for t in draft_tokens:
         yield f"{spec.key} mtp T={t}", lambda w, t=t: run(w, lambda: comp.gemm_component(spec, t, l2, "mtp"))
         if spec.mtp_moe:
@@ -195,54 +127,62 @@ def component_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Ca
                        lambda w, b=b, d=d: run(w, lambda: comp.linear_state_component(spec, b, d, l2)))
 
 
-def draft_loop_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Callable[[RowWriter], None]]]:
+def draft_loop_steps(spec: ModelSpec, cfg: SweepConfig, backend: AttentionBackend | None = None) -> Iterator[Step]:
     """gamma consecutive draft forwards (attention + MTP projections + FFN + lm_head) in one graph:
     each row's time is per forward (graph time / gamma), kernel 'draft_loop'."""
-    l2 = _l2_bytes()
-
-    def loop(writer, ctx, batch, mode, window):
-        need = ctx * batch * spec.kv_bytes_per_token_layer + 4 * 2**30
-        if need > 0.9 * _free_bytes():
-            writer.write(dict(kernel="draft_loop", model=spec.key, ctx=ctx, batch=batch), None, "",
-                         status=f"skipped: needs {need / 2**30:.1f} GiB")
-            return
-        pool = Pool(spec, ctx * batch)
-        _, _, ptr, ind, n = pool.indices(ctx, batch, mode, window, cfg.sink)
-        q = torch.randn(batch, spec.q_heads, spec.head_dim, device=comp.DEVICE, dtype=torch.bfloat16)
-        o = torch.empty_like(q)
-        parts = [comp.gemm_component(spec, batch, l2, "mtp"), comp.lm_head_component(spec, batch, l2)]
-        if spec.mtp_moe:
-            parts.append(comp.moe_component(spec, batch, l2, "fwd"))
-        head = [p.calls[0] for p in parts]
-
-        def forward():
-            decode_attention(q, pool.k, pool.v, ptr, ind, n, out=o)
-            for h in head:
-                h()
-
-        for gamma in cfg.gammas:
-            items = draft_fwd_work(spec, n, batch)
-            total = sum(w.bytes for w in items)
-            _timed(writer, dict(kernel="draft_loop", impl="wmtp", model=spec.key, ctx=ctx, batch=batch, d=gamma + 1,
-                                window=window if mode == "window" else "", sink=cfg.sink, q_heads=spec.q_heads,
-                                kv_heads=spec.kv_heads, head_dim=spec.head_dim, dtype="bf16", bytes=total,
-                                flops=sum(w.flops for w in items), config=f"gamma={gamma};{mode}"),
-                   [forward] * gamma, total / 3e9, flush=True)
-        del pool, parts, head
-        torch.cuda.empty_cache()
-
+    backend = backend or get_backend()
     for ctx in cfg.ctxs:
         for b in (1, max(cfg.batches)):
-            yield f"{spec.key} draft loop S={ctx} B={b}", lambda w, ctx=ctx, b=b: loop(w, ctx, b, "native", 0)
+            yield (f"{spec.key} draft loop S={ctx} B={b}",
+                   lambda w, ctx=ctx, b=b: _draft_loop(w, spec, cfg, backend, ctx, b, "native", 0))
     win = cfg.windows[len(cfg.windows) // 2]
-    yield f"{spec.key} draft loop window", lambda w: loop(w, max(cfg.ctxs), 1, "window", win)
+    yield f"{spec.key} draft loop window", lambda w: _draft_loop(w, spec, cfg, backend, max(cfg.ctxs), 1, "window", win)
 
 
-def sweep_plan(specs: list[ModelSpec], cfg: SweepConfig) -> list[tuple[str, Callable[[RowWriter], None]]]:
-    steps = []
+def _draft_loop(writer: RowWriter, spec: ModelSpec, cfg: SweepConfig, backend: AttentionBackend, ctx: int,
+                batch: int, mode: str, window: int) -> None:
+    base = dict(kernel="draft_loop", impl=backend.name, model=spec.key, ctx=ctx, batch=batch)
+    need = ctx * batch * spec.kv_bytes_per_token_layer + 4 * 2**30
+    if need > 0.9 * free_bytes():
+        writer.write(base, None, "", status=f"skipped: needs {need / 2**30:.1f} GiB")
+        return
+    l2 = l2_bytes()
+    pool = KVPool(spec, ctx * batch)
+    paged = pool.index_set(ctx, batch, mode, window, cfg.sink)
+    q = torch.randn(batch, spec.q_heads, spec.head_dim, device=comp.DEVICE, dtype=torch.bfloat16)
+    o = torch.empty_like(q)
+    parts = [comp.gemm_component(spec, batch, l2, "mtp"), comp.lm_head_component(spec, batch, l2)]
+    if spec.mtp_moe:
+        parts.append(comp.moe_component(spec, batch, l2, "fwd"))
+    head = [p.calls[0] for p in parts]
+    items = draft_fwd_work(spec, paged.n, batch)
+    total = sum(w.bytes for w in items)
+    row = {**base, **model_fields(spec), "d": "", "window": window if mode == "window" else "", "sink": cfg.sink,
+           "bytes": total, "flops": sum(w.flops for w in items)}
+    try:
+        attend = backend.decode(pool.k, pool.v, paged, q, o)
+    except Exception as e:  # a backend that cannot plan this shape: rows with the reason
+        for gamma in cfg.gammas:
+            writer.write({**row, "d": gamma + 1, "config": f"gamma={gamma};{mode}"}, None, "", status=error_status(e))
+        return
+
+    def forward():
+        attend()
+        for h in head:
+            h()
+
+    for gamma in cfg.gammas:
+        timed(writer, {**row, "d": gamma + 1, "config": f"gamma={gamma};{mode}"}, [forward] * gamma, guess_ms(total),
+              flush=True)
+    del pool, parts, head
+    _empty_cache()
+
+
+def sweep_plan(specs: list[ModelSpec], cfg: SweepConfig, backend: AttentionBackend | None = None) -> list[Step]:
+    backend = backend or get_backend()
+    steps: list[Step] = []
     for spec in specs:
-        steps += list(attention_steps(spec, cfg))
+        steps += list(attention_steps(spec, cfg, backend))
         steps += list(component_steps(spec, cfg))
-        steps += list(draft_loop_steps(spec, cfg))
+        steps += list(draft_loop_steps(spec, cfg, backend))
     return steps
-

@@ -20,6 +20,7 @@ import argparse
 import csv
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -30,7 +31,10 @@ os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+from wmtp import defaults  # noqa: E402
+
 TOKENS = (1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64, 112, 128)
+TP_TIMER = "cuda-graph replay (eager if capture failed), CUDA events, slowest rank's median"
 COLUMNS = ["kernel", "impl", "model", "tp", "tokens", "width", "rep", "time_ms", "bytes", "flops", "status", "timer"]
 
 
@@ -114,17 +118,20 @@ def fit_allreduce(rows: list[dict]) -> dict:
                             config=f"tokens={t};width={w}") for t, w, m, b in g[["tokens", "width", "ms", "bytes"]].itertuples(index=False)]}
 
 
-def composed_rows(specs, profile: dict, ctxs, depths, world: int, rank: int) -> list[dict]:
-    from wmtp.acceptance import choose_acceptance
-    from wmtp.calibrate.profile import ProfileCostModel
+def composed_rows(specs, profile: dict, ctxs, depths, world: int, rank: int, backend: str = "wmtp") -> list[dict]:
+    """Composed TP steps (each GPU's slice of the model, an all-reduce after every mixer and FFN),
+    priced by `profile` with `tp=world`; the slowest rank's median counts."""
     from wmtp.hardware import get_hardware
     from wmtp.latency import step_cost
     from wmtp.measure import composed
-    from wmtp.measure.bench import _free_bytes, _l2_bytes
+    from wmtp.measure.backends import get_backend
+    from wmtp.measure.harness import free_bytes, l2_bytes
+    from wmtp.profile import ProfileCostModel
     from wmtp.tp import per_gpu_spec
 
     cost = ProfileCostModel(profile, "tp")
     hw = get_hardware(profile["hardware"])
+    attn = get_backend(backend)
     buffers: dict = {}
 
     def collective(tokens, width):
@@ -134,37 +141,29 @@ def composed_rows(specs, profile: dict, ctxs, depths, world: int, rank: int) -> 
         buf = buffers[key]
         return lambda: dist.all_reduce(buf)
 
+    def slowest(ms: float) -> float:
+        dist.barrier()
+        med = torch.tensor([ms], device="cuda")
+        dist.all_reduce(med, op=dist.ReduceOp.MAX)
+        return float(med.item())
+
     out = []
     for spec in specs:
         full = spec.with_dtypes(weight_dtype="bf16")
         # Scale layers (if needed) so that each GPU's slice fits, then split across the ranks.
-        trunc, note = composed.fit_layers(full, max(ctxs), 0.8 * _free_bytes() * world)
-        gpu = per_gpu_spec(trunc, world)
-        model = composed.ComposedModel(gpu, max(ctxs), _l2_bytes())
-        for ctx in ctxs:
-            for method, d in [("dense", 1)] + [(m, d) for d in depths for m in ("native", "window")]:
-                al = choose_acceptance(spec.key, max(d, 2), None).native.accept_length(max(d, 2)) if d > 1 else 1.0
-                ext = max(1, min(d, int(-(-al // 1))))
-                row = dict(model=spec.key, tp=world, layers=f"F={trunc.n_full_attn} linear={trunc.n_linear} "
-                           f"moe={trunc.n_moe}" + ("" if note == "full model" else " (scaled)"), method=method,
-                           ctx=ctx, d=d, extend_queries=ext)
-                try:
-                    pred = step_cost(trunc, hw, cost, method, ctx, d if method != "dense" else 1, 1, 4032, 64,
-                                     accept_length=float(ext), tp=world)
-                    calls = model.step(method, ctx, d, 4032, 64, ext, collective=collective)
-                    dist.barrier()
-                    samples = sorted(composed.time_step(calls, graph=True))
-                    med = torch.tensor([samples[len(samples) // 2]], device="cuda")
-                    dist.all_reduce(med, op=dist.ReduceOp.MAX)
-                    row.update(predicted_ms=pred.step_ms, measured_ms=float(med.item()),
-                               rel_err=pred.step_ms / float(med.item()) - 1, predicted_source=pred.source,
-                               timer="cuda-graph replay (eager if capture failed), CUDA events, slowest rank's median",
-                               status="ok")
-                    del calls
-                except Exception as e:  # a step that fails is a row with its reason
-                    row.update(status=f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-                out.append(row)
-                torch.cuda.empty_cache()
+        trunc, note = composed.fit_layers(full, max(ctxs), 0.8 * free_bytes() * world)
+        model = composed.ComposedModel(per_gpu_spec(trunc, world), max(ctxs), l2_bytes(), attn)
+
+        def predict(method, ctx, d, ext, trunc=trunc):
+            return step_cost(trunc, hw, cost, method, ctx, d if method != "dense" else 1, 1, defaults.WINDOW,
+                             defaults.SINK, accept_length=float(ext), tp=world)
+
+        layers = f"F={trunc.n_full_attn} linear={trunc.n_linear} moe={trunc.n_moe}" + (
+            "" if note == "full model" else " (scaled)")
+        for row in composed.composed_rows(model, spec.key, composed.step_plan(ctxs, depths), predict,
+                                          window=defaults.WINDOW, sink=defaults.SINK, collective=collective,
+                                          reduce_ms=slowest):
+            out.append({**row, "tp": world, "layers": layers, "timer": TP_TIMER})
         del model
         torch.cuda.empty_cache()
     return out
@@ -186,13 +185,16 @@ def main(argv=None) -> None:
     ap.add_argument("--ctx", default="256K,1M")
     ap.add_argument("--depths", default="3,7")
     args = ap.parse_args(argv)
-    from wmtp.calibrate.profile import load_profile, shipped_profile_path
+    from wmtp.profile import load_profile, shipped_profile_path
     from wmtp.measure.provenance import collect, write_meta
     from wmtp.models import get_model
     from wmtp.units import parse_int_list
 
     cuda = torch.cuda.is_available()
-    dist.init_process_group("nccl" if cuda else "gloo")
+    if not cuda:  # gloo on the CPU would time host copies and label them CUDA-graph replays
+        print("error: tp_bench times NCCL collectives on GPUs: no CUDA GPU is visible here", file=sys.stderr)
+        raise SystemExit(1)
+    dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
     if cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))

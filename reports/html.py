@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -68,18 +69,42 @@ def tpot_vs_depth(p: Prediction) -> go.Figure:
 
 
 def batch_frontier(sc: dec.Scenario, acc) -> go.Figure:
-    rows = dec.batch_frontier(sc, acc)
+    rows = dec.batch_frontier(sc, acc, max_batch=512)
     fig = go.Figure()
-    for m in ("dense", "native", "window"):
+    # The window is drawn first and native last, with open markers a size larger: where the two coincide
+    # (matched points at B=1, say) both stay visible.
+    style = {"dense": dict(symbol="square", size=7), "window": dict(symbol="circle", size=8),
+             "native": dict(symbol="diamond-open", size=12, line=dict(width=2))}
+    for m in ("dense", "window", "native"):
         rs = [r for r in rows if r["method"] == m]
         fig.add_scatter(x=[r["per_gpu_tok_s"] for r in rs], y=[r["per_user_tok_s"] for r in rs], name=m,
-                        mode="lines+markers", line=dict(color=COLORS[m]), text=[f"B={r['batch']}" for r in rs],
+                        mode="lines+markers", line=dict(color=COLORS[m]), marker=dict(color=COLORS[m], **style[m]),
+                        text=[f"B={r['batch']}" for r in rs],
                         hovertemplate="%{text}: %{x:.1f} tok/s/GPU, %{y:.1f} tok/s/user<extra>" + m + "</extra>")
     par = [r for r in rows if r["pareto"]]
     fig.add_scatter(x=[r["per_gpu_tok_s"] for r in par], y=[r["per_user_tok_s"] for r in par], name="Pareto-optimal",
                     mode="markers", marker=dict(symbol="circle-open", size=14, color="black"))
     return _layout(fig, f"Throughput-latency frontier at {format_tokens(sc.ctx)} (B up to the memory limit)",
                    "per-GPU throughput (tokens/s)", "per-user speed (tokens/s)")
+
+
+def _short_source(prof: AcceptanceProfile) -> str:
+    """A legend label in whole words: where the profile came from, not its full citation."""
+    src = prof.source
+    if src.startswith("preset "):
+        label = "paper preset " + src.split(":", 1)[0].removeprefix("preset ")
+    elif src.startswith("--accept-length"):
+        label = "--accept-length"
+    elif src.startswith("generic"):
+        label = "generic, matched"
+    else:
+        words, label = src.split(), ""
+        for w in words:
+            if len(label) + len(w) + 1 > 40:
+                label += " ..."
+                break
+            label = f"{label} {w}".strip()
+    return f"{label}, {prof.kind}"
 
 
 def acceptance_figure(profiles: dict[str, AcceptanceProfile], depth: int) -> go.Figure:
@@ -95,11 +120,25 @@ def acceptance_figure(profiles: dict[str, AcceptanceProfile], depth: int) -> go.
                             hovertemplate="alpha_%{x} = %{y:.3f}<extra>" + m + " (95 % Wilson)</extra>")
         else:
             al = prof.alphas_at(depth)
-            fig.add_scatter(x=list(range(1, len(al) + 1)), y=al, name=f"{m} ({prof.source[:60]})", mode="lines+markers",
-                            line=dict(color=COLORS[m], dash="dash"),
-                            hovertemplate="alpha_%{x} = %{y:.3f}<extra>" + m + " (no intervals)</extra>")
+            fig.add_scatter(x=list(range(1, len(al) + 1)), y=al, name=f"{m} ({_short_source(prof)})",
+                            mode="lines+markers", line=dict(color=COLORS[m], dash="dash"),
+                            hovertemplate="alpha_%{x} = %{y:.3f}<extra>" + html.escape(m + ": " + prof.source)
+                            + " (no intervals)</extra>")
     fig.update_yaxes(range=[0, 1.05])
     return _layout(fig, "Conditional acceptance per draft position", "draft position j", "alpha_j (probability)")
+
+
+def model_rel_error(sc: dec.Scenario) -> tuple[float, str]:
+    """The relative error within which two predicted TPOTs are indistinguishable: the largest held-out
+    median error of the measured profile's fits, else 5 % (speed of light is not better than that)."""
+    prof = getattr(sc.cost, "profile", None)
+    if isinstance(prof, dict):
+        meds = [c.get("heldout", {}).get("median_rel") for c in prof.get("components", {}).values()
+                if isinstance(c.get("heldout"), dict)]
+        meds = [m for m in meds if isinstance(m, (int, float)) and 0 < m < 1]
+        if meds:
+            return max(meds), "largest held-out median error of the profile's fits"
+    return 0.05, "assumed (no held-out error for this cost model)"
 
 
 def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
@@ -113,15 +152,26 @@ def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
     fig.add_scatter(x=ws, y=[r["accept_length"] for r in rows], name="window AL (tokens/step)", yaxis="y2",
                     mode="lines+markers", line=dict(color="#2ca02c", dash="dot"),
                     hovertemplate="W=%{x}: AL %{y:.2f}<extra></extra>")
-    fig.add_hline(y=rows[0]["native_tpot_ms"], line_dash="dash", line_color=COLORS["native"],
-                  annotation_text="native TPOT")
-    if be["beats_native_range"]:
-        lo, hi = be["beats_native_range"]
-        ys = [r["window_tpot_ms"] for r in rows] + [rows[0]["native_tpot_ms"]]
-        y0, y1 = min(ys), max(ys)
+    native = rows[0]["native_tpot_ms"]
+    err, err_src = model_rel_error(sc)
+    fig.add_hline(y=native, line_dash="dash", line_color=COLORS["native"], annotation_text="native TPOT")
+    fig.add_hrect(y0=native * (1 - err), y1=native * (1 + err), fillcolor="rgba(214,39,40,0.07)", line_width=0,
+                  annotation_text=f"native +/- model error ({100 * err:.1f} %)", annotation_position="bottom left")
+    clear = [r["window"] for r in rows if r["window_tpot_ms"] < native * (1 - err)]
+    be["model_rel_error"], be["model_error_source"] = err, err_src
+    be["beats_native_beyond_error"] = [min(clear), max(clear)] if clear else None
+    ys = [r["window_tpot_ms"] for r in rows] + [native * (1 - 2 * err), native * (1 + 2 * err)]
+    y0, y1 = min(ys) * 0.97, max(ys) * 1.03
+    if clear:
+        lo, hi = clear[0], clear[-1]
         fig.add_scatter(x=[lo, hi, hi, lo, lo], y=[y0, y0, y1, y1, y0], fill="toself", mode="lines",
-                        line=dict(width=0), fillcolor="rgba(31,119,180,0.10)", name=f"W beats native ({lo}-{hi})",
-                        hoverinfo="skip")
+                        line=dict(width=0), fillcolor="rgba(31,119,180,0.10)",
+                        name=f"W {lo}-{hi} beats native beyond the model error", hoverinfo="skip")
+    else:
+        fig.add_annotation(text=f"window and native TPOT differ by less than the model's error ({100 * err:.1f} %) "
+                                "at every W", showarrow=False, x=0.5, y=1.0, xref="paper", yref="paper",
+                           yanchor="bottom")
+    fig.update_layout(yaxis=dict(range=[y0, y1]))
     fig.update_xaxes(type="log")
     fig.update_layout(yaxis2=dict(title="AL (tokens per step)", overlaying="y", side="right"))
     return _layout(fig, f"TPOT and acceptance against the window W ({be['acceptance']})", "window W (tokens, log)",
@@ -140,7 +190,10 @@ def memory_figure(p: Prediction) -> go.Figure:
     fig.add_scatter(x=names, y=[m.max_batch[n] for n in names], name="max concurrent requests", yaxis="y2",
                     mode="markers+text", text=[str(m.max_batch[n]) for n in names], textposition="top center",
                     marker=dict(size=14, color="black"))
-    fig.update_layout(barmode="stack", yaxis2=dict(title="requests seated", overlaying="y", side="right", rangemode="tozero"))
+    top = max(m.max_batch.values()) or 1
+    fig.update_layout(barmode="stack", yaxis2=dict(title="requests seated", overlaying="y", side="right",
+                                                   rangemode="tozero", range=[0, top * 1.25 + 1], tickformat="d",
+                                                   dtick=max(1, math.ceil(top / 5))))
     return _layout(fig, f"Memory per {format_tokens(p.ctx)} request and requests seated on {p.hw.key}", "method",
                    "GiB per request")
 
@@ -172,8 +225,9 @@ def _summary_table(p: Prediction) -> str:
     rows = []
     for label, get in (("step (ms)", lambda r: f"{r.cost.step_ms:.3f}"),
                        ("t_verify (ms)", lambda r: f"{r.cost.t_verify.time_ms:.3f}"),
-                       ("t_ctx (ms)", lambda r: f"{r.cost.t_ctx.time_ms:.3f}"),
-                       ("t_fwd (ms)", lambda r: f"{r.cost.t_fwd.time_ms:.3f} x{r.cost.gamma}"),
+                       ("t_ctx (ms)", lambda r: "-" if r.cost.gamma == 0 else f"{r.cost.t_ctx.time_ms:.3f}"),
+                       ("t_fwd (ms) x gamma",
+                        lambda r: "-" if r.cost.gamma == 0 else f"{r.cost.t_fwd.time_ms:.3f} x{r.cost.gamma}"),
                        ("AL (tokens/step)", lambda r: f"{r.accept_length:.2f}"),
                        ("TPOT (ms)", lambda r: f"{r.tpot_ms:.3f}"),
                        ("source (step)", lambda r: html.escape(r.cost.source)),
@@ -181,6 +235,20 @@ def _summary_table(p: Prediction) -> str:
         rows.append(f"<tr><td>{label}</td>" + "".join(f"<td>{get(p.methods[n])}</td>"
                                                       for n in ("dense", "native", "window")) + "</tr>")
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _window_sentence(be: dict) -> str:
+    """The window curve's finding in words (the figure's data, not a dict)."""
+    err = be.get("model_rel_error", 0.05)
+    text = f"TPOT-optimal window W={be['optimal_window']} ({be['optimal_tpot_ms']:.3f} ms, {be['acceptance']})"
+    clear = be.get("beats_native_beyond_error")
+    if clear:
+        return text + f"; W from {clear[0]} to {clear[1]} beats native by more than the model's error ({100 * err:.1f} %)"
+    if be.get("beats_native_range"):
+        lo, hi = be["beats_native_range"]
+        return text + (f"; W from {lo} to {hi} is faster than native, but by less than the model's error "
+                       f"({100 * err:.1f} %): no window is clearly better")
+    return text + "; no window on the grid beats native"
 
 
 def build_report(p: Prediction, sc: dec.Scenario, acc, profiles: dict, profile_meta: dict,
@@ -204,7 +272,7 @@ def build_report(p: Prediction, sc: dec.Scenario, acc, profiles: dict, profile_m
     m = p.memory
     facts = (f"draft pool share {m.draft_pool_share:.1%}; reclaimable {format_bytes(m.reclaimable_bytes)} per request; "
              f"best depth native d={p.best_depth['native']}, window d={p.best_depth['window']}; break-even acceptance "
-             f"ratio {p.break_even_accept_ratio:.3f}; break-even window: {html.escape(json.dumps(be))}")
+             f"ratio {p.break_even_accept_ratio:.3f}; {html.escape(_window_sentence(be))}")
     warn = "".join(f"<p class='warn'>warning: {html.escape(w)}</p>" for w in p.warnings)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -237,7 +305,7 @@ window.addEventListener('load', function () {{
 def write_report(path: Path, text: str) -> None:
     from wmtp.fileio import atomic_write_text
 
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, "report")
 
 
 def is_self_contained(text: str) -> bool:

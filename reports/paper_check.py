@@ -2,244 +2,319 @@
 
     python -m wmtp.reports.paper_check --out reports/paper_check.md
 
-Every row gives the paper's figure, the kernel-level model (the shipped H200 profile scaled to the
-B200, no engine overhead) and the same with the `sglang-b200-paper` engine preset, and says whether
-the figure was an input of that preset's fit ("fit input"), follows from the inputs ("from inputs")
-or was not used ("held out"). Acceptance: the paper presets (`wmtp.acceptance.PRESETS`).
+The paper's figures are data: `paper_figures.csv` next to this module, one row per figure (id, what it
+is, the paper's value `paper_lo == paper_hi` for a point or its stated range, unit, kind point|range,
+the paper's section, whether it was a fit input of the `sglang-b200-paper` engine preset, the function
+below that computes the tool's value, the model and that function's arguments). `fit_input` is `yes`
+(one of the preset's fit points, wmtp_model/data/engines/sglang-b200-paper.points.csv), `derived`
+(arithmetic on fit inputs and the paper's acceptance presets only, so no test of the model) or `no`
+(held out: the model predicts it).
+
+Every tool value goes through the public API: `wmtp.predict.predict` with the shipped H200 profile scaled
+to the B200, the paper's acceptance presets and `frameworks=["sglang-b200-paper"]` (or none, for the
+kernel-level column), at the paper's configuration (1,040,000 tokens, d 7, W 4032 + 64, B 1) unless the
+figure's arguments say otherwise. Nothing here knows how the engine model works.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import statistics
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 
-from wmtp import __version__
-from wmtp import decisions as dec
-from wmtp.acceptance import AcceptanceChoice, choose_acceptance, geometric
-from wmtp.profile import cost_model_for
-from wmtp.engine import load_preset, resolve
+from wmtp import __version__, defaults
 from wmtp.fileio import atomic_write_text
 from wmtp.hardware import get_hardware
-from wmtp.memory import memory_report
 from wmtp.models import get_model
-from wmtp.tp import per_gpu_spec
+from wmtp.predict import Prediction, predict
+from wmtp.profile import cost_model_for
 
 ENGINE = "sglang-b200-paper"
-ONE_M, K261 = 1_040_000, 261_000
-MODELS = ("q35", "q122", "nem")
+ONE_M = 1_040_000  # the paper's "1M" prompt
+BEST_DEPTH_GRID = (3, 5, 7, 9)  # the paper's best-depth grid (Table 3)
+FIT_GAMMAS = (4, 5, 6, 7)  # the paper's post-cliff latency fit (App. B)
+SHORT_CTX = 4096  # a context where attention is negligible: isolates constant per-step terms
+FIGURES_CSV = Path(__file__).resolve().with_name("paper_figures.csv")
+ROLES = ("yes", "derived", "no")
 
 
-def _sc(key: str, engine: bool, hw_key: str = "b200", spec=None, ctx: int = ONE_M) -> dec.Scenario:
-    hw = get_hardware(hw_key)
-    spec = spec or get_model(key)
-    ovs, _ = resolve(key, hw_key, [ENGINE] if engine else None)
-    return dec.Scenario(spec, hw, cost_model_for(hw, None), ctx, 7, overheads=ovs or None)
+# ------------------------------------------------------------------------------ the figure table
+@dataclass(frozen=True)
+class Figure:
+    id: str
+    figure: str
+    lo: float
+    hi: float
+    unit: str
+    kind: str  # point | range
+    section: str
+    fit_input: str  # yes | derived | no
+    fn: str
+    model: str
+    args: dict = field(default_factory=dict)
+
+    @property
+    def held_out(self) -> bool:
+        return self.fit_input == "no"
+
+    def paper_text(self) -> str:
+        return f"{self.lo:g}" if self.kind == "point" else f"{self.lo:g} .. {self.hi:g}"
 
 
-def _both(fn) -> tuple[str, str]:
-    return fn(False), fn(True)
+def _parse_args(text: str) -> dict:
+    out = {}
+    for item in filter(None, (text or "").split(";")):
+        k, v = item.split("=", 1)
+        out[k.strip()] = int(v) if v.strip().isdigit() else v.strip()
+    return out
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:+.0f} %"
+def load_figures(path: Path = FIGURES_CSV) -> list[Figure]:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    figs = [Figure(r["id"], r["figure"], float(r["paper_lo"]), float(r["paper_hi"]), r["unit"], r["kind"],
+                   r["section"], r["fit_input"], r["fn"], r["model"], _parse_args(r["args"])) for r in rows]
+    for g in figs:
+        if g.kind not in ("point", "range") or g.fit_input not in ROLES or g.fn not in FUNCTIONS or g.lo > g.hi:
+            raise ValueError(f"{path.name}: bad row {g.id!r}")
+    if len({g.id for g in figs}) != len(figs):
+        raise ValueError(f"{path.name}: duplicate ids")
+    return figs
 
 
-def _linfit(xs, ys):
+# ------------------------------------------------------------------------------ one prediction
+@lru_cache(maxsize=None)
+def prediction(model: str, *, engine: bool = True, ctx: int = ONE_M, depth: int = defaults.DEPTH, batch: int = 1,
+               tp: int = 1, kv: str | None = None, weights: str | None = None, hw: str = "b200",
+               task: str = defaults.TASK, accept: tuple | None = None) -> Prediction:
+    """`wmtp.predict.predict` at the paper's configuration, with the overrides given."""
+    gpu = get_hardware(hw)
+    spec = get_model(model)
+    if kv or weights:
+        spec = spec.with_dtypes(kv_dtype=kv, weight_dtype=weights)
+    return predict(spec, gpu, ctx, depth, defaults.WINDOW, defaults.SINK, batch, accept_length=accept,
+                   cost=cost_model_for(gpu, None), frameworks=[ENGINE] if engine else None, task=task, tp=tp)
+
+
+def _method(p: Prediction, method: str):
+    return p.methods[method]
+
+
+# ------------------------------------------------------------------------------ the tool's values
+def step_ms(model, *, method, **kw) -> float:
+    return _method(prediction(model, **kw), method).cost.step_ms
+
+
+def step_ratio_pct(model, **kw) -> float:
+    """step_native / step_window - 1 (the paper's matched-acceptance cost ratio), in %."""
+    return 100 * (step_ms(model, method="native", **kw) / step_ms(model, method="window", **kw) - 1)
+
+
+def step_saving_ms(model, **kw) -> float:
+    return step_ms(model, method="native", **kw) - step_ms(model, method="window", **kw)
+
+
+def tpot_ms(model, *, method, **kw) -> float:
+    return _method(prediction(model, **kw), method).tpot_ms
+
+
+def speedup(model, *, method, over, **kw) -> float:
+    return tpot_ms(model, method=over, **kw) / tpot_ms(model, method=method, **kw)
+
+
+def _linfit(xs, ys) -> tuple[float, float]:
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
     return slope, my - slope * mx
 
 
-def rows() -> list[tuple]:
-    out: list[tuple] = []
+def latency_fit(model, method, **kw) -> tuple[float, float]:
+    """(slope ms per draft forward, intercept c) of T_iter(gamma) over the paper's post-cliff gammas,
+    at a fixed AL of 4 (the fit is acceptance-free: T_iter, not TPOT)."""
+    steps = [step_ms(model, method=method, depth=g + 1, accept=(4.0, 4.0), **kw) for g in FIT_GAMMAS]
+    return _linfit(FIT_GAMMAS, steps)
 
-    def add(section, what, paper, fn, role):
-        k, e = _both(fn)
-        out.append((section, what, paper, k, e, role))
 
-    headline = {"q35": ("26.7 -> 18.4", "6.04 -> 3.85", "1.5x"), "q122": ("33.9 -> 25.9", "6.09 -> 5.46", "1.1x"),
-                "nem": ("32.8 -> 25.8", "-", "1.2x")}
-    for key in MODELS:
-        acc = choose_acceptance(key, 7, None)
-        p_step, p_tpot, p_e2e = headline[key]
+def fit_slope_ms(model, *, method, **kw) -> float:
+    return latency_fit(model, method, **kw)[0]
 
-        def steps(engine, key=key, acc=acc):
-            sc = _sc(key, engine)
-            n, w = sc.tpot("native", acc.native)[1], sc.tpot("window", acc.window)[1]
-            return f"{n:.1f} -> {w:.1f}"
 
-        def tpots(engine, key=key, acc=acc):
-            sc = _sc(key, engine)
-            return f"{sc.tpot('native', acc.native)[0]:.2f} -> {sc.tpot('window', acc.window)[0]:.2f}"
+def slope_drop_ms(model, **kw) -> float:
+    return latency_fit(model, "native", **kw)[0] - latency_fit(model, "window", **kw)[0]
 
-        def e2e(engine, key=key, acc=acc):
-            sc = _sc(key, engine)
-            return f"{sc.tpot('native', acc.native)[0] / sc.tpot('window', acc.window)[0]:.2f}x"
 
-        def vs_dense(engine, key=key, acc=acc):
-            sc = _sc(key, engine)
-            return f"{sc.tpot('dense', None)[0] / sc.tpot('window', acc.window)[0]:.2f}x"
+def slope_drop_pct(model, **kw) -> float:
+    return 100 * slope_drop_ms(model, **kw) / latency_fit(model, "native", **kw)[0]
 
-        add("headline (1M, d 7, B 1)", f"{key} step ms native -> window", p_step, steps, "fit input")
-        add("headline (1M, d 7, B 1)", f"{key} TPOT ms native -> window", p_tpot, tpots, "from inputs")
-        add("headline (1M, d 7, B 1)", f"{key} window over native (end to end)", p_e2e, e2e, "from inputs")
-        add("headline (1M, d 7, B 1)", f"{key} window over dense", "1.58x-2.55x (across models)", vs_dense,
-            "q35: fit input (dense 10 ms); others held out")
 
-    ctx_paper = {"q35": ("+27 % -> +43 %", "3.4 -> 7.9"), "q122": ("+24 % -> +30 %", "3.5 -> 7.8"),
-                 "nem": ("+17 % -> +26 %", "3.2 -> 6.8")}
-    for key in MODELS:
-        acc = choose_acceptance(key, 7, None)
+def intercept_drop_ms(model, **kw) -> float:
+    return latency_fit(model, "native", **kw)[1] - latency_fit(model, "window", **kw)[1]
 
-        def ratio(engine, key=key, acc=acc):
-            r = dec.context_curve(_sc(key, engine), acc, [K261, ONE_M])
-            return f"{_pct(r[0]['cost_ratio'])} -> {_pct(r[1]['cost_ratio'])}"
 
-        def delta(engine, key=key, acc=acc):
-            r = dec.context_curve(_sc(key, engine), acc, [K261, ONE_M])
-            return f"{r[0]['step_saving_ms']:.1f} -> {r[1]['step_saving_ms']:.1f}"
+def tiling_step_ms(model, **kw) -> float:
+    """Native T_iter at d 5 minus d 4 (the paper's gamma 3 -> 4 verify-kernel tiling step)."""
+    return step_ms(model, method="native", depth=5, **kw) - step_ms(model, method="native", depth=4, **kw)
 
-        add("context sweep (261K -> 1M, d 7)", f"{key} cost ratio step_native / step_window - 1", ctx_paper[key][0],
-            ratio, "fit input")
-        add("context sweep (261K -> 1M, d 7)", f"{key} saving Delta ms", ctx_paper[key][1], delta, "fit input")
 
-    for key in MODELS:
-        def fitline(engine, method, key=key):
-            sc = _sc(key, engine)
-            g = [4, 5, 6, 7]
-            return _linfit(g, [sc.tpot(method, None, depth=x + 1, accept_length=4.0)[1] for x in g])
+def _verify_ms(model, method, **kw) -> float:
+    return _method(prediction(model, **kw), method).cost.t_verify.time_ms
 
-        def slopes(engine, key=key):
-            return f"{fitline(engine, 'native')[0]:.2f} -> {fitline(engine, 'window')[0]:.2f}"
 
-        def dc(engine, key=key):
-            return f"{fitline(engine, 'native')[1] - fitline(engine, 'window')[1]:.1f}"
+def spec_overhead_pct(model, *, method, engine=True, **kw) -> float:
+    """What speculation adds on top of the bare target verify (paper App. B Table 7: t_draft + the
+    verify bookkeeping over t_verify^base), in %. The bookkeeping is taken as the engine's verify excess
+    over the kernel-level verify at a short context, where attention is negligible: the part of the
+    engine's verify cost that does not grow with context (public phase totals only)."""
+    bookkeeping = 0.0
+    if engine:
+        bookkeeping = (_verify_ms(model, method, ctx=SHORT_CTX, **kw)
+                       - _verify_ms(model, method, ctx=SHORT_CTX, engine=False, **kw))
+    base = _verify_ms(model, method, engine=engine, **kw) - bookkeeping
+    return 100 * (step_ms(model, method=method, engine=engine, **kw) / base - 1)
 
-        add("latency fit (1M, gamma 4..7)", f"{key} per-forward slope ms native -> window",
-            "1.19 -> 0.71" if key == "q35" else "drops 22-40 %, by 0.3-0.5 ms", slopes,
-            "fit input" if key == "q35" else "held out")
-        add("latency fit (1M, gamma 4..7)", f"{key} intercept drop Delta c ms", "5.1-6.1", dc, "held out")
 
-    preset = load_preset(ENGINE)
-    out.append(("latency fit (1M, gamma 4..7)", "index builds per step at 1M, ms (nsys)", "about 3.5 + 1",
-                "0.007 (our kernel)", f"{preset['terms']['index_ns_per_token'] * ONE_M * 1e-6:.1f}", "held out"))
-    for key in MODELS:
-        def draft_share(engine, key=key):
-            sc = _sc(key, engine)
-            parts = []
-            for method in ("native", "window"):
-                c, _ = sc.step(method, None, accept_length=4.0)
-                ov = sc.overhead(method)
-                base = c.t_verify.time_ms - (ov.step_ms if ov else 0.0)  # the bare verify, bookkeeping out
-                parts.append(_pct(c.step_ms / base - 1))
-            return " / ".join(parts)
+def best_depth(model, *, method, task, **kw) -> int:
+    by_d = prediction(model, task=task, **kw).tpot_by_depth[method]
+    return min(BEST_DEPTH_GRID, key=by_d.get)
 
-        add("phase decomposition (1M, d 7)", f"{key} draft + bookkeeping over bare verify, native / window",
-            "+92..+138 % / +45..+72 %", draft_share, "held out")
 
-    cells = [("q35", "niah_multiquery_enum", "7"), ("q122", "niah_multiquery_enum", "-"),
-             ("nem", "niah_multiquery_enum", "3"), ("q35", "cwe", "5")]
-    for key, task, paper_w in cells:
-        acc = choose_acceptance(key, 7, None, task)
+def best_depth_gain(model, *, task, **kw) -> float:
+    """Native TPOT at its best depth over the window's at its own (paper Table 3)."""
+    by_d = prediction(model, task=task, **kw).tpot_by_depth
+    return min(by_d["native"][d] for d in BEST_DEPTH_GRID) / min(by_d["window"][d] for d in BEST_DEPTH_GRID)
 
-        def best(engine, key=key, acc=acc):
-            rows_ = dec.depth_curve(_sc(key, engine), acc, (3, 5, 7, 9))
-            b = dec.best_depths(rows_)
-            by = {r["depth"]: r for r in rows_}
-            gain = by[b["native"]]["native_tpot_ms"] / by[b["window"]]["window_tpot_ms"]
-            return f"native {b['native']}, window {b['window']}; {gain:.2f}x"
 
-        add("best depth over {3,5,7,9} (1M)", f"{key} {task}: best d, window over native at own best",
-            f"window {paper_w}; 1.22x-1.58x", best, "held out")
-    hard = AcceptanceChoice(geometric(2.8, 7, "AL 2.8"), geometric(2.8, 7, "AL 2.8"))
+def requests_seated(model, *, method, **kw) -> int:
+    return prediction(model, **kw).memory.max_batch[method]
 
-    def q122_hard(engine):
-        b = dec.best_depths(dec.depth_curve(_sc("q122", engine), hard, (3, 5, 7, 9)))
-        return f"native {b['native']}, window {b['window']}"
 
-    add("best depth over {3,5,7,9} (1M)", "q122 hard input (AL 2.8 assumed, cwe/code-QA)", "window 3", q122_hard,
-        "held out")
+def extra_window_requests(model, **kw) -> int:
+    return requests_seated(model, method="window", **kw) - requests_seated(model, method="native", **kw)
 
-    for key, paper in (("q35", "below dense (cwe, AL 2.8)"), ("q122", "0.80x-0.88x (code-QA, cwe)"),
-                       ("nem", "0.97x (fwe)")):
-        def native_vs_dense(engine, key=key):
-            sc = _sc(key, engine)
-            return (f"{sc.tpot('dense', None)[0] / sc.tpot('native', None, accept_length=2.8)[0]:.2f}x at AL 2.8; "
-                    f"break-even AL {sc.tpot('native', None, accept_length=1.0)[1] / sc.tpot('dense', None)[0]:.2f}")
 
-        add("native vs dense (1M, d 7)", f"{key} native speed over dense", paper, native_vs_dense, "held out")
+def draft_pool_share_pct(model, **kw) -> float:
+    return 100 * prediction(model, **kw).memory.draft_pool_share
 
-    for al, paper in ((5.9, "+4 %"), (4.2, "+17 %"), (2.8, "+38 %")):
-        def implied(engine, al=al, paper=paper):
-            sc = _sc("q35", engine)
-            ratio = sc.tpot("native", None, accept_length=al)[1] / sc.tpot("window", None, accept_length=al)[1]
-            return f"{(1 + float(paper.strip(' +%')) / 100) / ratio:.2f}"
 
-        add("difficulty (q35, 1M, d 7)", f"AL_window / AL_native implied by the paper's edge at native AL {al}",
-            f"edge {paper} (window AL not published)", implied, "held out (no window AL to compare)")
+def per_user_tok_s(model, *, method, batch=1, **kw) -> float:
+    return 1e3 / tpot_ms(model, method=method, batch=batch, **kw)
 
-    for key, share in (("q122", "7.7 %"), ("q35", "9.1 %"), ("nem", "11.1 %")):
-        m = memory_report(get_model(key), get_hardware("b200"), ONE_M)
-        out.append(("memory (B200, 1M)", f"{key} draft pool share", share, f"{100 * m.draft_pool_share:.1f} %",
-                    "(memory: no engine term)", "held out"))
-    m = memory_report(get_model("q35"), get_hardware("b200"), ONE_M, mem_fraction=0.85)
-    out.append(("memory (B200, 1M)", "q35 requests seated native / window (mem_fraction 0.85)",
-                "native OOMs one batch earlier", f"{m.max_batch['native']} / {m.max_batch['window']}",
-                "(memory: no engine term)", "held out"))
-    for key, paper in (("q35", "13"), ("q122", "7"), ("nem", "7")):
-        m = memory_report(per_gpu_spec(get_model(key), 2), get_hardware("b200"), ONE_M)
-        out.append(("memory (B200, 1M)", f"{key} TP2 requests seated (window)", f"sweep went to B {paper}",
-                    str(m.max_batch["window"]), "(memory: no engine term)", "held out"))
 
-    def batch(engine):
-        sc = _sc("q35", engine)
-        rows_ = dec.batch_frontier(sc, choose_acceptance("q35", 7, None))
-        per = {m: [r for r in rows_ if r["method"] == m] for m in ("dense", "native", "window")}
-        b1 = {m: per[m][0]["per_user_tok_s"] for m in per}
-        peak = {m: max(per[m], key=lambda r: r["per_gpu_tok_s"]) for m in per}
-        return (f"B1 window {b1['window']:.0f} vs dense {b1['dense']:.0f} tok/s/user; window peak "
-                f"{peak['window']['per_gpu_tok_s']:.0f} tok/s/GPU at B {peak['window']['batch']} = "
-                f"{peak['window']['per_gpu_tok_s'] / peak['dense']['per_gpu_tok_s']:.1f}x dense, "
-                f"{peak['window']['per_gpu_tok_s'] / peak['native']['per_gpu_tok_s']:.1f}x native")
+def per_user_ratio(model, *, over, **kw) -> float:
+    return per_user_tok_s(model, method="window", **kw) / per_user_tok_s(model, method=over, **kw)
 
-    add("batch sweep (q35, 1M)", "per-user and peak per-GPU throughput",
-        "B1 218 vs 100; peak 473 at B 5 = 2.1x dense, 1.5x native", batch, "B1 dense: fit input; rest held out")
 
-    for key, paper in (("q35", "+46 % -> +22 %"), ("q122", "+29 % -> +15 %"), ("nem", "about +26 % both")):
-        def fp8(engine, key=key):
-            vals = []
-            for kv in ("bf16", "fp8"):
-                spec = get_model(key).with_dtypes(kv_dtype=kv)
-                sc = _sc(key, engine, spec=spec)
-                vals.append(sc.tpot("native", None, accept_length=4.0)[1] / sc.tpot("window", None, accept_length=4.0)[1] - 1)
-            return f"{_pct(vals[0])} -> {_pct(vals[1])}"
+def batch_curve(model, method, **kw) -> dict[int, float]:
+    """Per-GPU tokens/s for B = 1 .. the largest batch that fits (at TP1)."""
+    limit = requests_seated(model, method=method, **kw)
+    return {b: b * per_user_tok_s(model, method=method, batch=b, **kw) for b in range(1, limit + 1)}
 
-        add("fp8 KV (1M, d 7)", f"{key} cost ratio bf16 -> fp8 KV", paper, fp8, "held out")
 
-    def h100(engine):
-        spec = get_model("q35").with_dtypes(weight_dtype="fp8")
-        sc = _sc("q35", engine, "h100-sxm", spec=spec)
-        acc = choose_acceptance("q35", 7, None, "niah_multiquery_enum_h100_fp8")
-        w = sc.tpot("window", acc.window)[0]
-        return f"{sc.tpot('dense', None)[0] / w:.2f}x dense, {sc.tpot('native', acc.native)[0] / w:.2f}x native"
+def peak_batch(model, *, method, **kw) -> int:
+    curve = batch_curve(model, method, **kw)
+    return max(curve, key=curve.get)
 
-    add("H100-80GB (q35 FP8, 1M, d 7)", "window over dense, over native", "2.43x dense, 1.48x native", h100,
-        "held out (engine constants fitted on the B200)")
+
+def peak_per_gpu_tok_s(model, *, method, **kw) -> float:
+    return max(batch_curve(model, method, **kw).values())
+
+
+def peak_ratio(model, *, over, **kw) -> float:
+    return peak_per_gpu_tok_s(model, method="window", **kw) / peak_per_gpu_tok_s(model, method=over, **kw)
+
+
+FUNCTIONS = {f.__name__: f for f in (
+    step_ms, step_ratio_pct, step_saving_ms, tpot_ms, speedup, fit_slope_ms, slope_drop_ms, slope_drop_pct,
+    intercept_drop_ms, tiling_step_ms, spec_overhead_pct, best_depth, best_depth_gain, requests_seated,
+    extra_window_requests, draft_pool_share_pct, per_user_tok_s, per_user_ratio, peak_batch,
+    peak_per_gpu_tok_s, peak_ratio)}
+
+
+def tool_value(fig: Figure, engine: bool = True) -> float:
+    """The tool's value of one figure, with the engine preset or at kernel level."""
+    return float(FUNCTIONS[fig.fn](fig.model, engine=engine, **fig.args))
+
+
+# ------------------------------------------------------------------------------ scoring
+def score(fig: Figure, tool: float) -> dict:
+    """Point: signed relative error. Range: inside or not, and how far outside (in the figure's unit)."""
+    out = {"id": fig.id, "figure": fig.figure, "model": fig.model, "unit": fig.unit, "kind": fig.kind,
+           "section": fig.section, "paper": fig.lo if fig.kind == "point" else [fig.lo, fig.hi], "tool": tool,
+           "fit_input": fig.fit_input != "no", "role": fig.fit_input}
+    if fig.kind == "point":
+        out["rel_err"] = (tool - fig.lo) / fig.lo
+    else:
+        out["inside"] = fig.lo <= tool <= fig.hi
+        out["outside_by"] = max(fig.lo - tool, tool - fig.hi, 0.0)
     return out
 
 
+def heldout_scores(engine: bool = True) -> list[dict]:
+    """Every figure of paper_figures.csv scored against the tool; `fit_input` False marks the held-out ones."""
+    return [score(g, tool_value(g, engine)) for g in load_figures()]
+
+
+def summary(scores: list[dict], held_out: bool = True) -> dict:
+    """Median and worst |relative error| over point figures, and the range figures' hits and misses."""
+    sel = [s for s in scores if s["fit_input"] != held_out]
+    points = [s for s in sel if s["kind"] == "point"]
+    ranges = [s for s in sel if s["kind"] == "range"]
+    worst = max(points, key=lambda s: abs(s["rel_err"]), default=None)
+    return {"points": len(points),
+            "median_abs_rel_err": statistics.median(abs(s["rel_err"]) for s in points) if points else None,
+            "worst": (worst["id"], worst["rel_err"]) if worst else None,
+            "ranges": len(ranges), "inside": sum(s["inside"] for s in ranges),
+            "outside": [(s["id"], s["tool"], s["outside_by"]) for s in ranges if not s["inside"]]}
+
+
+# ------------------------------------------------------------------------------ the report
+def _fmt(x: float) -> str:
+    return f"{x:.0f}" if abs(x) >= 99.95 or x == int(x) else f"{x:.3g}" if abs(x) < 10 else f"{x:.1f}"
+
+
+def _check(s: dict) -> str:
+    if s["kind"] == "point":
+        return f"{100 * s['rel_err']:+.1f} %"
+    return "inside" if s["inside"] else f"outside by {_fmt(s['outside_by'])}"
+
+
+def _summary_lines(name: str, sm: dict) -> list[str]:
+    med = "-" if sm["median_abs_rel_err"] is None else f"{100 * sm['median_abs_rel_err']:.1f} %"
+    worst = "-" if sm["worst"] is None else f"`{sm['worst'][0]}` ({100 * sm['worst'][1]:+.0f} %)"
+    outside = ", ".join(f"`{i}` ({_fmt(t)}, by {_fmt(d)})" for i, t, d in sm["outside"]) or "none"
+    return [f"- {name}: {sm['points']} point figures, median |error| {med}, worst {worst}; "
+            f"{sm['inside']} of {sm['ranges']} range figures inside the paper's range; outside: {outside}."]
+
+
+def table_lines(figs: list[Figure], engine: list[dict], kernel: list[dict]) -> list[str]:
+    lines = ["| id | section | figure | unit | paper | kernels | + engine | error / range | fit input |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for g, e, k in zip(figs, engine, kernel):
+        lines.append(f"| {g.id} | {g.section} | {g.model}: {g.figure} | {g.unit} | {g.paper_text()} | "
+                     f"{_fmt(k['tool'])} | {_fmt(e['tool'])} | {_check(e)} | {g.fit_input} |")
+    return lines
+
+
 def markdown() -> str:
-    preset = load_preset(ENGINE)
+    figs = load_figures()
+    engine, kernel = heldout_scores(True), heldout_scores(False)
     lines = ["# The model against the Windowed-MTP paper", "",
              f"Generated by `python -m wmtp.reports.paper_check` (wmtp {__version__}, "
-             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d')}). Costs: the shipped H200 profile scaled to the B200 "
-             "(`kernels`), plus the engine preset `" + ENGINE + "` (`+ engine`; fitted to "
-             f"{preset['fit']['points']} published step times, calibrate/engines/{ENGINE}.md). Acceptance: the paper "
-             "presets. `role` says whether the paper's figure was an input of the engine fit.", "",
-             "| section | quantity | paper | kernels | + engine | role |", "|---|---|---|---|---|---|"]
-    lines += [f"| {' | '.join(str(c) for c in r)} |" for r in rows()]
+             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d')}) from `reports/paper_figures.csv`. Costs: the "
+             "shipped H200 profile scaled to the B200 (`kernels`), plus the engine preset `" + ENGINE + "` "
+             "(`+ engine`). Acceptance: the paper presets. `fit input`: `yes` = a point of the preset's fit, "
+             "`derived` = arithmetic on fit inputs and acceptance presets, `no` = held out. Errors are the "
+             "engine column's: relative for point figures, distance outside the paper's range for range figures.",
+             "", "## Summary (+ engine)", ""]
+    lines += _summary_lines("held out", summary(engine, True))
+    lines += _summary_lines("fit inputs and derived", summary(engine, False))
+    lines += _summary_lines("held out, kernels only", summary(kernel, True))
+    lines += ["", "## Figures", ""] + table_lines(figs, engine, kernel)
     return "\n".join(lines) + "\n"
 
 

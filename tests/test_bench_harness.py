@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from wmtp.measure import bench, components, timing  # noqa: E402
+from wmtp.measure import bench, components, harness, timing  # noqa: E402
+from wmtp.measure.backends import get_backend  # noqa: E402
 from wmtp.specs import ModelSpec  # noqa: E402
 
 TINY = ModelSpec(
@@ -29,18 +30,31 @@ def cpu_harness(monkeypatch):
         calls.append(len(work))
         return timing.Timing([0.5, 0.25], "stand-in")
 
-    monkeypatch.setattr(bench, "DEVICE", "cpu")
     monkeypatch.setattr(components, "DEVICE", "cpu")
     monkeypatch.setattr(timing, "time_calls", fake_time)
-    monkeypatch.setattr(bench, "_free_bytes", lambda: 1 << 40)
-    monkeypatch.setattr(bench, "_l2_bytes", lambda: 1 << 16)
+    set_free_bytes(monkeypatch, 1 << 40)
+    for mod in (harness, bench):
+        monkeypatch.setattr(mod, "l2_bytes", lambda: 1 << 16)
     return calls
+
+
+def set_free_bytes(monkeypatch, n: int) -> None:
+    """Free device memory as the harness and the commands built on it see it."""
+    from wmtp.measure import sweep
+
+    for mod in (harness, bench, sweep):
+        monkeypatch.setattr(mod, "free_bytes", lambda: n)
+
+
+def attention_rows(w, spec, ctx, batch, cfg, tune=False):
+    pools = harness.Pools(spec, ctx * batch)
+    bench.attention_rows(w, pools, get_backend("wmtp"), ctx, batch, cfg, tune)
 
 
 def test_harness_writes_every_kernel_kind(tmp_path, cpu_harness):
     cfg = bench.BenchConfig(ctxs=[100], batches=[2], window=24, sink=4, depth=3, extend_queries=2, variants=False)
-    w = bench.RowWriter(tmp_path / "k.csv")
-    bench.attention_rows(w, TINY, 100, 2, cfg, tune=False)
+    w = harness.RowWriter(tmp_path / "k.csv")
+    attention_rows(w, TINY, 100, 2, cfg)
     bench.component_rows(w, TINY, 2, cfg)
     w.close()
     df = pd.read_csv(tmp_path / "k.csv")
@@ -63,11 +77,13 @@ def test_failing_shape_is_a_row(tmp_path, cpu_harness, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("kernel exploded\nsecond line")
 
-    monkeypatch.setattr(bench, "decode_attention", boom)
+    from wmtp.measure.backends import wmtp as wmtp_backend
+
+    monkeypatch.setattr(wmtp_backend, "decode_attention", boom)
     cfg = bench.BenchConfig(ctxs=[50], batches=[1], window=8, sink=2, depth=2, extend_queries=2, variants=False,
                             sdpa=False)
-    w = bench.RowWriter(tmp_path / "k.csv")
-    bench.attention_rows(w, TINY, 50, 1, cfg, tune=False)
+    w = harness.RowWriter(tmp_path / "k.csv")
+    attention_rows(w, TINY, 50, 1, cfg)
     w.close()
     df = pd.read_csv(tmp_path / "k.csv")
     failed = df[df.kernel == "decode_attn"]
@@ -77,20 +93,22 @@ def test_failing_shape_is_a_row(tmp_path, cpu_harness, monkeypatch):
 
 
 def test_not_enough_memory_is_a_row(tmp_path, cpu_harness, monkeypatch):
-    monkeypatch.setattr(bench, "_free_bytes", lambda: 1000)
+    set_free_bytes(monkeypatch, 1000)
     cfg = bench.BenchConfig(ctxs=[50], batches=[1])
-    w = bench.RowWriter(tmp_path / "k.csv")
-    bench.attention_rows(w, TINY, 50, 1, cfg, tune=False)
+    w = harness.RowWriter(tmp_path / "k.csv")
+    attention_rows(w, TINY, 50, 1, cfg)
     w.close()
     df = pd.read_csv(tmp_path / "k.csv")
-    assert len(df) == 1 and df.status[0].startswith("skipped: needs")
+    # every case and the SDPA reference: one skipped row each, none timed
+    assert len(df) == 3 + 2 + 3 + 2 and df.status.str.startswith("skipped: ").all()
+    assert df.time_ms.isna().all()
 
 
 def test_resume_appends(tmp_path):
-    w = bench.RowWriter(tmp_path / "k.csv")
+    w = harness.RowWriter(tmp_path / "k.csv")
     w.write({"kernel": "copy"}, [1.0], "t")
     w.close()
-    w = bench.RowWriter(tmp_path / "k.csv", resume=True)
+    w = harness.RowWriter(tmp_path / "k.csv", resume=True)
     w.write({"kernel": "copy"}, [2.0], "t")
     w.close()
     assert pd.read_csv(tmp_path / "k.csv").time_ms.tolist() == [1.0, 2.0]
@@ -98,14 +116,14 @@ def test_resume_appends(tmp_path):
 
 def test_calibration_sweep_and_fit_end_to_end(tmp_path, cpu_harness, monkeypatch):
     from wmtp.calibrate.fitting import fit_raw_to_profile
-    from wmtp.calibrate.profile import load_profile
+    from wmtp.profile import load_profile
     from wmtp.measure import sweep
 
-    monkeypatch.setattr(sweep, "_free_bytes", lambda: 1 << 40)
-    monkeypatch.setattr(sweep, "_l2_bytes", lambda: 1 << 16)
-    cfg = sweep.SweepConfig(ctxs=(64, 200), batches=(1, 2), depths=(2, 3), windows=(16,), gammas=(1, 2), sink=4,
-                            extra_ctx=0)
-    w = bench.RowWriter(tmp_path / "raw.csv")
+    monkeypatch.setattr(sweep, "l2_bytes", lambda: 1 << 16)
+    # enough shapes per kind for a held-out error (features + 2): 8 decode, 10 verify shapes
+    cfg = sweep.SweepConfig(ctxs=(64, 200), batches=(1, 2), depths=(2, 3, 4, 5), windows=(16, 24), gammas=(1, 2),
+                            sink=4, extra_ctx=0)
+    w = harness.RowWriter(tmp_path / "raw.csv")
     labels = []
     for label, step in sweep.sweep_plan([TINY], cfg):
         labels.append(label)
@@ -116,7 +134,7 @@ def test_calibration_sweep_and_fit_end_to_end(tmp_path, cpu_harness, monkeypatch
     assert (df.status == "ok").all()
     assert {"decode_attn", "verify_attn", "index_build", "gemm", "moe", "lm_head", "linear_state",
             "draft_loop"} <= set(df.kernel)
-    prof = fit_raw_to_profile(tmp_path / "raw.csv", tmp_path / "profile.json", {"gpu_name": "test"}, ["tiny"])
+    prof = fit_raw_to_profile(tmp_path / "raw.csv", tmp_path / "profile.json", {"gpu_name": "test", "gpu_sm_count": 132}, ["tiny"])
     assert set(load_profile(prof)["components"]) >= {"decode_attn", "verify_attn", "moe"}
 
 
@@ -177,7 +195,7 @@ def test_composed_tp_step_has_the_collectives_the_model_counts(cpu_harness):
 
 
 def test_interrupted_steps_resume_where_they_stopped(tmp_path):
-    from wmtp.measure.run import _run_steps
+    from wmtp.measure.steps import run_steps
 
     ran = []
 
@@ -190,13 +208,13 @@ def test_interrupted_steps_resume_where_they_stopped(tmp_path):
         return fn
 
     done = tmp_path / "steps-done"
-    w = bench.RowWriter(tmp_path / "raw.csv")
+    w = harness.RowWriter(tmp_path / "raw.csv")
     with pytest.raises(KeyboardInterrupt):
-        _run_steps([("a", step("a")), ("b", step("b")), ("c", step("c", boom=True))], w, done)
+        run_steps([("a", step("a")), ("b", step("b")), ("c", step("c", boom=True))], w, done)
     w.close()
     assert ran == ["a", "b"] and done.read_text().split() == ["a", "b"]
-    w = bench.RowWriter(tmp_path / "raw.csv", resume=True)
-    _run_steps([("a", step("a")), ("b", step("b")), ("c", step("c"))], w, done)
+    w = harness.RowWriter(tmp_path / "raw.csv", resume=True)
+    run_steps([("a", step("a")), ("b", step("b")), ("c", step("c"))], w, done)
     w.close()
     assert ran == ["a", "b", "c"]  # a and b were not measured again
     assert pd.read_csv(tmp_path / "raw.csv").kernel.tolist() == ["a", "b", "c"]  # samples kept across the interruption
@@ -206,10 +224,9 @@ def test_sweep_on_a_small_gpu_measures_what_fits_and_records_the_rest(tmp_path, 
     from wmtp.measure import sweep
 
     # Room for about 300 tokens of TINY's KV beyond the 2 GiB headroom: S = 200 at B = 1 fits, B = 2 does not.
-    monkeypatch.setattr(sweep, "_free_bytes", lambda: int((2 * 2**30 + 300 * TINY.kv_bytes_per_token_layer) / 0.9))
-    monkeypatch.setattr(sweep, "_l2_bytes", lambda: 1 << 16)
+    set_free_bytes(monkeypatch, int((2 * 2**30 + 300 * TINY.kv_bytes_per_token_layer) / 0.9))
     cfg = sweep.SweepConfig(ctxs=(64, 200), batches=(1, 2), depths=(2,), windows=(16,), gammas=(1,), sink=4, extra_ctx=0)
-    w = bench.RowWriter(tmp_path / "raw.csv")
+    w = harness.RowWriter(tmp_path / "raw.csv")
     for label, step in sweep.attention_steps(TINY, cfg):
         step(w)
     w.close()

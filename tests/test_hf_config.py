@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from wmtp.errors import ConfigError
@@ -94,3 +96,106 @@ def test_wrong_types_and_unsupported_family(write_config):
         load_config(write_config("[1, 2]"))
     with pytest.raises(ConfigError, match="cannot read"):
         load_config("/nonexistent/config.json")
+
+
+# ---- a model folder or a Hugging Face repo id (huggingface_hub is optional; CI has no network) ----
+import sys  # noqa: E402
+import types  # noqa: E402
+
+from typer.testing import CliRunner  # noqa: E402
+
+from wmtp.cli.main import app  # noqa: E402
+
+MIMO = {"model_type": "mimo", "hidden_size": 4096, "vocab_size": 151680, "num_hidden_layers": 36,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 11008,
+        "num_nextn_predict_layers": 1}
+
+
+def _one_error(r, match):
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), r.output
+    assert match in lines[0], lines[0]
+
+
+def _fake_hub(monkeypatch, cache: dict, download=None):
+    """A stand-in for huggingface_hub: `cache` maps repo id -> cached config path."""
+    calls = []
+
+    def try_to_load_from_cache(repo_id, filename):
+        assert filename == "config.json"
+        return str(cache[repo_id]) if repo_id in cache else None
+
+    def hf_hub_download(repo_id, filename, **kw):
+        calls.append(repo_id)
+        if download is None:
+            raise ConnectionError("Max retries exceeded with url: /api/models (network unreachable)")
+        return str(download)
+
+    mod = types.ModuleType("huggingface_hub")
+    mod.try_to_load_from_cache, mod.hf_hub_download = try_to_load_from_cache, hf_hub_download
+    mod.constants = types.SimpleNamespace(HF_HUB_OFFLINE=False)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", mod)
+    return calls
+
+
+def test_model_folder_by_config_and_model(tmp_path, write_config):
+    folder = write_config(MIMO, "MiMo-7B-RL").parent
+    assert load_config(folder).key == "MiMo-7B-RL"
+    r = CliRunner().invoke(app, ["predict", "--config", str(folder), "--ctx", "64K", "--json"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["predict", "--model", str(folder), "--ctx", "64K", "--json"])
+    assert r.exit_code == 0, r.output
+    _one_error(CliRunner().invoke(app, ["predict", "--config", str(tmp_path)]), "has no config.json")
+
+
+def test_repo_id_from_the_hub_cache(monkeypatch, tmp_path, write_config):
+    cached = write_config(MIMO, "snapshot-abc123")  # the cache's snapshot folder name is a hash
+    calls = _fake_hub(monkeypatch, {"XiaomiMiMo/MiMo-7B-RL": cached})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = load_config("XiaomiMiMo/MiMo-7B-RL")
+    assert spec.key == "MiMo-7B-RL" and spec.n_layers == 36 and calls == []  # no network when cached
+    r = CliRunner().invoke(app, ["predict", "--model", "XiaomiMiMo/MiMo-7B-RL", "--ctx", "64K", "--json"])
+    assert r.exit_code == 0, r.output
+
+
+def test_repo_id_not_cached_offline_is_one_error_line(monkeypatch):
+    calls = _fake_hub(monkeypatch, {})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _one_error(CliRunner().invoke(app, ["predict", "--config", "org/not-cached"]), "HF_HUB_OFFLINE")
+    assert calls == []
+
+
+def test_repo_id_unreachable_is_one_error_line(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    calls = _fake_hub(monkeypatch, {})
+    _one_error(CliRunner().invoke(app, ["predict", "--model", "org/unreachable"]), "cannot fetch config.json")
+    assert calls == ["org/unreachable"]
+
+
+def test_repo_id_downloaded_when_online(monkeypatch, write_config):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    _fake_hub(monkeypatch, {}, download=write_config(MIMO, "dl"))
+    assert load_config("org/fresh").key == "fresh"
+
+
+def test_repo_id_without_huggingface_hub_names_the_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails
+    _one_error(CliRunner().invoke(app, ["predict", "--config", "org/model"]), "huggingface_hub")
+    with pytest.raises(ConfigError, match="pip install huggingface_hub"):
+        load_config("org/model")
+    _one_error(CliRunner().invoke(app, ["predict", "--model", "llama"]), "unknown model 'llama'")  # not a repo id
+
+
+def test_hostile_config_fields_are_config_errors(write_config):
+    with pytest.raises(ConfigError, match="kv_heads must be positive"):
+        load_config(write_config({**MIMO, "num_key_value_heads": 0}))
+    with pytest.raises(ConfigError, match="at most 10000 layers"):
+        load_config(write_config({**QWEN_NEXT, "num_hidden_layers": 1e9}))
+    with pytest.raises(ConfigError, match="full_attention_interval must be >= 1"):
+        load_config(write_config({**QWEN_NEXT, "full_attention_interval": 0}))
+    with pytest.raises(ConfigError, match="should be an integer"):
+        load_config(write_config(json.dumps({**MIMO, "hidden_size": 1.5})))
+    with pytest.raises(ConfigError, match="binary|UTF-8"):
+        p = write_config("x")
+        p.write_bytes(b"\x00\xff" * 100)
+        load_config(p)

@@ -28,8 +28,9 @@ def test_request_memory_formulas():
     assert nat.state_bytes == 30 * spec.state_bytes_per_layer
     win = request_memory(spec, "window", 2**20, 4032, 64, 7, tree_width=4)
     assert win.draft_kv_bytes == 2048 * (64 + 4032 + 7 * 4)
+    # A window that covers the context is the native draft: its KV, no ring (issue 14).
     short = request_memory(spec, "window", 100, 4032, 64, 7)
-    assert short.draft_kv_bytes == 2048 * (100 + 7)
+    assert short.draft_kv_bytes == 2048 * 100
     assert request_memory(spec, "dense", 2**20, 4032, 64, 7).draft_kv_bytes == 0
 
 
@@ -58,3 +59,10 @@ def test_fp8_kv_halves_bytes_not_entries():
 def test_bad_memory_arguments():
     with pytest.raises(WmtpError, match="mem_fraction"):
         memory_report(get_model("q35"), get_hardware("h200"), 1000, mem_fraction=1.5)
+
+
+def test_window_covering_the_context_reclaims_nothing_and_has_no_ring():
+    rep = memory_report(get_model("q35"), get_hardware("h200"), 4096, 4032, 64, 7)
+    assert rep.ring_slots == 0
+    assert rep.reclaimable_bytes == 0
+    assert rep.max_batch["window"] == rep.max_batch["native"]

@@ -41,3 +41,16 @@ def test_format_bytes():
     assert format_bytes(2 * 1024**3) == "2.00 GiB"
     assert format_bytes(512) == "512 B"
     assert format_bytes(-1024) == "-1.00 KiB"
+
+
+def test_token_counts_are_bounded():
+    import pytest
+
+    from wmtp.errors import WmtpError
+    from wmtp.units import MAX_TOKENS, format_bytes, parse_tokens
+
+    assert parse_tokens("16G") == MAX_TOKENS
+    for text in ("17G", "99999999999999999999999999G", "1" * 400):
+        with pytest.raises(WmtpError, match="token count"):
+            parse_tokens(text)
+    assert format_bytes(150 * 1024**3, 0) == "150 GiB" and format_bytes(150 * 1024**3) == "150.00 GiB"

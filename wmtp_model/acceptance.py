@@ -71,15 +71,23 @@ class AcceptanceProfile:
         return self.source
 
 
+MAX_DEPTH = 64  # the deepest draft any command models (d = gamma + 1)
+MAX_COUNT = 1e15  # verify steps in one bin: more than any log holds (keeps every sum finite)
+
+
 def from_histogram(counts: Sequence[float], source: str) -> AcceptanceProfile:
     """H[n] for n = 0..gamma -> profile at depth gamma + 1. Positions no step reached get alpha 0."""
     h = [float(c) for c in counts]
-    if len(h) < 2 or any(c < 0 or not math.isfinite(c) for c in h) or sum(h) <= 0:
-        raise WmtpError("an acceptance histogram needs >= 2 non-negative bins with a positive total")
-    alphas = []
-    for j in range(1, len(h)):
-        reached = sum(h[j - 1:])
-        alphas.append(sum(h[j:]) / reached if reached > 0 else 0.0)
+    if len(h) < 2 or any(not 0 <= c <= MAX_COUNT for c in h) or not sum(h) > 0:  # NaN fails both
+        raise WmtpError(f"an acceptance histogram needs >= 2 bins of counts in [0, {MAX_COUNT:g}] with a positive "
+                        "total")
+    if len(h) > MAX_DEPTH:
+        raise WmtpError(f"an acceptance histogram has at most {MAX_DEPTH} bins (n = 0..{MAX_DEPTH - 1} accepted), "
+                        f"got {len(h)}")
+    tail = [0.0] * (len(h) + 1)  # tail[j] = sum_{n >= j} H[n]
+    for n in range(len(h) - 1, -1, -1):
+        tail[n] = tail[n + 1] + h[n]
+    alphas = [min(1.0, tail[j] / tail[j - 1]) if tail[j - 1] > 0 else 0.0 for j in range(1, len(h))]
     return AcceptanceProfile(tuple(alphas), len(h), source, "per-position", tuple(h))
 
 
@@ -258,35 +266,63 @@ WINDOW_PRESETS: Mapping[tuple[str, str], WindowAcceptance] = {
 }
 
 
+def _count(value) -> float:
+    """One histogram count: a finite non-negative number (not a bool, not a string)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"a count must be a number, got {value!r}"[:80])
+    x = float(value)
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(f"a count must be finite and >= 0, got {value!r}")
+    return x
+
+
+def _bin(value) -> int:
+    """One histogram bin index n (accepted draft tokens): an integer in [0, MAX_DEPTH)."""
+    n = int(value)
+    if isinstance(value, float) and n != value:
+        raise ValueError(f"a bin must be an integer, got {value!r}")
+    if not 0 <= n < MAX_DEPTH:
+        raise ValueError(f"bin n={n} is outside 0..{MAX_DEPTH - 1} (accepted draft tokens per step)")
+    return n
+
+
 def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
-    """H[n] from a JSON list [H0, H1, ...], a JSON object {"n": count}, or a CSV of `n,count` lines."""
+    """H[n] from a JSON list [H0, H1, ...], a JSON object {"n": count}, or a CSV of `n,count` lines.
+    Bins run over 0..63 (d <= 64); counts are finite and non-negative."""
     import csv
     import json
     from pathlib import Path
 
+    from wmtp.fileio import read_text
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise WmtpError(f"cannot read histogram {p}: {e.strerror or e}") from None
+    text = read_text(p, "histogram", WmtpError)
     counts: dict[int, float] = {}
+    shape = f"{p}: a histogram is a JSON list, a JSON object n -> count, or CSV lines n,count"
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=lambda c: float("nan"))
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        data = None
+    try:
         if isinstance(data, list):
-            counts = {i: float(c) for i, c in enumerate(data)}
+            if len(data) > MAX_DEPTH:
+                raise ValueError(f"{len(data)} bins; at most {MAX_DEPTH}")
+            counts = {i: _count(c) for i, c in enumerate(data)}
         elif isinstance(data, dict):
-            counts = {int(k): float(v) for k, v in data.items()}
+            counts = {_bin(int(str(k).strip())): _count(v) for k, v in data.items()}
+        elif data is not None:
+            raise ValueError("top level must be a list or an object")
         else:
-            raise ValueError
-    except (json.JSONDecodeError, ValueError, TypeError):
-        try:
             for row in csv.reader(text.splitlines()):
-                if not row or row[0].strip().lower() in ("n", "accepted", "#"):
+                if not row or not row[0].strip() or row[0].strip().lower() in ("n", "accepted") \
+                        or row[0].lstrip().startswith("#"):
                     continue
-                counts[int(row[0])] = float(row[1])
-        except (ValueError, IndexError):
-            raise WmtpError(f"{p}: a histogram is a JSON list, a JSON object n -> count, or CSV lines n,count") from None
-    if not counts or min(counts) < 0:
+                if len(row) < 2:
+                    raise ValueError(f"line {row!r}: need n,count")
+                counts[_bin(int(row[0]))] = _count(float(row[1]))
+    except (ValueError, TypeError, IndexError, csv.Error) as e:
+        raise WmtpError(f"{shape} ({str(e)[:100]})" if str(e) else shape) from None
+    if not counts:
         raise WmtpError(f"{p}: no histogram bins found")
     h = [counts.get(n, 0.0) for n in range(max(counts) + 1)]
     return from_histogram(h, source or f"histogram {p.name}")
@@ -312,3 +348,21 @@ def window_model(spec_key: str, depth: int, acc: AcceptanceChoice, explicit_al: 
     if explicit_al:
         return None
     return WINDOW_PRESETS.get((spec_key, task))
+
+
+def window_covers_context(window: int, sink: int, ctx: int) -> bool:
+    """Whether a sink + W window holds the whole context: the windowed draft then is the native draft."""
+    return window + sink >= ctx
+
+
+def window_profile(acc: AcceptanceChoice, al_model: WindowAcceptance | None, window: int, sink: int,
+                   ctx: int) -> AcceptanceProfile:
+    """The windowed draft's acceptance at window W, the same for `predict` and `sweep window`: the native
+    draft's when the window covers the context, else the AL(W) model's (a geometric profile through its AL at
+    the measured depth), else the chosen window acceptance held fixed."""
+    if window_covers_context(window, sink, ctx):
+        return acc.native
+    if al_model is not None:
+        al = al_model.accept_length(window, al_model.depth, ctx)
+        return geometric(min(al, al_model.depth), al_model.depth, al_model.tag(window, ctx))
+    return acc.window

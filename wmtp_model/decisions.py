@@ -15,8 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, WindowAcceptance
+from wmtp.acceptance import (AcceptanceChoice, AcceptanceProfile, WindowAcceptance, window_covers_context,
+                             window_profile)
 from wmtp.engine import EngineOverhead
+from wmtp.engine_memory import EngineMemoryConfig
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import CostModel, StepCost, step_cost
@@ -38,6 +40,7 @@ class Scenario:
     batch: int = 1
     tp: int = 1
     overheads: Mapping[str, EngineOverhead] | None = None  # per method: serving-engine overhead (wmtp.engine)
+    engine_memory: EngineMemoryConfig | None = None  # the engine's memory accounting (wmtp.engine_memory)
 
     def overhead(self, method: str) -> EngineOverhead | None:
         return (self.overheads or {}).get(method)
@@ -115,11 +118,13 @@ def window_curve(sc: Scenario, acc: AcceptanceChoice, windows, al_model: WindowA
     n_tpot, _, n_al = sc.tpot("native", acc.native)
     rows = []
     for w in windows:
-        if al_model is not None:
-            al_w = al_model.accept_length(w, sc.depth, sc.ctx)
+        prof = window_profile(acc, al_model, w, sc.sink, sc.ctx)
+        al_w = prof.accept_length(sc.depth)
+        if window_covers_context(w, sc.sink, sc.ctx):
+            src = "the native draft's (the window covers the context)"
+        elif al_model is not None:
             src = al_model.tag(w, sc.ctx)
         else:
-            al_w = acc.window.accept_length(sc.depth)
             src = "held fixed (no AL(W) model): " + acc.window.tag(sc.depth)
         tpot, step, _ = sc.tpot("window", None, window=w, accept_length=al_w)
         rows.append({"window": w, "window_step_ms": step, "accept_length": al_w, "accept_source": src,
@@ -132,13 +137,14 @@ def break_even_window(rows: list[dict]) -> dict:
     winners = [r["window"] for r in rows if r["beats_native"]]
     return {"optimal_window": best["window"], "optimal_tpot_ms": best["window_tpot_ms"],
             "beats_native_range": [min(winners), max(winners)] if winners else None,
-            "acceptance": "AL(W) model" if not rows[0]["accept_source"].startswith("held fixed") else
-            "held fixed: cost-only curve"}
+            "acceptance": "held fixed: cost-only curve" if any(r["accept_source"].startswith("held fixed")
+                                                                for r in rows) else "AL(W) model"}
 
 
 def batch_frontier(sc: Scenario, acc: AcceptanceChoice, max_batch: int | None = None) -> list[dict]:
     """Per method, B = 1 .. the memory limit: per-user and per-GPU tokens/s, Pareto flags."""
-    mem = memory_report(per_gpu_spec(sc.spec, sc.tp), sc.hw, sc.ctx, sc.window, sc.sink, sc.depth)
+    mem = memory_report(per_gpu_spec(sc.spec, sc.tp), sc.hw, sc.ctx, sc.window, sc.sink, sc.depth,
+                        engine=sc.engine_memory, engine_tp=sc.tp)
     rows = []
     for method, prof in (("dense", None), ("native", acc.native), ("window", acc.window)):
         limit = mem.max_batch[method] if max_batch is None else min(max_batch, mem.max_batch[method])
@@ -169,6 +175,7 @@ def draft_prefill_saving(spec: ModelSpec, hw: HardwareSpec, ctx: int, window: in
 
 
 SWEEPS = ("ctx", "depth", "window", "batch")
+MAX_SWEEP_BATCH = 512  # a frontier past this many concurrent requests is cut (and says so)
 
 
 def sweep(what: str, sc: Scenario, acc: AcceptanceChoice, *, threshold: float = 0.05,
@@ -176,8 +183,8 @@ def sweep(what: str, sc: Scenario, acc: AcceptanceChoice, *, threshold: float = 
     """(rows, extra) of one decision curve: TPOT against context, depth, window or batch, with its
     break-even point (`extra`)."""
     extra: dict = {}
-    if what == "depth":
-        rows = depth_curve(sc, acc)
+    if what == "depth":  # the grid, and the scenario's own depth when it lies outside it
+        rows = depth_curve(sc, acc, sorted(set(defaults.DEPTH_GRID) | {sc.depth}))
         extra["best_depth"] = best_depths(rows)
     elif what == "ctx":
         rows = context_curve(sc, acc, defaults.CTX_GRID)
@@ -189,10 +196,16 @@ def sweep(what: str, sc: Scenario, acc: AcceptanceChoice, *, threshold: float = 
         rows = window_curve(sc, acc, defaults.WINDOW_GRID, al_model)
         extra["break_even_window"] = break_even_window(rows)
     elif what == "batch":
-        rows = batch_frontier(sc, acc)
-        extra["pareto"] = [f"{r['method']} B={r['batch']}" for r in rows if r["pareto"]]
+        mem = memory_report(per_gpu_spec(sc.spec, sc.tp), sc.hw, sc.ctx, sc.window, sc.sink, sc.depth,
+                            engine=sc.engine_memory, engine_tp=sc.tp)
+        rows = batch_frontier(sc, acc, max_batch=MAX_SWEEP_BATCH)
         if not rows:
             raise WmtpError(f"no request of {sc.ctx} tokens fits on {sc.hw.key}")
+        extra["pareto"] = [f"{r['method']} B={r['batch']}" for r in rows if r["pareto"]]
+        cut = [m for m, b in mem.max_batch.items() if b > MAX_SWEEP_BATCH]
+        if cut:
+            extra["note"] = (f"memory seats more than {MAX_SWEEP_BATCH} requests for {', '.join(cut)} "
+                             f"(up to {max(mem.max_batch.values()):,}); the frontier stops at B={MAX_SWEEP_BATCH}")
     else:
         raise WmtpError(f"sweep takes {', '.join(SWEEPS)}, not {what!r}")
     return rows, extra

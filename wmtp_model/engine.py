@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from wmtp.engine_memory import EngineMemoryConfig, config_from_preset
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_versioned, read_json
 from wmtp.framework import load as load_framework
@@ -164,3 +165,17 @@ def label(overheads: dict[str, EngineOverhead] | None) -> str:
     if len({o.source for o in ovs.values()}) == 1:
         return next(iter(ovs.values())).source
     return "; ".join(f"{m}: {o.source}" for m, o in sorted(ovs.items()))
+
+
+def memory_config(spec_key: str, items) -> EngineMemoryConfig | None:
+    """The memory accounting of the engine preset among `--framework` items (None: no preset names one)."""
+    out = None
+    for item in items or []:
+        p = _preset_path(item)
+        doc = read_json(p, "framework/engine profile", WmtpError)
+        if isinstance(doc, dict) and doc.get("kind") == KIND:
+            mem = doc.get("memory")
+            if mem is not None and not isinstance(mem, dict):
+                raise WmtpError(f"engine preset {p}: memory must be an object of engine settings")
+            out = config_from_preset(mem) or out
+    return out

@@ -11,13 +11,17 @@ FEATURES: dict[str, tuple[str, ...]] = {
     # One-token decode tiles are always 16 rows, so padded flops are 16x bytes: no separate term.
     "decode_attn": ("const", "bytes", "mid_bytes", "merge_iters", "batch"),
     "verify_attn": ("const", "bytes", "padded_flops", "extra_pass_bytes", "mid_bytes", "merge_iters", "batch"),
-    "index_build": ("const", "bytes"),
+    # An engine's per-request index build walks each request's row serially: bytes per request set its time.
+    "index_build": ("const", "bytes", "bytes_per_request"),
     "gemm": ("const", "bytes", "flops"),
     "moe": ("const", "bytes", "flops"),
     "lm_head": ("const", "bytes", "flops"),
     "linear_state": ("const", "bytes", "flops", "steps"),
 }
-ALIASES = {"extend_attn": "verify_attn"}  # the same kernel
+# The draft extend has its own fit where it was timed on its own (a backend whose extend runs another kernel
+# than its verify); otherwise it is priced by the verify fit (the same kernel).
+FEATURES["extend_attn"] = FEATURES["verify_attn"]
+ALIASES = {"extend_attn": "verify_attn"}
 
 
 def fit_kind(kind: str) -> str:
@@ -35,18 +39,20 @@ def group_name(work_name: str, feats: dict | None = None) -> str:
 
 
 def features(kind: str, bytes_: float, flops: float, batch: float, keys: float, q_len: float,
-             kv_heads: int, group: int, head_dim: int, sm_count: int) -> dict:
-    f = {"const": 1.0, "bytes": bytes_, "flops": flops, "batch": batch, "steps": q_len}
+             kv_heads: int, group: int, head_dim: int, sm_count: int, backend: str = "wmtp") -> dict:
+    f = {"const": 1.0, "bytes": bytes_, "flops": flops, "batch": batch, "steps": q_len,
+         "bytes_per_request": bytes_ / max(batch, 1.0)}
     if fit_kind(kind) in ("decode_attn", "verify_attn"):
         kv_tok = bytes_ / max(batch * keys, 1.0)
-        f.update(attention_features(int(batch), kv_heads, group, int(q_len), head_dim, int(keys), sm_count, kv_tok))
+        f.update(attention_features(int(batch), kv_heads, group, int(q_len), head_dim, int(keys), sm_count, kv_tok,
+                                    backend))
     return f
 
 
-def work_features(work, spec, sm_count: int) -> dict:
+def work_features(work, spec, sm_count: int, backend: str = "wmtp") -> dict:
     shape = work.shape
     batch = float(shape.get("batch", 1) or 1)
     q_len = float(shape.get("d", 1) or 1)
     keys = float(shape.get("ctx", 0) or 0)
     return features(work.kind, work.bytes, work.flops, batch, keys, q_len, spec.kv_heads, spec.group_size,
-                    spec.head_dim, sm_count)
+                    spec.head_dim, sm_count, backend)

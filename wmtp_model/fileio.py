@@ -1,41 +1,145 @@
-"""Atomic file writes: readers never see a partial file, an interrupted write loses nothing."""
+"""File reading and writing every command shares.
+
+Writes are atomic: the text goes to a temporary file in the target's folder, is fsynced, and is
+renamed over the target, so readers never see a partial file and an interrupted write loses
+nothing. The file gets the mode a plain `open(path, "w")` would give it (0666 less the umask, or
+the mode of the file it replaces), not the temporary file's 0600. A target that exists and is not
+a regular file (a directory, a device such as /dev/full, a FIFO) is refused: the rename would
+replace it. Reads refuse binary, oversized and malformed input with one `error` sentence.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 
+from wmtp.errors import WmtpError
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write via a temporary file in the same folder, fsync, and rename over the target."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+MAX_READ_BYTES = 64 * 1024 * 1024  # a config, profile or preset is kilobytes; refuse anything absurd
+
+
+class WriteError(WmtpError, OSError):
+    """An output file that cannot be written (one `error:` line in the CLI; still an OSError)."""
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_output_path(path: str | Path, what: str = "output file") -> Path:
+    """`path` as a write target: a new path or an existing regular file (a symlink to one is
+    followed); anything else raises `WriteError` before any work is done."""
+    if str(path).strip() == "":
+        raise WriteError(f"{what} path is empty")
+    p = Path(path)
+    if p.is_symlink():
+        p = p.resolve()
     try:
-        with os.fdopen(fd, "w") as f:
+        st = p.stat()
+    except FileNotFoundError:
+        parent = p.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise WriteError(f"cannot write {what} {path}: {parent} is not a folder") from None
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise WriteError(f"cannot write {what} {path}: folder {parent} is not writable") from None
+        return p
+    except OSError as e:
+        raise WriteError(f"cannot write {what} {path}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise WriteError(f"cannot write {what} {path}: it is a folder; give a file name")
+    if not stat.S_ISREG(st.st_mode):
+        raise WriteError(f"refusing to write {what} {path}: it exists and is not a regular file")
+    return p
+
+
+def atomic_write_text(path: str | Path, text: str, what: str = "output file") -> None:
+    """Write via a temporary file in the same folder, fsync, and rename over the target."""
+    p = check_output_path(path, what)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(p.stat().st_mode)  # replacing a file keeps its mode
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    except OSError as e:
+        raise WriteError(f"cannot write {what} {path}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        os.replace(tmp, p)
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and not isinstance(e, WmtpError):
+            raise WriteError(f"cannot write {what} {path}: {e.strerror or e}") from None
         raise
 
 
-def read_json(path: str | Path, what: str, error: type[Exception]):
-    """Parse a JSON file; a missing or malformed file raises `error` with one clear sentence."""
-    import json
-
+def read_text(path: str | Path, what: str, error: type[Exception], max_bytes: int = MAX_READ_BYTES) -> str:
+    """The UTF-8 text of a regular file; missing, unreadable, binary or oversized raises `error`."""
     p = Path(path)
     try:
-        text = p.read_text()
+        if p.is_dir():
+            raise error(f"cannot read {what} {p}: it is a folder")
+        with open(p, "rb") as f:
+            data = f.read(max_bytes + 1)
     except OSError as e:
         raise error(f"cannot read {what} {p}: {e.strerror or e}") from None
+    if len(data) > max_bytes:
+        raise error(f"{what} {p} is larger than {max_bytes // 2**20} MiB: not a {what}")
+    if b"\x00" in data:
+        raise error(f"{what} {p} is a binary file, not text")
     try:
-        return json.loads(text)
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise error(f"{what} {p} is not UTF-8 text (a binary file?)") from None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def read_json(path: str | Path, what: str, error: type[Exception]):
+    """Parse a JSON file; a missing, binary or malformed file raises `error` with one clear sentence.
+    NaN and Infinity (which Python's json would accept) are malformed."""
+    p = Path(path)
+    text = read_text(p, what, error)
+    if not text.strip():
+        raise error(f"{what} {p} is empty")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise error(f"{what} {p} is corrupt: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except (ValueError, RecursionError) as e:  # NaN/Infinity, a 5000-digit integer, absurd nesting
+        msg = str(e).splitlines()[0] if isinstance(e, ValueError) else "nested too deeply"
+        raise error(f"{what} {p} is corrupt: {msg}") from None
+
+
+def finite_number(value, what: str, error: type[Exception] = WmtpError, *, lo: float | None = None,
+                  hi: float | None = None) -> float:
+    """`value` as a finite float within [lo, hi] (bools and strings are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise error(f"{what} must be a number, got {value!r}")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise error(f"{what} is out of range: {value!r}") from None
+    if not math.isfinite(x):
+        raise error(f"{what} must be finite, got {value!r}")
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        raise error(f"{what} must lie in [{lo:g}, {hi:g}], got {value!r}")
+    return x
 
 
 def read_versioned_json(path: str | Path, what: str, kind: str, version: int, error: type[Exception]) -> dict:

@@ -3,15 +3,23 @@
 Families: qwen3_next, qwen3_5_moe (text fields may sit under `text_config`), nemotron_h
 (`hybrid_override_pattern`: M = Mamba2, * = attention, E = MoE, - = dense MLP), deepseek_v3,
 glm4_moe, mimo and qwen2 (dense; MTP from `num_nextn_predict_layers`). Anything else, or a config
-lacking a field the model needs, is a `ConfigError` naming what is missing.
+lacking a field the model needs, is a `ConfigError` naming what is missing; so is a field of the
+wrong type, negative, non-finite or absurdly large (more than `MAX_LAYERS` layers).
+
+`load_config` takes a config.json, a local model folder holding one, or a Hugging Face repo id
+(`Qwen/Qwen3-Next-80B-A3B-Instruct`), read through `huggingface_hub` (optional: imported only then)
+from its cache first, so `HF_HUB_OFFLINE=1` and a warm cache work without a network.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import re
 from pathlib import Path
 
 from wmtp.errors import ConfigError, WmtpError
-from wmtp.specs import ModelSpec
+from wmtp.specs import MAX_COUNT, MAX_LAYERS, ModelSpec
 
 FAMILIES = ("qwen3_next", "qwen3_5_moe", "nemotron_h", "deepseek_v3", "glm4_moe", "mimo", "qwen2")
 
@@ -25,12 +33,16 @@ class _Fields:
             self.missing.append(name)
             return kind(0) if kind in (int, float) else kind()
         value = self.cfg[name]
-        try:
-            if kind is int and (isinstance(value, bool) or int(value) != value):
-                raise ValueError
-            return kind(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{self.path}: field {name!r} should be {kind.__name__}, got {value!r}") from None
+        if kind is int:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                    isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
+                raise ConfigError(f"{self.path}: field {name!r} should be an integer, got {_short(value)}")
+            if not 0 <= value <= MAX_COUNT:
+                raise ConfigError(f"{self.path}: field {name!r} must lie in [0, {MAX_COUNT}], got {_short(value)}")
+            return int(value)
+        if kind is str and not isinstance(value, str):
+            raise ConfigError(f"{self.path}: field {name!r} should be a string, got {_short(value)}")
+        return kind(value)
 
     def get(self, name: str, default, kind=int):
         if self.cfg.get(name) is None:
@@ -43,21 +55,42 @@ class _Fields:
                 f"{self.path}: a {self.family} config needs {', '.join(sorted(set(self.missing)))}, which it lacks")
 
 
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _layer_count(f: _Fields, n: int, what: str = "num_hidden_layers") -> int:
+    if n > MAX_LAYERS:
+        raise ConfigError(f"{f.path}: {what} is {n}; wmtp models at most {MAX_LAYERS} layers")
+    return n
+
+
 def _head_dim(f: _Fields) -> int:
     heads = f.need("num_attention_heads")
     return f.get("head_dim", f.need("hidden_size") // heads if heads else 0)
 
 
 def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
-    n_layers = f.need("num_hidden_layers")
+    n_layers = _layer_count(f, f.need("num_hidden_layers"))
     types = f.cfg.get("layer_types")
     if types is None:
         interval = f.need("full_attention_interval")
+        if "full_attention_interval" in f.cfg and interval < 1:
+            raise ConfigError(f"{f.path}: full_attention_interval must be >= 1 (every k-th layer is full attention), "
+                              f"got {interval}")
         types = ["full_attention" if (i + 1) % max(interval, 1) == 0 else "linear_attention" for i in range(n_layers)]
     if not isinstance(types, list) or len(types) != n_layers:
         raise ConfigError(f"{f.path}: layer_types must list num_hidden_layers entries")
+    unknown = {_short(t) for t in types if t not in ("full_attention", "linear_attention")}
+    if unknown:
+        raise ConfigError(f"{f.path}: layer_types has unknown kinds {', '.join(sorted(unknown)[:5])}; "
+                          "known: full_attention, linear_attention")
     n_full = sum(t == "full_attention" for t in types)
     mlp_only = f.cfg.get("mlp_only_layers") or []
+    if not isinstance(mlp_only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers
+                                             for i in mlp_only) or len(set(mlp_only)) != len(mlp_only):
+        raise ConfigError(f"{f.path}: mlp_only_layers must list distinct layer indices in [0, num_hidden_layers)")
     n_experts = f.need("num_experts")
     spec = dict(
         hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=n_layers,
@@ -80,6 +113,7 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
 def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
     pattern = f.need("hybrid_override_pattern", str)
     f.check()
+    _layer_count(f, len(pattern), "hybrid_override_pattern's length")
     bad = set(pattern) - set("M*E-")
     if bad:
         raise ConfigError(f"{f.path}: hybrid_override_pattern has unknown block kinds {sorted(bad)}")
@@ -103,8 +137,10 @@ def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
 
 
 def _moe_first_dense(f: _Fields, key: str, name: str, mla: bool) -> ModelSpec:
-    n_layers = f.need("num_hidden_layers")
+    n_layers = _layer_count(f, f.need("num_hidden_layers"))
     first_dense = f.get("first_k_dense_replace", 0)
+    if first_dense > n_layers:
+        raise ConfigError(f"{f.path}: first_k_dense_replace ({first_dense}) exceeds num_hidden_layers ({n_layers})")
     spec = dict(
         hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=n_layers,
         n_full_attn=n_layers, n_linear=0, n_moe=n_layers - first_dense, n_dense_ffn=first_dense,
@@ -127,7 +163,7 @@ def _moe_first_dense(f: _Fields, key: str, name: str, mla: bool) -> ModelSpec:
 
 
 def _dense(f: _Fields, key: str, name: str) -> ModelSpec:
-    n_layers = f.need("num_hidden_layers")
+    n_layers = _layer_count(f, f.need("num_hidden_layers"))
     spec = dict(
         hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=n_layers,
         n_full_attn=n_layers, n_linear=0, n_moe=0, n_dense_ffn=n_layers,
@@ -153,11 +189,12 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
         cfg = merged
     if family in ("qwen3_5_moe_text",):
         family = "qwen3_5_moe"
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise ConfigError(
-            f"{path}: model_type {family!r} is not supported; supported: {', '.join(FAMILIES)}")
+            f"{path}: model_type {_short(family)} is not supported; supported: {', '.join(FAMILIES)}")
     key = key or Path(path).parent.name or family
-    name = (cfg.get("architectures") or [family])[0]
+    archs = cfg.get("architectures")
+    name = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else family
     f = _Fields(cfg, family, path)
     try:
         if family in ("qwen3_next", "qwen3_5_moe"):
@@ -173,8 +210,63 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
         raise ConfigError(f"{path}: {e}") from None
 
 
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def looks_like_repo_id(text: str) -> bool:
+    """`org/name` that is not a local path: a Hugging Face repo id."""
+    t = str(text)
+    return bool(_REPO_ID.match(t)) and ".." not in t and not t.endswith(".json") and not Path(t).exists()
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def hub_config_path(repo_id: str) -> Path:
+    """The cached (or, online, downloaded) config.json of a Hugging Face repo, via huggingface_hub."""
+    try:
+        import huggingface_hub as hub
+    except ImportError:
+        raise ConfigError(f"{repo_id!r} is neither a local file nor a folder; reading a Hugging Face repo id needs "
+                          "the huggingface_hub package (pip install huggingface_hub), or give a path to its "
+                          "config.json") from None
+    try:
+        cached = hub.try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # noqa: BLE001 - a malformed cache entry: fall through to the download's own error
+        cached = None
+    if isinstance(cached, (str, Path)) and Path(cached).is_file():
+        return Path(cached)
+    if _offline() or getattr(getattr(hub, "constants", None), "HF_HUB_OFFLINE", False):
+        raise ConfigError(f"config.json of Hugging Face repo {repo_id!r} is not in the local cache and HF_HUB_OFFLINE "
+                          "is set: download it once online, or give a path to the file")
+    try:
+        return Path(hub.hf_hub_download(repo_id, "config.json", etag_timeout=10))
+    except Exception as e:  # noqa: BLE001 - network, auth, missing repo: one line, not a traceback
+        detail = (str(e).strip().splitlines() or [""])[0][:160]
+        raise ConfigError(f"cannot fetch config.json of Hugging Face repo {repo_id!r} (not cached, and "
+                          f"{type(e).__name__}{': ' + detail if detail else ''})") from None
+
+
+def resolve_config_path(source: str | Path) -> tuple[Path, str | None]:
+    """(config.json path, default key) for a config file, a model folder or a Hugging Face repo id."""
+    if source is None or str(source).strip() == "":
+        raise ConfigError("the model is empty: give --model KEY or --config (a config.json, a model folder or a "
+                          "Hugging Face repo id)")
+    p = Path(source)
+    if p.is_dir():
+        cfg = p / "config.json"
+        if not cfg.is_file():
+            raise ConfigError(f"model folder {p} has no config.json")
+        return cfg, p.resolve().name or None
+    if not p.exists() and looks_like_repo_id(str(source)):
+        return hub_config_path(str(source)), str(source).split("/", 1)[1]
+    return p, None
+
+
 def load_config(path: str | Path, key: str | None = None) -> ModelSpec:
+    """A `ModelSpec` from a config.json, a model folder, or a Hugging Face repo id (see module docstring)."""
     from wmtp.fileio import read_json
 
-    p = Path(path)
-    return spec_from_config(read_json(p, "config", ConfigError), str(p), key)
+    p, default_key = resolve_config_path(path)
+    return spec_from_config(read_json(p, "config", ConfigError), str(p), key or default_key)

@@ -60,9 +60,53 @@ def attention_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: 
     return AttentionPlan(heads_per_block, m_blocks, block_m, num_splits, block_n, num_warps, num_stages)
 
 
+def fa2_cta_tile_q(packed_rows: int, head_dim: int) -> int:
+    """FlashInfer FA2's query-tile rows for `packed_rows` = query rows x GQA group (FA2DetermineCtaTileQ,
+    SM80+; flashinfer 0.6.0 include/flashinfer/attention/scheduler.cuh)."""
+    if packed_rows > 64 and head_dim < 256:
+        return 128
+    return 64 if packed_rows > 16 else 16
+
+
+def fa2_q_tiles(q_len: int, group: int, head_dim: int, batch: int = 1) -> int:
+    """Query tiles per request of a CUDA-graph FA2 plan with `q_len` rows per request; each tile reads the
+    request's K/V once. The graph plan sizes the tile for the longest request the captured batch allows
+    (batch * (q_len - 1) + 1 rows)."""
+    longest = (batch * (q_len - 1) + 1) * group
+    return math.ceil(q_len * group / fa2_cta_tile_q(longest, head_dim))
+
+
+def fa2_splits(batch: int, kv_heads: int, tiles: int, keys: int, sm_count: int, min_keys: int = 256) -> int:
+    """KV chunks per (request, KV head, tile) of FA2's split-KV plan: about 2 CTAs per SM in all."""
+    programs = max(1, batch * kv_heads * tiles)
+    return int(max(1, min(-(-2 * sm_count // programs), -(-max(keys, 1) // min_keys))))
+
+
+def flashinfer_attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, keys: int,
+                                  sm_count: int, kv_bytes_per_token: float) -> dict:
+    """The same features for FlashInfer as SGLang plans it (FA2, split-KV, page size 1): the query tiles
+    of FA2 (each re-reading K/V), tensor-core tiles of 16/64/128 rows, split partials merged."""
+    tile = fa2_cta_tile_q((batch * (q_len - 1) + 1) * group, head_dim) if q_len > 1 else 16
+    tiles = fa2_q_tiles(q_len, group, head_dim, batch) if q_len > 1 else -(-group // 16)
+    splits = fa2_splits(batch, kv_heads, tiles, keys, sm_count)
+    kv_bytes = batch * keys * kv_bytes_per_token
+    return {
+        "tiling": f"fa2:{tile}x{tiles}",
+        "merge_iters": float(-(-splits // MERGE_SPLIT_BLOCK)),
+        "padded_flops": 4.0 * batch * kv_heads * tile * tiles * keys * head_dim,
+        "extra_pass_bytes": kv_bytes * (tiles - 1),
+        "mid_bytes": 2.0 * batch * q_len * kv_heads * group * splits * head_dim * 4,
+        "splits": float(splits),
+    }
+
+
 def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, keys: int,
-                       sm_count: int, kv_bytes_per_token: float) -> dict:
-    """Work features the profile fits for paged attention (per launch, all requests)."""
+                       sm_count: int, kv_bytes_per_token: float, backend: str = "wmtp") -> dict:
+    """Work features the profile fits for paged attention (per launch, all requests), following the tiling of
+    the backend that was measured (`wmtp`: the project's kernel; `flashinfer`: FA2 as SGLang plans it)."""
+    if backend == "flashinfer":
+        return flashinfer_attention_features(batch, kv_heads, group, q_len, head_dim, keys, sm_count,
+                                             kv_bytes_per_token)
     plan = attention_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
     kv_bytes = batch * keys * kv_bytes_per_token
     return {

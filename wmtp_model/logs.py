@@ -1,33 +1,73 @@
-"""Serving logs: SGLang scheduler decode lines and vLLM speculative-decoding metric lines, streamed.
+"""Serving logs and summaries as engines print them, streamed one line at a time into typed records.
 
-Line formats (as printed by the engines; examples from the public sglang and vLLM repositories):
+Line formats (as printed by the engines; examples in tests/data/real/, one file per public source):
   SGLang  `[2025-05-31 18:31:21 DP0 TP0] Decode batch. #running-req: 8, #token: 37217, token usage: 0.13,
-           accept len: 2.90, cuda graph: True, gen throughput (token/s): 171.01, #queue-req: 0`
-          (sgl-project/sglang PR #6081); `Decode batch,` and `Decode batch [N],` spellings; dense runs
-          without `accept len` (PR #22331); hybrid models log `#full token`, `full token usage`,
-          `mamba num`, `mamba usage` instead of `#token` / `token usage`; `accept rate` may follow.
-  vLLM    `SpecDecoding metrics: Mean acceptance length: 1.00, Accepted: 0 tokens, Drafted: 670 tokens,
-          Per-position acceptance rate: 0.000, ...` and the older `Draft acceptance rate: 100.0%,
-          Accepted: 66 tokens, Drafted: 66 tokens` (vllm-project/vllm PR #15902).
-Anything else is skipped and counted; a line that starts like one of these but does not parse is
-counted as garbled. Files may be gzip-compressed.
+           accept len: 2.90, cuda graph: True, gen throughput (token/s): 171.01, #queue-req: 0`; also
+          `Decode batch,` / `Decode batch [N],`, `#full token`, `accept rate`, `#retracted-req`, prefixes
+          `INFO pid [DPx TPx EPx file:line]`, `(SGLangEngine pid=N)`, time-only `[04:40:55 TP0]`;
+          `Prefill batch` lines (the next decode line of that rank counts idle time).
+  vLLM    V1 `SpecDecoding metrics: Mean acceptance length: 2.43, ..., Accepted: 352 tokens, Drafted: 728
+          tokens, Per-position acceptance rate: 0.736, 0.477, 0.242` (and the older `Draft acceptance rate`
+          first); V0 `Speculative metrics: Draft acceptance rate: 0.642, System efficiency: 0.598, Number of
+          speculative tokens: 3, Number of accepted tokens: ..., Number of draft tokens: ..., Number of
+          emitted tokens: ...` (cumulative); throughput `Avg prompt throughput: X tokens/s, Avg generation
+          throughput: Y tokens/s, Running: N reqs` (V0, V1 `Engine 000:`, `N Engines Aggregated:`).
+  Summaries (`Value` records, one per number): `vllm bench serve` / `sglang.bench_serving` blocks
+          (`Mean TPOT (ms):`, `Mean ITL (ms):`, `Accept length:`, `Acceptance length:`, `Position j:`),
+          vLLM's offline spec-decode output (`mean acceptance length:`, `num_drafts:`, `acceptance at token
+          j:`), llama.cpp (`eval time = ... ms per token`, `draft acceptance ...`, `decoded N tokens in S
+          seconds`, `n_predict = `, timings JSON), and per-request `meta_info` fields wherever they appear
+          (JSON over several lines, JSONL, a Python dict repr): recognised by content, not by file name.
+Markdown emphasis and backticks, diff `+` and quote `>` prefixes are decoration and are stripped. A
+line that starts like a known kind but lacks its numbers, or carries NaN, infinite or absurd values, is
+counted as garbled. Files may be gzip-compressed (recognised by their magic bytes).
 """
 
 from __future__ import annotations
 
 import gzip
+import math
 import re
+import zlib
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
 
-_KV = re.compile(r"\s*([#A-Za-z][^:,]*?)\s*:\s*([^,]+?)\s*(?:,|$)")
-_NUM = re.compile(r"-?\d+(?:\.\d+)?")
+_MAX = 1e12  # larger counts or rates are not something an engine printed
+_NUM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf", re.I)
+_TIME = re.compile(r"(?:(\d{4})-(\d\d)-(\d\d)[ T]|(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)")
+_PID = re.compile(r"pid=(\d+)|INFO (\d+) \[")
+_DP = re.compile(r"DP(\d+)")
+_ENGINE = re.compile(r"Engine (\d+):|(\d+) Engines Aggregated")
+_META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length|spec_num_correct_drafts|"""
+                   r"""spec_accept_token_num|spec_correct_drafts_histogram|spec_accept_histogram|"""
+                   r"""mean_acceptance_length|num_spec_steps|num_accepted_draft_tokens|acceptance_histogram|"""
+                   r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n)['"]?\s*:\s*"""
+                   r"""(\[[^\]]*\]|[-+0-9.eE]+|nan|NaN|Infinity)""")
+_LLAMA_EVAL = re.compile(r"(prompt )?eval time\s*=\s*[\d.]+\s*ms\s*/\s*(\d+)\s*(?:tokens|runs)\s*\(\s*([\d.]+) ms per token")
+_LLAMA_DRAFT = re.compile(r"draft acceptance(?: rate)?\s*=\s*([\d.]+)\s*\(\s*(\d+) accepted\s*/\s*(\d+) generated\)")
+_LLAMA_MEAN = re.compile(r"mean acc(?:eptance)? len(?:gth)?\s*=\s*([\d.]+)")
+_LLAMA_POS = re.compile(r"(?:acceptance rate per position|acc rate/pos)\s*=\s*\(([^)]*)\)")
+_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
+_POSITION = re.compile(r"(?:position|acceptance at token)\s+(\d+)$")
+_LABELS = {
+    "mean tpot (ms)": "tpot_mean_ms", "median tpot (ms)": "tpot_median_ms", "p99 tpot (ms)": "tpot_p99_ms",
+    "mean itl (ms)": "itl_mean_ms", "median itl (ms)": "itl_median_ms", "mean ttft (ms)": "ttft_mean_ms",
+    "accept length": "accept_length", "acceptance length": "accept_length", "mean acceptance length": "accept_length",
+    "average acceptance length": "accept_length", "acceptance rate (%)": "accept_rate_pct",
+    "drafts": "drafts", "num_drafts": "drafts", "draft tokens": "draft_tokens", "num_draft_tokens": "draft_tokens",
+    "accepted tokens": "accepted_tokens", "num_accepted_tokens": "accepted_tokens",
+    "total_num_output_tokens": "output_tokens", "total generated tokens": "output_tokens",
+    "max request concurrency": "concurrency", "maximum request concurrency": "concurrency",
+    "successful requests": "requests", "n_draft": "llama_n_draft", "n_predict": "llama_n_predict",
+    "n_drafted": "llama_n_drafted", "n_accept": "llama_n_accept",
+}
 
 
-@dataclass
+@dataclass(slots=True)
 class DecodeLine:
     line_no: int
     time: str | None
@@ -38,6 +78,33 @@ class DecodeLine:
     gen_throughput: float
     cuda_graph: bool | None
     queue: int | None
+    secs: float | None = None  # seconds (since 1970 with a date; of the day with a time only)
+    pid: str | None = None
+    dp: int | None = None
+    retracted: int | None = None
+
+    @property
+    def speculative(self) -> bool:
+        return self.accept_len is not None or self.accept_rate is not None
+
+
+@dataclass(slots=True)
+class PrefillLine:
+    line_no: int
+    secs: float | None
+    pid: str | None
+    dp: int | None
+
+
+@dataclass(slots=True)
+class VllmThroughput:
+    line_no: int
+    secs: float | None
+    pid: str | None
+    engine: str  # "000", or "agg3" for `3 Engines Aggregated`, or "" (V0)
+    prompt_thr: float
+    gen_thr: float
+    running: int
 
 
 @dataclass
@@ -47,6 +114,26 @@ class VllmSpecLine:
     accepted: int | None
     drafted: int | None
     per_position: list[float] = field(default_factory=list)
+    secs: float | None = None
+    pid: str | None = None
+    k: int | None = None  # V0 prints it; V1 gives it as len(per_position)
+    emitted: int | None = None  # V0 only (cumulative counters)
+    accept_rate: float | None = None
+
+
+@dataclass(slots=True)
+class Value:
+    """One number from a summary block, an offline/llama.cpp report or a meta_info object."""
+    line_no: int
+    key: str
+    value: float | list
+
+
+@dataclass(slots=True)
+class Event:
+    line_no: int
+    kind: str  # retraction | oom | preemption
+    count: int = 1
 
 
 @dataclass
@@ -56,97 +143,337 @@ class ParseStats:
     vllm: int = 0
     garbled: int = 0
     skipped: int = 0
+    other: int = 0  # prefill, throughput, summary values, events
 
 
-def open_text(path: str | Path):
-    p = Path(path)
-    try:
-        if p.suffix == ".gz":
-            return gzip.open(p, "rt", errors="replace")
-        return open(p, errors="replace")
-    except OSError as e:
-        raise WmtpError(f"cannot read {p}: {e.strerror or e}") from None
-
-
-def _fields(rest: str) -> dict:
-    return {k.strip().lower(): v.strip() for k, v in _KV.findall(rest)}
-
-
-def _float(d: dict, *keys) -> float | None:
-    """The first of `keys` present in `d`, as a number (vLLM fields carry units: '66 tokens')."""
-    for k in keys:
-        v = _num(d.get(k))
-        if v is not None:
-            return v
-    return None
+def _finite(x: float | None, lo: float = 0.0, hi: float = _MAX) -> float | None:
+    return x if x is not None and lo <= x <= hi else None  # NaN fails both comparisons
 
 
 def _num(v: str | None) -> float | None:
     if v is None:
         return None
     try:
-        return float(v)
+        x = float(v)
     except ValueError:
-        m = _NUM.match(v)
-        return float(m.group(0)) if m else None
+        m = _NUM.search(v)
+        if not m:
+            return None
+        x = float(m.group(0))
+    return x if math.isfinite(x) else math.nan
+
+
+def _after(body: str, key: str) -> float | None:
+    i = body.find(key)
+    if i < 0:
+        return None
+    i += len(key)
+    j = body.find(",", i)
+    return _num(body[i:] if j < 0 else body[i:j])
+
+
+_prefix_cache: list = [None, (None, None, None, None)]
+_day_cache: dict = {}
+
+
+def _prefix(prefix: str) -> tuple[str | None, float | None, str | None, int | None]:
+    """(timestamp text, seconds, pid, DP rank) from what precedes the message; consecutive lines share it."""
+    if prefix == _prefix_cache[0]:
+        return _prefix_cache[1]
+    m = _TIME.search(prefix)
+    ts = secs = None
+    if m:
+        y, mo, d, mo2, d2, hh, mm, ss = m.groups()
+        secs = int(hh) * 3600 + int(mm) * 60 + int(ss)
+        if y or mo2:
+            key = (y or "1970", mo or mo2, d or d2)
+            if key not in _day_cache:
+                try:
+                    _day_cache[key] = (date(int(key[0]), int(key[1]), int(key[2])).toordinal() - 719163) * 86400
+                except ValueError:
+                    _day_cache[key] = 0
+            secs += _day_cache[key]
+        ts = m.group(0)
+    p = _PID.search(prefix)
+    dp = _DP.search(prefix)
+    out = (ts, secs, (p.group(1) or p.group(2)) if p else None, int(dp.group(1)) if dp else None)
+    _prefix_cache[0], _prefix_cache[1] = prefix, out
+    return out
+
+
+def _opt(v: str | None) -> float | None:
+    """An optional field: None when absent, NaN when present but not a finite, sane number."""
+    if v is None:
+        return None
+    x = _num(v)
+    return x if x is not None and 0 <= x <= _MAX else math.nan
+
+
+_SGL_KEYS = ("#token: ", "#full token: ", "accept len: ", "accept rate: ", "#retracted-req: ", "#queue-req: ",
+             "cuda graph: ")
 
 
 def parse_sglang(line: str, line_no: int) -> DecodeLine | None:
-    """One scheduler decode line, or None when it is truncated or garbled (string splits, no regex:
-    this runs on every line of multi-GB logs)."""
-    k = line.find("#running-req", line.find("Decode batch"))
+    """One scheduler decode line, or None when it lost #running-req or gen throughput or holds nonsense
+    (string finds, no regex on the body: this runs on every line of multi-GB logs)."""
+    if "*" in line or "`" in line:  # markdown emphasis / code around keys or values
+        line = line.replace("*", "").replace("`", "")
+    d = line.find("Decode batch")
+    k = line.find("#running-req: ", d)
     if k < 0:
         return None
-    d = {}
-    for part in line[k:].rstrip().split(", "):
-        key, sep, val = part.partition(": ")
-        if sep:
-            d[key] = val
-    running, thr = _num(d.get("#running-req")), _num(d.get("gen throughput (token/s)"))
-    if running is None or thr is None:
+    body = line[k + 14:]
+    j = body.find(",")
+    i = body.find("gen throughput (token/s): ")
+    if i < 0:
         return None
-    tokens = _num(d.get("#token", d.get("#full token")))
-    queue = _num(d.get("#queue-req"))
-    cg = d.get("cuda graph")
-    ts = line[1:20] if line.startswith("[") and line[5:6] == "-" else None
-    return DecodeLine(line_no, ts, int(running), None if tokens is None else int(tokens), _num(d.get("accept len")),
-                      _num(d.get("accept rate")), thr, None if cg is None else cg == "True",
-                      None if queue is None else int(queue))
+    i += 26
+    e = body.find(",", i)
+    try:
+        running = float(body[:j] if j >= 0 else body)
+        thr = float(body[i:e] if e >= 0 else body[i:])
+    except ValueError:
+        return None
+    if not (0 <= running <= 1e7 and 0 <= thr <= _MAX):
+        return None
+    v = []  # the optional fields, in _SGL_KEYS order (`accept rate` also matches a paste that lost columns)
+    for key in _SGL_KEYS:
+        a = body.find(key)
+        if a < 0:
+            v.append(None)
+        else:
+            a += len(key)
+            b = body.find(",", a)
+            v.append(body[a:b] if b >= 0 else body[a:])
+    tokens, full, al, rate, retr, queue, cg = v
+    if tokens is None:
+        tokens = full
+    try:
+        tokens = None if tokens is None else float(tokens)
+        al = None if al is None else float(al)
+        rate = None if rate is None else float(rate)
+        retr = None if retr is None else float(retr)
+        queue = None if queue is None else float(queue)
+    except ValueError:
+        tokens, al, rate, retr, queue = _opt(tokens), _opt(al), _opt(rate), _opt(retr), _opt(queue)
+    if ((tokens is not None and not 0 <= tokens <= _MAX) or (al is not None and not 1 <= al <= 1000)
+            or (rate is not None and not 0 <= rate <= _MAX) or (retr is not None and not 0 <= retr <= _MAX)):
+        return None
+    ts, secs, pid, dp = _prefix(line[:d])
+    return DecodeLine(line_no, ts, int(running), None if tokens is None else int(tokens), al, rate, thr,
+                      None if cg is None else cg.strip() == "True",
+                      None if queue is None or not 0 <= queue <= _MAX else int(queue), secs, pid, dp,
+                      None if retr is None else int(retr))
 
 
 def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
-    rest = line[line.find("SpecDecoding metrics:") + 21:]
-    pos = []
+    """A V1 `SpecDecoding metrics:` or V0 `Speculative metrics:` line (fields found by keyword, so the
+    known typo variants and orders read the same)."""
+    i = line.find("SpecDecoding metrics:")
+    v0 = i < 0
+    if v0:
+        i = max(line.find("peculative metrics"), line.find("peculative Metrics"))
+    rest = line[i:].replace("*", "").replace("`", "")
+    pos: list[float] = []
     k = rest.find("Per-position acceptance rate:")
     if k >= 0:
-        tail = rest[k + 29:]
-        pos = [float(x) for x in re.findall(r"\d+\.\d+|\d+", tail.split(", Avg")[0])]
+        tail = rest[k + 29:].split(", Avg")[0]
+        pos = [float(x) for x in re.findall(r"\d+\.\d+|\d+", tail)]
         rest = rest[:k]
-    d = _fields(rest)
-    acc, dr = _float(d, "accepted"), _float(d, "drafted")
-    if acc is None or dr is None:
+    f: dict[str, float] = {}
+    for part in rest.split(","):
+        key, sep, val = part.rpartition(":")
+        x = _num(val) if sep else None
+        if x is None:
+            continue
+        key = key.lower()
+        name = ("emitted" if "emitted" in key else "k" if "speculative tokens" in key or "spec tokens" in key
+                else "rate" if "acceptance rate" in key else "mean_al" if "acceptance length" in key
+                else None if "throughput" in key or "efficiency" in key
+                else "accepted" if "accepted" in key else "drafted" if "draft" in key else None)
+        if name and name not in f:
+            f[name] = x
+    acc, dr = f.get("accepted"), f.get("drafted")
+    if acc is None or dr is None or any(_finite(x) is None for x in [*f.values(), *pos]):
         return None
-    return VllmSpecLine(line_no, _float(d, "mean acceptance length"), int(acc), int(dr), pos)
+    kk = f.get("k")
+    rate = f.get("rate")
+    if rate is not None and "%" in rest.split("acceptance rate", 1)[-1][:12]:
+        rate /= 100
+    return VllmSpecLine(line_no, f.get("mean_al"), int(acc), int(dr), pos, *_prefix(line[:i])[1:3],
+                        k=int(kk) if kk is not None else (len(pos) or None),
+                        emitted=None if f.get("emitted") is None else int(f["emitted"]), accept_rate=rate)
 
 
-# (substring that marks a line, its parser, the ParseStats counter of parsed lines)
-_KINDS = (("Decode batch", parse_sglang, "decode"), ("SpecDecoding metrics:", parse_vllm, "vllm"))
+def parse_throughput(line: str, line_no: int) -> VllmThroughput | None:
+    i = line.find("Avg prompt throughput")
+    if i < 0:
+        i = line.find("Avg generation throughput")
+    body = line[i:].replace("*", "")
+    gen = _finite(_after(body, "Avg generation throughput:"))
+    running = _finite(_after(body, "Running:"), 0, 1e7)
+    if gen is None or running is None:
+        return None
+    prompt = _finite(_after(body, "Avg prompt throughput:")) or 0.0
+    m = _ENGINE.search(line, 0, i + 1)
+    engine = "" if not m else m.group(1) if m.group(1) else f"agg{m.group(2)}"
+    _, secs, pid, _ = _prefix(line[:m.start() if m else i])
+    return VllmThroughput(line_no, secs, pid, engine, prompt, gen, int(running))
 
 
-def stream(path: str | Path, stats: ParseStats | None = None) -> Iterator[DecodeLine | VllmSpecLine]:
-    """Parsed records of one log, in order; `stats` counts what was read, skipped and garbled."""
+def _clean(line: str) -> str:
+    s = line.strip()
+    while s[:1] in ("+", ">", "|") and len(s) > 1:
+        s = s[1:].lstrip()
+    return s.replace("*", "").replace("`", "") if ("*" in s or "`" in s) else s
+
+
+def _number_list(text: str) -> list[float] | None:
+    xs = [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text)]
+    return xs if xs and all(math.isfinite(x) and 0 <= x <= _MAX for x in xs) else None
+
+
+def parse_other(line: str, n: int):
+    """Every line that is not an SGLang decode line: a record, a list of `Value`s, None (not ours) or
+    False (ours but garbled)."""
+    if "Prefill batch" in line:
+        _, secs, pid, dp = _prefix(line[:line.find("Prefill batch")])
+        return PrefillLine(n, secs, pid, dp)
+    if "Avg generation throughput" in line:
+        return parse_throughput(line, n) or False
+    if "SpecDecoding metrics" in line or "peculative metrics" in line or "peculative Metrics" in line:
+        return parse_vllm(line, n) or False
+    if "etract" in line and "total_retractions" not in line:
+        m = re.search(r"#?retracted[_ -]?reqs?\s*[:=]\s*(\d+)", line)
+        if m or "etract request" in line or "etracted" in line:
+            return Event(n, "retraction", int(m.group(1)) if m else 1)
+    if "out of memory" in line or "Out of memory" in line or "OutOfMemory" in line or "OOM" in line:
+        return Event(n, "oom")
+    if "preempted" in line and "PreemptionMode" in line:
+        return Event(n, "preemption")
+    if ("spec_" in line or "accept" in line or "completion_tokens" in line or "predicted_" in line
+            or "draft_n" in line or "num_spec" in line):
+        found = _META.findall(line)
+        if found:
+            out = []
+            for key, raw in found:
+                xs = _number_list(raw) if raw.startswith("[") else None
+                x = xs if xs is not None else _finite(_num(raw)) if not raw.startswith("[") else None
+                if x is None:
+                    return False
+                out.append(Value(n, "meta:" + key, x))
+            return out
+    if "ms per token" in line:
+        m = _LLAMA_EVAL.search(line)
+        if m:
+            if m.group(1):
+                return None  # prompt eval
+            return [Value(n, "llama_eval_ms_per_token", float(m.group(3))), Value(n, "llama_eval_tokens", float(m.group(2)))]
+    if "draft acceptance" in line or "#mean acc len" in line:
+        out = []
+        m = _LLAMA_DRAFT.search(line)
+        if m:
+            out += [Value(n, "llama_accepted", float(m.group(2))), Value(n, "llama_generated", float(m.group(3)))]
+        m = _LLAMA_MEAN.search(line)
+        if m:
+            out.append(Value(n, "accept_length", float(m.group(1))))
+        m = _LLAMA_POS.search(line)
+        if m and _number_list(m.group(1)):
+            out.append(Value(n, "llama_per_position", _number_list(m.group(1))))
+        return out or False
+    if "decoded " in line and " tokens in " in line:
+        m = _DECODED.search(line)
+        if m and int(m.group(1)) > 0:
+            return [Value(n, "llama_decoded_tokens", float(m.group(1))), Value(n, "llama_decoded_s", float(m.group(2)))]
+    if "[METRIC] tpot=" in line:
+        x = _finite(_num(line.split("[METRIC] tpot=", 1)[1].split()[0]))
+        return Value(n, "metric_tpot_ms", x) if x is not None else False
+    if "Serving Benchmark Result" in line or "Speculative Decoding" in line:
+        return Value(n, "header", 0.0)
+    s = _clean(line)
+    sep = s.find(":")
+    if sep < 0:
+        sep = s.find("=")
+    if sep <= 0 or sep > 48:
+        return None
+    label = " ".join(s[:sep].lower().replace("|", " ").split())
+    key = _LABELS.get(label)
+    if key is None:
+        m = _POSITION.search(label)
+        if not m:
+            return None
+        key = f"pos:{int(m.group(1))}"
+    x = _num(s[sep + 1:].replace("|", " "))
+    if x is None or _finite(x) is None:
+        return False
+    if label.startswith("position"):  # vllm bench serve prints per-position acceptance in %
+        x /= 100
+    return Value(n, key, x)
+
+
+def _open(path: Path):
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+    except OSError as e:
+        raise WmtpError(f"cannot read {path}: {e.strerror or e}") from None
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(path, "rb") as g:
+                head = g.read(65536)
+        except (OSError, EOFError, zlib.error) as e:
+            raise WmtpError(f"{path}: damaged gzip file ({e})") from None
+        opener = lambda: gzip.open(path, "rt", errors="replace")  # noqa: E731
+    elif path.name.endswith(".gz"):
+        raise WmtpError(f"{path}: named .gz but not gzip-compressed")
+    else:
+        opener = lambda: open(path, errors="replace")  # noqa: E731
+    if b"\x00" in head:
+        raise WmtpError(f"{path}: binary data, not a text log")
+    return opener()
+
+
+def open_text(path: str | Path):
+    """A text handle on a plain or gzip file; binary or misnamed files raise WmtpError."""
+    return _open(Path(path))
+
+
+def stream(path: str | Path, stats: ParseStats | None = None) -> Iterator:
+    """Parsed records of one file, in order; `stats` counts what was read, skipped and garbled."""
     stats = stats if stats is not None else ParseStats()
-    with open_text(path) as f:
+    p = Path(path)
+    if p.is_dir():
+        raise WmtpError(f"{p} is a folder, not a log file")
+    f = _open(p)
+    n = 0
+    try:
         for n, line in enumerate(f, 1):
-            stats.lines += 1
-            for marker, parse, counter in _KINDS:
-                if marker in line:
-                    rec = parse(line, n)
-                    if rec is None:
-                        stats.garbled += 1
-                    else:
-                        setattr(stats, counter, getattr(stats, counter) + 1)
-                        yield rec
-                    break
-            else:
+            if "Decode batch" in line:
+                rec = parse_sglang(line, n)
+                if rec is None:
+                    stats.garbled += 1
+                else:
+                    stats.decode += 1
+                    yield rec
+                continue
+            rec = parse_other(line, n)
+            if rec is None:
                 stats.skipped += 1
+            elif rec is False:
+                stats.garbled += 1
+            elif isinstance(rec, list):
+                stats.other += 1
+                yield from rec
+            else:
+                if isinstance(rec, VllmSpecLine):
+                    stats.vllm += 1
+                else:
+                    stats.other += 1
+                yield rec
+    except (OSError, EOFError, zlib.error) as e:
+        raise WmtpError(f"{p}: cannot read past line {n}: damaged or truncated file ({e})") from None
+    except UnicodeError as e:
+        raise WmtpError(f"{p}: undecodable text ({e})") from None
+    finally:
+        stats.lines = n
+        f.close()

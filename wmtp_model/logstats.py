@@ -1,29 +1,35 @@
-"""TPOT from SGLang decode logs by the Windowed-MTP artifact's estimator, in bounded memory.
+"""Per-request TPOT from serving-engine decode logs, in bounded memory.
 
-Per decode line i: T_iter_i = accept_len_i / gen_throughput_i (dense lines: accept_len = 1); the
-throughput counts the whole batch's tokens, so T_iter is the iteration time over B (B = 1: the step). Keep the
-lines at the steady batch B_eff (the requested B if it appears in >= 5 lines, else the largest
-#running-req held for >= 5 lines), drop the first 2 steady lines and lines with `#full token: 0`,
-take the median of T_iter, keep lines within [0.4, 2.5] x that median, then
-    TPOT = median(T_iter) * B_eff / mean(accept_len)            (over the kept lines)
-The older estimator B_eff / median(gen_throughput) sits beside it (biased 15-40 % because logged
-accept lengths snap to integers).
+Per-line estimator (the headline, DESIGN section on logs; engines print batch totals):
+    TPOT_line = #running-req / gen throughput            (SGLang decode lines; vLLM `Running: N reqs` /
+                                                           `Avg generation throughput`, windows with N > 0)
+per run, at the batch size held longest if it has >= 3 usable lines, else pooled over every line (a ramp
+or a drain, where the batch changes every line); the median, with a confidence flag by sample count
+(>= 8 lines high, 3-7 medium, fewer low). Not used: the first decode line of a rank after a `Prefill
+batch` line (its throughput counts idle or prefill time; used only when a run has nothing else),
+stalls (#token frozen while the throughput falls below half the previous line's), `#full token: 0`.
 
-A log may hold several runs: a new segment starts where lines switch between speculative and dense,
-or where the timestamps jump by more than `gap_s`. Medians come from log-spaced bins 0.1 % wide per
-batch size, so memory stays bounded however long the log (results within 0.05 %).
+A log may hold several runs: a new run starts when lines switch between speculative and dense, the
+time goes backwards (> 2 s) or jumps by more than `gap_s`, or the same DP rank reappears under another
+process id (a restart). Lines of several DP ranks in the same run are steps of those ranks, pooled.
+
+The Windowed-MTP artifact's estimator sits beside it (reference/paper-results.md, last section):
+T_iter_i = accept_len_i / gen_throughput_i at the steady batch B_eff (the requested B if it appears in
+>= 5 lines, else the largest #running-req held for >= 5 lines), first 2 steady lines dropped, lines
+within [0.4, 2.5] x median T_iter kept, TPOT = median(T_iter) * B_eff / mean(accept_len); `calibrate
+--from-logs` fits its T_iter. Medians come from log-spaced bins 0.1 % wide, so memory stays bounded.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from wmtp.logs import DecodeLine
+from wmtp.logs import DecodeLine, PrefillLine, VllmThroughput
 
 _R = math.log(1.001)
+MAX_ROWS = 200  # rows of per-window / per-event detail kept for display (counts are always complete)
 
 
 def _bin(x: float) -> int:
@@ -32,6 +38,70 @@ def _bin(x: float) -> int:
 
 def _unbin(i: int) -> float:
     return math.exp(i * _R)
+
+
+def median_of_bins(bins: dict) -> float:
+    """Median of binned values (count per bin): the mean of the two middle values for an even count."""
+    total = sum(bins.values())
+    if total == 0:
+        raise ValueError("empty")
+    lo_rank, hi_rank = (total + 1) // 2, total // 2 + 1
+    run, lo = 0, None
+    for k in sorted(bins):
+        run += bins[k]
+        if lo is None and run >= lo_rank:
+            lo = _unbin(k)
+        if run >= hi_rank:
+            return 0.5 * (lo + _unbin(k))
+    raise ValueError("unreachable")
+
+
+def confidence(n: int) -> str:
+    return "high" if n >= 8 else "medium" if n >= 3 else "low"
+
+
+class TpotBins:
+    """Per-line TPOT values by batch size, binned; gives the headline estimate and the TPOT-vs-batch table."""
+
+    def __init__(self) -> None:
+        self.by_batch: dict[int, dict[int, int]] = {}
+        self.lo = self.hi = None
+
+    def add(self, batch: int, tpot_ms: float) -> None:
+        b = self.by_batch.setdefault(batch, {})
+        k = _bin(tpot_ms)
+        b[k] = b.get(k, 0) + 1
+
+    @property
+    def n(self) -> int:
+        return sum(sum(b.values()) for b in self.by_batch.values())
+
+    def table(self) -> list[dict]:
+        rows = []
+        for batch in sorted(self.by_batch):
+            b = self.by_batch[batch]
+            n = sum(b.values())
+            rows.append({"batch": batch, "lines": n, "tpot_ms": median_of_bins(b), "min_ms": _unbin(min(b)),
+                         "max_ms": _unbin(max(b)), "confidence": confidence(n)})
+        return rows
+
+    def headline(self) -> tuple[float, int, int | None, str] | None:
+        """(TPOT ms, samples, batch or None when pooled, estimator text)."""
+        if not self.by_batch:
+            return None
+        counts = {b: sum(v.values()) for b, v in self.by_batch.items()}
+        modal = max(counts, key=lambda b: (counts[b], b))
+        if counts[modal] >= 3:
+            return (median_of_bins(self.by_batch[modal]), counts[modal], modal,
+                    f"median of #running-req / gen throughput over {counts[modal]} lines at batch {modal}")
+        pooled: dict[int, int] = {}
+        for v in self.by_batch.values():
+            for k, c in v.items():
+                pooled[k] = pooled.get(k, 0) + c
+        n = sum(counts.values())
+        return (median_of_bins(pooled), n, None,
+                f"median of #running-req / gen throughput over {n} lines pooled across batch sizes "
+                f"{min(counts)}-{max(counts)} (ramp or drain)")
 
 
 @dataclass
@@ -52,62 +122,139 @@ class SegmentEstimate:
     n_steady: int
     t_iter_ms: float | None
     mean_accept_length: float | None
-    tpot_ms: float | None
+    tpot_ms: float | None  # the artifact's estimator
     tpot_biased_ms: float | None
     note: str = ""
+    # the per-line estimator (headline) and what it saw
+    tpot_line_ms: float | None = None
+    tpot_samples: int = 0
+    tpot_batch: int | None = None
+    tpot_estimator: str = ""
+    confidence: str = "none"
+    tpot_by_batch: list = field(default_factory=list)
+    accept_length: float | None = None  # mean accept len over the lines used for TPOT
+    accept_rate: float | None = None
+    ranks: list = field(default_factory=list)
+    dropped_after_prefill: int = 0
+    stalls: int = 0
+    stall_lines: list = field(default_factory=list)
+    retracted_max: int = 0
 
     @property
     def step_ms(self) -> float | None:
         """One speculative iteration: T_iter (per-request-normalised) times the batch."""
         return None if self.t_iter_ms is None or self.b_eff is None else self.t_iter_ms * self.b_eff
 
+    def to_dict(self) -> dict:
+        return {**asdict(self), "step_ms": self.step_ms}
+
 
 class _Segment:
     def __init__(self, index: int, first: DecodeLine):
         self.index, self.first_line, self.last_line, self.lines = index, first.line_no, first.line_no, 0
-        self.speculative = first.accept_len is not None
+        self.speculative = first.speculative
         self.per_batch: dict[int, _PerBatch] = {}
+        self.ranks: dict = {}  # DP rank -> pid
+        self.tpot, self.after_prefill = TpotBins(), TpotBins()
+        self.al = [0.0, 0, 0.0, 0]  # sum, n over used lines; sum, n over all lines
+        self.rate = [0.0, 0]
+        self.dropped = self.stalls = self.retracted = 0
+        self.stall_lines: list[int] = []
 
-    def add(self, r: DecodeLine) -> None:
+    def add(self, r: DecodeLine, after_prefill: bool, stall: bool) -> None:
         self.lines += 1
         self.last_line = r.line_no
-        if r.tokens == 0 or r.gen_throughput <= 0 or r.running <= 0:
+        if r.dp not in self.ranks:
+            self.ranks[r.dp] = r.pid
+        if r.retracted and r.retracted > self.retracted:
+            self.retracted = r.retracted
+        al = r.accept_len
+        if al is not None:
+            self.al[2] += al
+            self.al[3] += 1
+        if r.accept_rate is not None:
+            self.rate[0] += r.accept_rate
+            self.rate[1] += 1
+        if r.tokens == 0 or r.running <= 0:
             return
-        pb = self.per_batch.setdefault(r.running, _PerBatch())
+        thr = r.gen_throughput
+        if stall or thr <= 0:
+            self.stalls += 1
+            if len(self.stall_lines) < MAX_ROWS:
+                self.stall_lines.append(r.line_no)
+            return
+        # one log per line: bins of per-line TPOT, of the artifact's T_iter and of the throughput
+        lt = math.log(thr)
+        b = (self.after_prefill if after_prefill else self.tpot).by_batch.setdefault(r.running, {})
+        k = round((math.log(r.running * 1e3) - lt) / _R)
+        b[k] = b.get(k, 0) + 1
+        if after_prefill:
+            self.dropped += 1
+        elif al is not None:
+            self.al[0] += al
+            self.al[1] += 1
+        pb = self.per_batch.get(r.running)
+        if pb is None:
+            pb = self.per_batch[r.running] = _PerBatch()
         pb.seen += 1
         if pb.seen <= 2:  # the first 2 lines at a batch size are warm-up (dropped if it is B_eff)
             return
-        al = r.accept_len if r.accept_len is not None else 1.0
-        b = pb.bins.setdefault(_bin(al / r.gen_throughput), [0, 0.0])
+        if al is None:
+            al = 1.0
+        b = pb.bins.get(k := round((math.log(al) - lt) / _R))
+        if b is None:
+            b = pb.bins[k] = [0, 0.0]
         b[0] += 1
         b[1] += al
-        k = _bin(r.gen_throughput)
+        k = round(lt / _R)
         pb.thr[k] = pb.thr.get(k, 0) + 1
 
     def estimate(self, requested_batch: int | None) -> SegmentEstimate:
+        est = SegmentEstimate(**self._artifact_estimate(requested_batch))
+        bins, note = self.tpot, []
+        if not bins.by_batch and self.after_prefill.by_batch:
+            bins = self.after_prefill
+            note.append("only decode lines right after a prefill: their throughput counts prefill/idle time")
+        head = bins.headline()
+        if head:
+            est.tpot_line_ms, est.tpot_samples, est.tpot_batch, est.tpot_estimator = head
+            est.confidence = "low" if bins is self.after_prefill else confidence(head[1])
+            if head[2] is None and est.confidence == "high":
+                est.confidence = "medium"
+            est.tpot_by_batch = bins.table()
+        s, n, s_all, n_all = self.al
+        est.accept_length = s / n if n else (s_all / n_all if n_all else None)
+        est.accept_rate = self.rate[0] / self.rate[1] if self.rate[1] else None
+        if self.speculative and est.accept_length is None:
+            note.append("speculative (accept rate logged) but accept len lost: AL unknown")
+        est.ranks = sorted(str(k) for k in self.ranks if k is not None)
+        est.dropped_after_prefill, est.stalls, est.stall_lines = self.dropped, self.stalls, self.stall_lines
+        est.retracted_max = self.retracted
+        est.note = "; ".join(x for x in [est.note, *note] if x)
+        return est
+
+    def _artifact_estimate(self, requested_batch: int | None) -> dict:
         held = {b: pb.seen for b, pb in self.per_batch.items() if pb.seen >= 5}
         if requested_batch is not None and held.get(requested_batch, 0) >= 5:
             b_eff = requested_batch
         else:
             b_eff = max(held) if held else None
         base = dict(index=self.index, first_line=self.first_line, last_line=self.last_line, lines=self.lines,
-                    speculative=self.speculative, b_eff=b_eff)
+                    speculative=self.speculative, b_eff=b_eff, n_steady=0, t_iter_ms=None,
+                    mean_accept_length=None, tpot_ms=None, tpot_biased_ms=None)
         if b_eff is None:
-            return SegmentEstimate(**base, n_steady=0, t_iter_ms=None, mean_accept_length=None, tpot_ms=None,
-                                   tpot_biased_ms=None, note="no batch size held for 5 lines")
+            return {**base, "note": "artifact estimator: no batch size held for 5 lines"}
         pb = self.per_batch[b_eff]
         med = _unbin(_median_bin(pb.bins))
-        lo, hi = 0.4 * med, 2.5 * med
-        kept = {k: v for k, v in pb.bins.items() if lo <= _unbin(k) <= hi}
+        kept = {k: v for k, v in pb.bins.items() if 0.4 * med <= _unbin(k) <= 2.5 * med}
         n = sum(v[0] for v in kept.values())
         if n == 0:
-            return SegmentEstimate(**base, n_steady=0, t_iter_ms=None, mean_accept_length=None, tpot_ms=None,
-                                   tpot_biased_ms=None, note="no steady line")
+            return {**base, "note": "artifact estimator: no steady line"}
         t_iter = _unbin(_median_bin(kept))
         mean_al = sum(v[1] for v in kept.values()) / n
         thr_med = _unbin(_median_bin({k: [c] for k, c in pb.thr.items()}))
-        return SegmentEstimate(**base, n_steady=n, t_iter_ms=t_iter * 1e3, mean_accept_length=mean_al,
-                               tpot_ms=t_iter * b_eff / mean_al * 1e3, tpot_biased_ms=b_eff / thr_med * 1e3)
+        return {**base, "n_steady": n, "t_iter_ms": t_iter * 1e3, "mean_accept_length": mean_al,
+                "tpot_ms": t_iter * b_eff / mean_al * 1e3, "tpot_biased_ms": b_eff / thr_med * 1e3}
 
 
 def _median_bin(bins: dict) -> int:
@@ -120,33 +267,180 @@ def _median_bin(bins: dict) -> int:
     raise ValueError("empty")
 
 
-_last_ts: list = [None, None]  # (string, parsed): consecutive lines mostly share a timestamp
+class SglangRuns:
+    """Collects SGLang decode and prefill lines into runs (feed records in order, then `estimates`)."""
+
+    def __init__(self, gap_s: float = 60.0):
+        self.gap_s = gap_s
+        self.segs: list[_Segment] = []
+        self.cur: _Segment | None = None
+        self.last_t: float | None = None
+        self.state: dict = {}  # (pid, dp) -> [after_prefill, last tokens, last throughput]
+
+    def add(self, r) -> None:
+        key = (r.pid, r.dp)
+        st = self.state.get(key)
+        if st is None:
+            st = self.state[key] = [False, None, None]  # after a prefill, last #token, last throughput
+        if type(r) is PrefillLine:
+            st[0] = True
+            return
+        t, cur = r.secs, self.cur
+        spec = r.accept_len is not None or r.accept_rate is not None
+        if (cur is None or spec != cur.speculative
+                or (t is not None and self.last_t is not None and (t < self.last_t - 2 or t - self.last_t > self.gap_s))
+                or (r.pid is not None and cur.ranks.get(r.dp, r.pid) != r.pid)):
+            self.cur = cur = _Segment(len(self.segs), r)
+            self.segs.append(cur)
+        tokens, thr = r.tokens, r.gen_throughput
+        cur.add(r, st[0], tokens is not None and tokens == st[1] and st[2] is not None and thr < 0.5 * st[2])
+        st[0], st[1], st[2] = False, tokens, thr
+        if t is not None:
+            self.last_t = t
+
+    def estimates(self, requested_batch: int | None = None) -> list[SegmentEstimate]:
+        return [s.estimate(requested_batch) for s in self.segs]
 
 
-def _ts(r: DecodeLine):
-    if r.time is None:
-        return None
-    if r.time != _last_ts[0]:
-        try:
-            parsed = datetime.fromisoformat(r.time)
-        except ValueError:
-            parsed = None
-        _last_ts[0], _last_ts[1] = r.time, parsed
-    return _last_ts[1]
-
-
-def estimate_segments(records: Iterable, requested_batch: int | None = None, gap_s: float = 30.0) -> list[SegmentEstimate]:
-    segs: list[_Segment] = []
-    cur, last_t = None, None
+def estimate_segments(records: Iterable, requested_batch: int | None = None, gap_s: float = 60.0) -> list[SegmentEstimate]:
+    runs = SglangRuns(gap_s)
     for r in records:
-        if not isinstance(r, DecodeLine):
-            continue
-        t = _ts(r)
-        new = cur is None or (r.accept_len is not None) != cur.speculative or (
-            t is not None and last_t is not None and (t - last_t).total_seconds() > gap_s)
-        if new:
-            cur = _Segment(len(segs), r)
-            segs.append(cur)
-        cur.add(r)
-        last_t = t or last_t
-    return [s.estimate(requested_batch) for s in segs]
+        if isinstance(r, (DecodeLine, PrefillLine)):
+            runs.add(r)
+    return runs.estimates(requested_batch)
+
+
+class VllmWindows:
+    """vLLM throughput windows: per-request TPOT = Running / Avg generation throughput, by batch; each
+    window paired with the spec line of the same process printed in the same second."""
+
+    def __init__(self) -> None:
+        self.engine, self.agg = TpotBins(), TpotBins()
+        self.rows: list[dict] = []
+        self.lines = [None, None, None, None]  # first/last line of engine windows, of aggregated windows
+        self.idle = self.prefill_windows = 0
+        self._open: dict = {}  # pid -> (row, secs) awaiting its spec line
+
+    def add(self, r: VllmThroughput) -> None:
+        agg = r.engine.startswith("agg")
+        row = {"line": r.line_no, "engine": r.engine, "pid": r.pid, "running": r.running, "gen_tok_s": r.gen_thr,
+               "prompt_tok_s": r.prompt_thr, "tpot_ms": None, "accept_length": None}
+        if r.running > 0 and r.gen_thr > 0:
+            row["tpot_ms"] = r.running / r.gen_thr * 1e3
+            (self.agg if agg else self.engine).add(r.running, row["tpot_ms"])
+            i = 2 if agg else 0
+            self.lines[i] = self.lines[i] or r.line_no
+            self.lines[i + 1] = r.line_no
+            self.prefill_windows += r.prompt_thr > 0
+        else:
+            self.idle += 1
+        if len(self.rows) < MAX_ROWS:
+            self.rows.append(row)
+        self._open[r.pid] = (row, r.secs)
+
+    def pair(self, pid, secs, al: float | None) -> None:
+        row, t = self._open.pop(pid, (None, None))
+        if row is not None and (t is None or secs is None or abs(t - secs) <= 1):
+            row["accept_length"] = al
+
+    def result(self) -> dict | None:
+        bins, lines = (self.engine, self.lines[:2]) if self.engine.by_batch else (self.agg, self.lines[2:])
+        head = bins.headline()
+        if head is None:
+            return None
+        conf = confidence(head[1]) if head[2] is not None else min(confidence(head[1]), "medium", key=["low", "medium", "high"].index)
+        note = (f"{self.prefill_windows} of {head[1]} windows also ran prefill (their throughput is diluted)"
+                if self.prefill_windows else "")
+        return {"value_ms": head[0], "samples": head[1], "batch": head[2], "confidence": conf, "lines": lines,
+                "estimator": "vLLM " + head[3].replace("#running-req / gen throughput", "Running / Avg generation throughput")
+                             .replace("lines", "windows"), "by_batch": bins.table(), "note": note}
+
+
+def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0) -> dict:
+    """Everything one file says about TPOT and acceptance, in one streaming pass: SGLang runs, vLLM
+    windows and spec lines, summary blocks, meta_info, llama.cpp stats, retractions/OOM/stalls. The
+    headline `tpot` and `al` name their estimator and source lines; `notes` say what was set aside."""
+    from wmtp.acceptance_io import SpecLines, Summaries
+    from wmtp.errors import WmtpError
+    from wmtp.logs import Event, ParseStats, Value, VllmSpecLine, stream
+
+    stats = ParseStats()
+    runs, windows, spec, summ = SglangRuns(gap_s), VllmWindows(), SpecLines(), Summaries()
+    events = {"retraction": 0, "oom": 0, "preemption": 0}
+    event_lines: list[int] = []
+    add_run = runs.add
+    for r in stream(path, stats):
+        if type(r) is DecodeLine or type(r) is PrefillLine:
+            add_run(r)
+        elif isinstance(r, Value):
+            summ.add(r)
+        elif isinstance(r, VllmThroughput):
+            windows.add(r)
+        elif isinstance(r, VllmSpecLine):
+            windows.pair(r.pid, r.secs, spec.add(r))
+        elif isinstance(r, Event):
+            events[r.kind] += r.count
+            if len(event_lines) < MAX_ROWS:
+                event_lines.append(r.line_no)
+    summ.finish()
+    if stats.lines == 0:
+        raise WmtpError(f"{path}: empty file")
+    segs = runs.estimates(requested_batch)
+    notes: list[str] = []
+    src = str(path)
+
+    tpot = summ.tpot()
+    with_tpot = [s for s in segs if s.tpot_line_ms is not None]
+    if tpot is None and with_tpot:
+        best = max(with_tpot, key=lambda s: (s.tpot_samples, s.index))
+        tpot = {"value_ms": best.tpot_line_ms, "estimator": best.tpot_estimator, "samples": best.tpot_samples,
+                "batch": best.tpot_batch, "confidence": best.confidence, "run": best.index,
+                "lines": [best.first_line, best.last_line]}
+        if len(segs) > 1:
+            notes.append(f"{len(segs)} runs; the headline is run {best.index} (most usable lines)")
+    vw = windows.result()
+    if tpot is None and vw is not None:
+        tpot = {k: vw[k] for k in ("value_ms", "estimator", "samples", "batch", "confidence", "lines")}
+        if vw["note"]:
+            notes.append(vw["note"])
+    if tpot is not None:
+        tpot["source"] = f"{src}:{tpot['lines'][0]}-{tpot['lines'][1]}"
+    if windows.idle:
+        notes.append(f"{windows.idle} vLLM windows with Running: 0 reqs (no per-request TPOT)")
+
+    al = summ.meta_al() or spec.result() or summ.summary_al()
+    if (al is None or al.get("value") is None) and any(s.speculative for s in segs):
+        spec_segs = [s for s in segs if s.speculative and s.accept_length is not None]
+        if spec_segs:
+            best = max(spec_segs, key=lambda s: (s.tpot_samples, s.index))
+            al = {"value": best.accept_length, "kind": "SGLang decode lines", "samples": best.tpot_samples or best.lines,
+                  "lines": [best.first_line, best.last_line],
+                  "estimator": f"mean accept len over the decode lines of run {best.index} used for TPOT"}
+        elif al is None:
+            rate = [s.accept_rate for s in segs if s.accept_rate is not None]
+            al = {"value": None, "kind": "SGLang decode lines", "lines": [segs[0].first_line, segs[-1].last_line],
+                  "estimator": f"accept len lost from the lines (accept rate {rate[0]:.2f}): AL unknown"
+                  if rate else "AL unknown", "samples": 0}
+    if al is not None and al.get("lines"):
+        al["source"] = f"{src}:{al['lines'][0]}-{al['lines'][1]}"
+    stalls = sum(s.stalls for s in segs)
+    if stalls:
+        notes.append(f"{stalls} stalled decode lines (#token frozen, throughput collapsed) not used for TPOT")
+    dropped = sum(s.dropped_after_prefill for s in segs)
+    if dropped:
+        notes.append(f"{dropped} decode lines right after a prefill set aside (their throughput counts idle time)")
+    retracted = sum(s.retracted_max for s in segs)
+    if events["retraction"] or events["oom"] or retracted:
+        notes.append(f"retractions: {events['retraction']} events (max #retracted-req per line {retracted}); "
+                     f"out-of-memory: {events['oom']}")
+    if tpot is None and al is not None and al.get("value") is not None:
+        notes.append("no TPOT in this file (acceptance only; `wmtp accept` gives the per-position profile)")
+    if summ.repeated:
+        notes.append("summary keys repeat (several blocks): the last value of each is reported")
+    return {"file": src, "lines": stats.lines, "garbled": stats.garbled, "skipped": stats.skipped,
+            "records": {"sglang_decode": stats.decode, "vllm_spec": stats.vllm, "other": stats.other},
+            "tpot_ms": tpot["value_ms"] if tpot else None, "accept_length": al.get("value") if al else None,
+            "tpot": tpot, "al": al, "runs": [s.to_dict() for s in segs],
+            "vllm_windows": ({"rows": windows.rows, **vw} if vw else {"rows": windows.rows}) if windows.rows else None,
+            "events": {**events, "retracted_max": retracted, "stalls": stalls, "lines": event_lines},
+            "summary": {k: v[0] for k, v in summ.values.items()}, "notes": notes}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from wmtp.engine_memory import EngineMemoryConfig, engine_memory
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
@@ -42,6 +43,8 @@ class MemoryReport:
     draft_pool_share: float  # draft KV / all KV, native, at ctx
     reclaimable_bytes: float  # per request: native draft KV - ring buffer
     ring_slots: int
+    engine: dict | None = None  # method -> wmtp.engine_memory.EngineMemory, when an engine's accounting is used
+    engine_source: str = ""
 
     @property
     def extra_requests_window(self) -> int:
@@ -61,9 +64,10 @@ def request_memory(spec: ModelSpec, method: str, ctx: int, window: int, sink: in
         draft = 0.0
     elif method == "native":
         draft = spec.n_mtp * kv * ctx
+    elif method == "window" and window + sink >= ctx:  # the window covers the context: the native draft, no ring
+        draft = spec.n_mtp * kv * ctx
     elif method == "window":
-        # The ring never holds more slots than the context it mirrors (plus the chain in flight).
-        draft = spec.n_mtp * kv * min(ring_slots(window, sink, depth, tree_width), ctx + depth * tree_width)
+        draft = spec.n_mtp * kv * ring_slots(window, sink, depth, tree_width)
     else:
         raise WmtpError(f"unknown method {method!r}")
     return RequestMemory(target, draft, state)
@@ -85,7 +89,11 @@ def memory_report(
     mem_fraction: float = DEFAULT_MEM_FRACTION,
     workspace_bytes: float = DEFAULT_WORKSPACE_BYTES,
     tp: int = 1,
+    engine: EngineMemoryConfig | None = None,
+    engine_tp: int = 1,
 ) -> MemoryReport:
+    """`spec` is what one GPU holds (the per-GPU slice at tp > 1). With `engine`, the largest batch and whether
+    the method fits come from that engine's accounting (`wmtp.engine_memory`), not from a flat workspace."""
     if not 0 < mem_fraction <= 1:
         raise WmtpError(f"mem_fraction must be in (0, 1], got {mem_fraction}")
     if tree_width < 1:
@@ -99,6 +107,14 @@ def memory_report(
         per_req[method] = req
         per_gpu = req.total_bytes / tp
         max_b[method] = max(0, math.floor(budget[method] / per_gpu)) if budget[method] > 0 else 0
+    covers = window + sink >= ctx  # then windowed is the native draft: no ring, nothing reclaimed
+    slots = 0 if covers else ring_slots(window, sink, depth, tree_width)
+    detail = None
+    if engine is not None:
+        detail = {m: engine_memory(spec, hw, m, ctx, depth, engine, engine_tp, slots) for m in ("dense", "native", "window")}
+        max_b = {m: e.max_batch for m, e in detail.items()}
+        budget = {m: e.kv_pool_tokens * e.kv_cell_bytes for m, e in detail.items()}
+        weights = {m: e.weights_target + e.weights_draft for m, e in detail.items()}
     native = per_req["native"]
     share = native.draft_kv_bytes / (native.draft_kv_bytes + native.target_kv_bytes)
     return MemoryReport(
@@ -109,5 +125,7 @@ def memory_report(
         max_batch=max_b,
         draft_pool_share=share,
         reclaimable_bytes=native.draft_kv_bytes - per_req["window"].draft_kv_bytes,
-        ring_slots=ring_slots(window, sink, depth, tree_width),
+        ring_slots=slots,
+        engine=detail,
+        engine_source=engine.engine if engine is not None else "",
     )

@@ -94,5 +94,20 @@ MODELS: Mapping[str, ModelSpec] = build_registry(
 
 
 def get_model(key: str) -> ModelSpec:
-    """The registry row for `key`; `UnknownSpecError` lists the known keys."""
-    return lookup(MODELS, key, "model")
+    """The registry row for `key`; else, when `key` is a local model folder (or config.json) or a
+    Hugging Face repo id (`org/name`), the row read from its config.json (`wmtp.hf_config`);
+    else `UnknownSpecError` listing the known keys."""
+    from pathlib import Path
+
+    if not isinstance(key, str) or not key.strip():
+        raise UnknownSpecError(f"empty model key; known: {', '.join(MODELS)}")
+    if key.strip().lower() in MODELS:
+        return MODELS[key.strip().lower()]
+    from wmtp.hf_config import load_config, looks_like_repo_id
+
+    if "/" in key and (Path(key).exists() or looks_like_repo_id(key)):
+        return load_config(key)
+    try:
+        return lookup(MODELS, key, "model")
+    except UnknownSpecError as e:
+        raise UnknownSpecError(f"{e}; or a Hugging Face repo id (org/name) or a local model folder") from None

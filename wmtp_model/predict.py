@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from wmtp import __version__
-from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, choose_acceptance
+from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, choose_acceptance, window_model, window_profile
 from wmtp.decisions import Scenario, draft_prefill_saving
 from wmtp.engine import label as engine_label
+from wmtp.engine import memory_config
 from wmtp.engine import resolve as resolve_engine
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
@@ -111,7 +112,8 @@ class Prediction:
             "kv_dtype": self.spec.kv_dtype,
             "methods": methods,
             "memory": {
-                "source": "analytical (DESIGN 3)",
+                "source": f"engine accounting ({m.engine_source}, wmtp.engine_memory)" if m.engine else "analytical (DESIGN 3)",
+                **({"engine": {k: engine_memory_json(e) for k, e in m.engine.items()}} if m.engine else {}),
                 "draft_pool_share": m.draft_pool_share,
                 "reclaimable_bytes": m.reclaimable_bytes,
                 "ring_slots": m.ring_slots,
@@ -163,13 +165,16 @@ def predict(
         raise WmtpError(f"--depth must be an integer >= 2 or 'auto', got {depth!r}")
     if accept_length is not None and auto:
         raise WmtpError("--accept-length is measured at one depth: give --depth N with it, not auto")
-    acc: AcceptanceChoice = choose_acceptance(spec.key, 7 if auto else depth, accept_length, task)
-    profiles = {"native": acc.native, "window": acc.window}
+    acc: AcceptanceChoice = choose_acceptance(spec.key, defaults.DEPTH if auto else depth, accept_length, task)
+    al_model = window_model(spec.key, defaults.DEPTH if auto else depth, acc, accept_length is not None, task)
+    profiles = {"native": acc.native, "window": window_profile(acc, al_model, window, sink, ctx)}
+    engine_mem = memory_config(spec.key, frameworks)
 
-    sc = Scenario(spec, hw, cost, ctx, 7, window, sink, batch, tp, overheads or None)
+    sc = Scenario(spec, hw, cost, ctx, defaults.DEPTH, window, sink, batch, tp, overheads or None, engine_mem)
     by_depth = {m: {d: _method_result(sc, m, d, profiles[m]) for d in DEPTH_RANGE} for m in profiles}
     tpot_by_depth = {m: {d: r.tpot_ms for d, r in rs.items()} for m, rs in by_depth.items()}
-    best = {m: min(v, key=v.get) for m, v in tpot_by_depth.items()}
+    fitting = depths_that_fit(gpu_spec, hw, ctx, window, sink, engine_mem, tp)
+    best = {m: min((d for d in v if d in fitting[m]) or v, key=v.get) for m, v in tpot_by_depth.items()}
 
     methods = {"dense": _method_result(sc, "dense", 1, None)}
     for method in ("native", "window"):
@@ -177,10 +182,15 @@ def predict(
         methods[method] = by_depth[method].get(d) or _method_result(sc, method, d, profiles[method])
     ratio = methods["window"].cost.step_ms / methods["native"].cost.step_ms
     mem_depth = max(methods["native"].cost.depth, methods["window"].cost.depth)
-    memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction)
+    memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction, engine=engine_mem,
+                           engine_tp=tp)
     warnings = ([acc.warning] if acc.warning else []) + engine_warnings
+    for method, e in (memory.engine or {}).items():
+        if not e.fits:
+            warnings.append(f"{method} does not fit on {hw.key} at ctx {ctx} and d {e.method != 'dense' and mem_depth or 1}"
+                            f" in the engine's accounting: {e.why_not}")
     for method, n in memory.max_batch.items():
-        if n < batch:
+        if n < batch and (memory.engine is None or memory.engine[method].fits):
             warnings.append(
                 f"{method}: only {n} request(s) of {ctx} tokens fit on {hw.key} "
                 f"(asked for batch {batch}); its latency is shown as if memory allowed it")
@@ -193,3 +203,29 @@ def predict(
     return Prediction(spec, hw, cost.name, ctx, "auto" if auto else depth, window, sink, batch,
                       methods, memory, best, tpot_by_depth, ratio, warnings, tp,
                       draft_prefill_saving(gpu_spec, hw, ctx, window, sink), tree_width, overheads)
+
+
+def engine_memory_json(e) -> dict:
+    """One method's engine memory accounting (wmtp.engine_memory.EngineMemory) as JSON."""
+    return {"fits": e.fits, "why_not": e.why_not, "max_batch": e.max_batch, "mem_fraction_static": e.mem_fraction_static,
+            "kv_pool_tokens": e.kv_pool_tokens, "weights_target_bytes": e.weights_target,
+            "weights_draft_bytes": e.weights_draft, "spec_state_reserve_bytes": e.spec_state_reserve,
+            "state_pool_bytes": e.state_pool, "max_running_requests": e.max_running_requests,
+            "slack_bytes": e.slack, "slack_needed_bytes": e.slack_needed}
+
+
+def depths_that_fit(gpu_spec: ModelSpec, hw: HardwareSpec, ctx: int, window: int, sink: int, engine_mem, tp: int) -> dict:
+    """Per method, the depths of the search grid at which one request of `ctx` tokens fits in the engine's
+    memory accounting (every depth without one)."""
+    from wmtp.engine_memory import engine_memory
+    from wmtp.memory import ring_slots
+
+    out = {}
+    for method in ("native", "window"):
+        if engine_mem is None:
+            out[method] = set(DEPTH_RANGE)
+            continue
+        out[method] = {d for d in DEPTH_RANGE if engine_memory(
+            gpu_spec, hw, method, ctx, d, engine_mem, tp,
+            0 if window + sink >= ctx else ring_slots(window, sink, d)).fits}
+    return out

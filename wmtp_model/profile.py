@@ -10,6 +10,7 @@ another GPU, `scaled from <gpu>` (byte and flop terms scaled by the bandwidth an
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,23 +26,58 @@ PROFILE_KIND = "wmtp-latency-profile"
 PROFILES_DIR = Path(__file__).resolve().parent / "data" / "profiles"
 
 
+MAX_COEF_MS = 1e3  # no fitted term is worth more than a second per unit (const: per kernel)
+
+
 def load_profile(path: str | Path) -> dict:
+    """A measured profile, validated: every component's fit numeric, finite and non-negative (the fits
+    are non-negative least squares), its ranges and points numeric; else `ProfileError`."""
     p = Path(path)
     prof = read_versioned_json(p, "latency profile", PROFILE_KIND, SCHEMA_VERSION, ProfileError)
     comps = prof.get("components")
     if not isinstance(comps, dict) or not comps:
         raise ProfileError(f"profile {p} is corrupt: no components")
     for kind, c in comps.items():
-        try:
-            ok = len(c["features"]) == len(c["coef_ms"]) and all(isinstance(x, (int, float)) for x in c["coef_ms"])
-            ok = ok and len(c["bytes_range"]) == 2 and isinstance(c["points"], list)
-        except (KeyError, TypeError):
-            ok = False
-        if not ok:
-            raise ProfileError(f"profile {p} is corrupt: component {kind!r} is malformed")
+        why = _component_problem(c)
+        if why:
+            raise ProfileError(f"profile {p} is corrupt: component {kind!r} {why}")
     if not isinstance(prof.get("hardware"), str):
         raise ProfileError(f"profile {p} is corrupt: no hardware key")
+    prov = prof.get("provenance", {})
+    if not isinstance(prov, dict) or not _is_num(prov.get("gpu_sm_count", 1), 1, 1e5):
+        raise ProfileError(f"profile {p} is corrupt: provenance gpu_sm_count must be a positive count")
     return prof
+
+
+def _is_num(x, lo: float = -math.inf, hi: float = math.inf) -> bool:
+    return (x is None or (not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
+                          and lo <= x <= hi))
+
+
+def _component_problem(c) -> str | None:
+    """Why a profile component cannot be priced from, or None."""
+    if not isinstance(c, dict):
+        return "is not an object"
+    feats, coefs = c.get("features"), c.get("coef_ms")
+    if not (isinstance(feats, list) and isinstance(coefs, list) and len(feats) == len(coefs) and feats
+            and all(isinstance(f, str) for f in feats)):
+        return "is malformed: features and coef_ms must be lists of equal length"
+    if not all(x is not None and _is_num(x, 0.0, MAX_COEF_MS) for x in coefs):
+        return f"has a coefficient that is not a finite number in [0, {MAX_COEF_MS:g}] ms per unit"
+    for key in ("bytes_range", "flops_range"):
+        r = c.get(key, [0.0, 0.0] if key == "flops_range" else None)
+        if not (isinstance(r, list) and len(r) == 2 and all(x is not None and _is_num(x, 0.0) for x in r)
+                and r[0] <= r[1]):
+            return f"is malformed: {key} must be [low, high] finite numbers"
+    pts = c.get("points")
+    if not isinstance(pts, list) or not all(
+            isinstance(pt, dict) and all(pt.get(k) is not None and _is_num(pt.get(k), 0.0) for k in ("bytes", "flops"))
+            and _is_num(pt.get("batch"), 0.0) and isinstance(pt.get("model"), str) for pt in pts):
+        return "is malformed: points need model, bytes and flops"
+    groups = c.get("groups", {})
+    if not isinstance(groups, dict) or not all(v is not None and _is_num(v, 1e-3, 1e3) for v in groups.values()):
+        return "is malformed: group factors must be finite numbers in [0.001, 1000]"
+    return None
 
 
 @lru_cache(maxsize=8)
@@ -60,8 +96,12 @@ class ProfileCostModel:
     def __init__(self, profile: dict, source_path: str = ""):
         self.profile = profile
         self.hw_key = profile["hardware"]
-        self.name = f"measured profile {self.hw_key}" + (f" ({source_path})" if source_path else "")
+        backend = profile.get("backend") or profile.get("provenance", {}).get("backend")
+        self.name = (f"measured profile {self.hw_key}" + (f" [{backend} kernels]" if backend and backend != "wmtp" else "")
+                     + (f" ({source_path})" if source_path else ""))
         self._hw_ref = None
+        # The attention kernels the profile measured (features follow their tiling); older profiles: wmtp's own.
+        self.backend = str(profile.get("backend") or profile.get("provenance", {}).get("backend") or "wmtp")
         self._cache: dict = {}
 
     @classmethod
@@ -69,7 +109,7 @@ class ProfileCostModel:
         return cls(_load_cached(str(Path(path).resolve())), label if label is not None else str(path))
 
     def _component(self, kind: str) -> dict:
-        comp = self.profile["components"].get(fit_kind(kind))
+        comp = self.profile["components"].get(kind) or self.profile["components"].get(fit_kind(kind))
         if comp is None:
             raise ProfileError(f"profile for {self.hw_key} has no fit for {kind!r} components; recalibrate")
         return comp
@@ -114,7 +154,7 @@ class ProfileCostModel:
         comp = self._component(work.kind)
         same_gpu = hw.key == self.hw_key
         sm = int(self.profile.get("provenance", {}).get("gpu_sm_count") or hw.sm_count) if same_gpu else hw.sm_count
-        feats = work_features(work, spec, sm)
+        feats = work_features(work, spec, sm, self.backend)
         coef = dict(zip(comp["features"], comp["coef_ms"]))
         tag = self.tag(work, spec, comp)
         if not same_gpu:

@@ -4,7 +4,10 @@ Each speculative step proposes gamma = d - 1 draft tokens; position j is accepte
 alpha_j (the acceptance profile in force at that point of the decode) until the first rejection,
 and the step emits the accepted tokens plus the bonus token. A recorded per-step trace (accepted
 counts) can replace the draws. Each step costs the latency model's step at its depth. TPOT is the
-total time over the tokens emitted, with a 95 % confidence interval from batch means (20 batches).
+total time over the tokens emitted, with a 95 % confidence interval from batch means (20 batches of
+consecutive steps) for that ratio estimator: the interval is centred on the point TPOT (delta method:
+the batches' residuals ms_b - TPOT * tokens_b), so it always contains it, also when acceptance changes
+over the decode. At most `MAX_TOKENS` output tokens (a hostile count is an error, not an hour).
 
 Policies: a fixed depth, or `adaptive`: every `window_steps` steps it re-estimates the per-position
 acceptance from what it has seen (exponentially weighted) and moves d by one toward the depth that
@@ -22,6 +25,8 @@ from typing import Callable, Sequence
 from wmtp.errors import WmtpError
 from wmtp import defaults
 
+MAX_TOKENS = 1_000_000  # output tokens one simulation decodes (about 2 s in pure Python)
+MAX_DEPTH = 64
 Phase = tuple[int, Sequence[float]]  # (tokens this phase lasts, alphas per position)
 
 
@@ -57,13 +62,13 @@ def _al(alphas: Sequence[float], depth: int) -> float:
 def simulate(step_ms: Callable[[int], float], phases: Sequence[Phase], n_tokens: int, policy: int | str = 7,
              seed: int = 0, trace: Sequence[int] | None = None, depths: Sequence[int] = defaults.DEPTH_GRID,
              window_steps: int = 16, ewma: float = 0.1) -> SimResult:
-    if n_tokens < 1:
-        raise WmtpError("simulate needs at least one output token")
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or not 1 <= n_tokens <= MAX_TOKENS:
+        raise WmtpError(f"simulate decodes 1..{MAX_TOKENS:,} output tokens, got {n_tokens!r}")
     if not phases and trace is None:
         raise WmtpError("simulate needs an acceptance profile or a recorded trace")
     adaptive = policy == "adaptive"
-    if not adaptive and (not isinstance(policy, int) or policy < 1):
-        raise WmtpError(f"policy must be a depth d >= 1 or 'adaptive', got {policy!r}")
+    if not adaptive and (isinstance(policy, bool) or not isinstance(policy, int) or not 1 <= policy <= MAX_DEPTH):
+        raise WmtpError(f"policy must be a depth d in 1..{MAX_DEPTH} or 'adaptive', got {policy!r}")
     rng = random.Random(seed)
     cost = {d: step_ms(d) for d in (depths if adaptive else [policy])}
     depth = (depths[len(depths) // 2] if adaptive else policy)
@@ -98,17 +103,22 @@ def simulate(step_ms: Callable[[int], float], phases: Sequence[Phase], n_tokens:
 
 
 def _batch_means_ci(per_step: list, batches: int = 20) -> tuple[float, float]:
+    """95 % interval of TPOT = sum(ms) / sum(tokens) from `batches` batches of consecutive steps: the
+    ratio estimator's delta-method variance, var = sum_b (ms_b - R tok_b)^2 / (B (B - 1) mean(tok)^2),
+    with Student's t at B - 1 degrees of freedom. (nan, nan) below two steps per batch."""
     if len(per_step) < 2 * batches:
         return (math.nan, math.nan)
     size = len(per_step) // batches
-    vals = []
+    sums = []
     for b in range(batches):
-        chunk = per_step[b * size:(b + 1) * size]
-        vals.append(sum(ms for _, ms in chunk) / sum(t for t, _ in chunk))
-    mean = sum(vals) / batches
-    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (batches - 1))
-    half = 2.093 * sd / math.sqrt(batches)  # t(0.975, 19)
-    return (mean - half, mean + half)
+        chunk = per_step[b * size:(b + 1) * size] if b < batches - 1 else per_step[b * size:]
+        sums.append((sum(t for t, _ in chunk), sum(ms for _, ms in chunk)))
+    tok = sum(t for t, _ in sums)
+    ratio = sum(ms for _, ms in sums) / tok
+    mean_tok = tok / batches
+    resid = sum((ms - ratio * t) ** 2 for t, ms in sums)
+    half = 2.093 * math.sqrt(resid / (batches * (batches - 1))) / mean_tok  # t(0.975, 19)
+    return (ratio - half, ratio + half)
 
 
 def parse_phases(text: str) -> list[Phase]:
@@ -117,19 +127,20 @@ def parse_phases(text: str) -> list[Phase]:
         ph = [(int(t), [float(a)] * 16) for a, t in (p.split(":") for p in text.split(","))]
     except ValueError:
         raise WmtpError(f"--phases takes ALPHA:TOKENS,..., got {text!r}") from None
-    if any(not 0 <= a[0] <= 1 or t < 1 for t, a in ph):
-        raise WmtpError("--phases: alpha in [0, 1] and tokens >= 1")
+    if any(not 0 <= a[0] <= 1 or not 1 <= t <= MAX_TOKENS for t, a in ph):  # NaN fails 0 <= a
+        raise WmtpError(f"--phases: alpha in [0, 1] and tokens in 1..{MAX_TOKENS:,}")
     return ph
 
 
 def read_trace(path) -> list[int]:
     """A recorded trace: accepted draft tokens per step, one non-negative integer a line."""
-    from pathlib import Path
+    from wmtp.fileio import read_text
 
+    text = read_text(path, "trace", WmtpError)
     try:
-        tr = [int(x) for x in Path(path).read_text().split()]
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise WmtpError(f"cannot read trace {path}: {getattr(e, 'strerror', None) or e}") from None
+        tr = [int(x) for x in text.split()]
+    except ValueError as e:
+        raise WmtpError(f"cannot read trace {path}: {str(e)[:100]}") from None
     if not tr or min(tr) < 0:
         raise WmtpError(f"trace {path} holds no non-negative accepted counts")
     return tr

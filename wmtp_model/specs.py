@@ -7,9 +7,14 @@ one place where "how big is a layer" is answered.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from wmtp.errors import WmtpError
+
+# Bounds that keep every count physical and every derived byte count finite: no real model comes
+# near them, and a config that does (num_hidden_layers: 1e9) is an error, not a minute of arithmetic.
+MAX_LAYERS = 10_000
+MAX_COUNT = 1 << 31  # any other width, head count or expert count
 
 # Bytes per stored element, per dtype name. nvfp4: 4-bit values plus one fp8 scale per 16.
 DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "nvfp4": 0.5 + 1.0 / 16}
@@ -83,6 +88,15 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         problems = []
+        for fd in fields(self):
+            v = getattr(self, fd.name)
+            if fd.type == "int" and (isinstance(v, bool) or not isinstance(v, int)):
+                raise WmtpError(f"model {self.key!r}: {fd.name} must be an integer, got {v!r}")
+            if fd.type == "int" and not -MAX_COUNT <= v <= MAX_COUNT:
+                problems.append(f"{fd.name} is out of range ({v})")
+        for f in ("n_layers", "n_full_attn", "n_linear", "n_moe", "n_dense_ffn", "n_mtp"):
+            if getattr(self, f) > MAX_LAYERS:
+                problems.append(f"{f} must be at most {MAX_LAYERS}")
         for f in ("hidden", "vocab", "n_layers", "q_heads", "kv_heads", "head_dim"):
             if getattr(self, f) <= 0:
                 problems.append(f"{f} must be positive")
@@ -101,7 +115,7 @@ class ModelSpec:
             problems.append("linear attention needs lin_v_heads and lin_head_dim")
         if self.linear_kind == "mamba2" and self.ssm_state <= 0:
             problems.append("mamba2 needs ssm_state")
-        if self.attn_kind == "gqa" and self.q_heads % self.kv_heads:
+        if self.attn_kind == "gqa" and self.kv_heads > 0 and self.q_heads % self.kv_heads:
             problems.append("q_heads must be a multiple of kv_heads")
         if self.n_moe and (self.n_experts <= 0 or not 0 < self.top_k <= self.n_experts or self.expert_ffn <= 0):
             problems.append("MoE layers need n_experts, 0 < top_k <= n_experts, expert_ffn")

@@ -11,6 +11,7 @@ import re
 from wmtp.errors import WmtpError
 
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+MAX_TOKENS = 1 << 34  # 16G tokens: far past any model's context; more is a typo, not a question
 _TOKENS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)\s*$", re.IGNORECASE)
 
 
@@ -28,9 +29,13 @@ def parse_tokens(text: str | int) -> int:
         number, suffix = m.group(1), m.group(2).upper()
         if suffix == "" and "." in number:
             raise WmtpError(f"cannot read {text!r} as a token count: a plain count must be whole")
+        if len(number) > 24:
+            raise WmtpError(f"token count {text!r} is too long to be a token count")
         value = int(round(float(number) * _SUFFIX[suffix]))
     if value <= 0:
         raise WmtpError(f"token count must be positive, got {text!r}")
+    if value > MAX_TOKENS:
+        raise WmtpError(f"token count {text!r} is larger than {format_tokens(MAX_TOKENS)} tokens; wmtp models at most that")
     return value
 
 
@@ -46,17 +51,17 @@ def format_tokens(n: int) -> str:
     return str(n)
 
 
-def format_bytes(n: float) -> str:
-    """Binary-prefixed bytes: 2147483648 -> '2.00 GiB'."""
+def format_bytes(n: float, digits: int = 2) -> str:
+    """Binary-prefixed bytes: 2147483648 -> '2.00 GiB' (`digits` decimals; 0: '2 GiB')."""
     if not math.isfinite(n):
         return str(n)
     sign = "-" if n < 0 else ""
     n = abs(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
-            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.2f} {unit}"
+            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.{digits}f} {unit}"
         n /= 1024
-    return f"{sign}{n:.2f} TiB"  # pragma: no cover
+    return f"{sign}{n:.{digits}f} TiB"  # pragma: no cover
 
 
 def parse_int_list(text: str, *, what: str) -> list[int]:
@@ -64,4 +69,6 @@ def parse_int_list(text: str, *, what: str) -> list[int]:
     parts = [p for p in str(text).split(",") if p.strip()]
     if not parts:
         raise WmtpError(f"empty list for {what}")
+    if len(parts) > 1000:
+        raise WmtpError(f"{what}: at most 1000 values, got {len(parts)}")
     return [parse_tokens(p) for p in parts]

@@ -16,8 +16,9 @@ import triton
 import triton.language as tl
 
 
+# The expert that owns row block `blk`: binary search over cumulative block counts (shared with quant_gemm).
 @triton.jit
-def _find_expert(cum_blocks, E, blk, LOG_E: tl.constexpr):
+def find_expert(cum_blocks, E, blk, LOG_E: tl.constexpr):
     lo = tl.full([], 0, tl.int32)
     hi = tl.full([], 0, tl.int32) + E
     for _ in range(LOG_E):  # largest e with cum_blocks[e] <= blk
@@ -26,6 +27,9 @@ def _find_expert(cum_blocks, E, blk, LOG_E: tl.constexpr):
         lo = tl.where(go_right, mid, lo)
         hi = tl.where(go_right, hi, mid)
     return lo
+
+
+_find_expert = find_expert  # old name, until measure/kernels/quant_gemm.py imports find_expert
 
 
 @triton.jit
@@ -41,7 +45,7 @@ def _moe_gemm_kernel(
     total_blocks = tl.load(cum_blocks + E)
     if blk >= total_blocks:
         return
-    e = _find_expert(cum_blocks, E, blk, LOG_E)
+    e = find_expert(cum_blocks, E, blk, LOG_E)
     row0 = (blk - tl.load(cum_blocks + e)) * BLOCK_M
     rows = row0 + tl.arange(0, BLOCK_M)
     r_ok = rows < tl.load(counts + e)

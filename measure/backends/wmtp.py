@@ -1,0 +1,37 @@
+"""Backend `wmtp` (the default): the project's own Triton kernels (`measure/kernels/`): split-KV
+paged attention for decode / verify / extend (one K/V tile load serves a KV group's query heads
+times the request's rows) and the 2-D parallel KV-index build. Tuning options are passed to the
+launchers (`block_n`, `num_warps`, `num_splits`, ...; `block`, `num_warps` for the index build)."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from wmtp.measure.backends.base import AttentionBackend, Paged
+from wmtp.measure.kernels.index_build import build_kv_indices
+from wmtp.measure.kernels.paged_attention import decode_attention, verify_attention
+
+
+class WmtpBackend(AttentionBackend):
+    name = "wmtp"
+
+    def versions(self) -> dict[str, str]:
+        return {"torch": torch.__version__, "triton": triton.__version__}
+
+    def describe(self) -> str:
+        return "wmtp Triton kernels: split-KV paged attention (tiling from wmtp.kernel_plan), parallel index build"
+
+    def decode(self, k, v, paged: Paged, q, out, **tuning):
+        ptr, ind, n = paged.kv_indptr, paged.kv_indices, paged.n
+        return lambda: decode_attention(q, k, v, ptr, ind, n, out=out, **tuning)
+
+    def verify(self, k, v, paged: Paged, q, out, d: int, **tuning):
+        ptr, ind, n = paged.kv_indptr, paged.kv_indices, paged.n
+        qo = torch.arange(paged.batch + 1, device=q.device, dtype=torch.int32) * d
+        return lambda: verify_attention(q, k, v, ptr, ind, qo, d, n, out=out, **tuning)
+
+    def index_build(self, paged: Paged, depth: int = 1, **tuning):
+        p = paged
+        return lambda: build_kv_indices(p.req_to_token, p.seq_lens, p.mode, p.sink, p.window, depth, max_len=p.ctx,
+                                        kv_indptr=p.kv_indptr, out=p.kv_indices, **tuning)

@@ -1,0 +1,179 @@
+"""A serving engine's GPU memory, as SGLang accounts it (DESIGN.md section 3, engine part).
+
+Every term and default comes from SGLang's public code (read at 0.5.8 / 0.5.12; paths, functions
+and the arithmetic checked against the paper in calibrate/engines/sglang-facts.md, part B):
+
+    M0        free memory after start-up (HBM - CUDA context)                              [bytes]
+    mfs       mem_fraction_static (SGLang's default heuristic, or the value the run set)
+    rest      = mfs * M0 - target weights                                                  (model_runner, profile_max_num_token)
+    rest     -= m * R * d      speculative only: intermediate recurrent states per draft token
+                               (m = recurrent state per request, R = max_running_requests)  (handle_max_mamba_cache)
+    rest     -= m * C          recurrent-state pool, C = R state slots (radix cache off)
+    N_tok     = floor(rest / cell),  cell = target full-attention KV bytes per token       (the KV pool)
+    B_max     = min(floor(N_tok / (S + min(max_new, 4096) * 0.7)), R, C)                   (PrefillAdder admission)
+    slack     = (1 - mfs) * M0 must hold: the draft weights, the native draft KV pool (N_tok tokens, 1 layer;
+                a windowed draft keeps a ring instead), CUDA-graph index/mask buffers
+                (max_bs * S * (10 d + 4 (d - 1)) bytes), fp32 verify logits (max_bs * d * vocab * 4),
+                and the TP communication buffers; if it cannot, the engine fails at start-up.
+
+A method "fits" at (S, d) when B_max >= 1 and the slack check passes. Nothing here is fitted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from wmtp.errors import WmtpError
+from wmtp.hardware import HardwareSpec
+from wmtp.specs import ModelSpec
+
+MiB = 1024**2
+GiB = 1024**3
+# CUDA context, cuBLAS/NCCL handles and torch's own reservations before SGLang measures free memory:
+# about 1 GiB on a Hopper/Blackwell GPU with torch 2.x (assumed; SGLang measures it, we cannot).
+CUDA_CONTEXT_BYTES = 1 * GiB
+NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO: share of max_new_tokens a running request holds back
+ADMIT_MAX_NEW_CAP = 4096  # a new request needs input_len + min(max_new_tokens, 4096) free tokens
+MAMBA_FULL_MEMORY_RATIO = 0.9  # SGLang's mamba_full_memory_ratio (state pool : KV pool)
+CUSTOM_ALLREDUCE_BYTES = 24 * MiB  # per rank, TP > 1 (custom_all_reduce.py: meta + data + rank_data)
+
+
+@dataclass(frozen=True)
+class EngineMemoryConfig:
+    """How one engine run is configured (SGLang's server arguments that decide memory)."""
+
+    engine: str = "sglang"
+    mem_fraction_static: float | None = None  # None: SGLang's default for this GPU
+    max_running_requests: int | None = None  # None: 48 with speculation (EAGLE/NEXTN), else SGLang's default
+    chunked_prefill_size: int | None = None  # None: 8192 below 160 GiB of HBM, 16384 above
+    cuda_graph_max_bs: int | None = None  # None: 256 below 160 GiB (TP < 4), 512 above
+    max_new_tokens: int = 512  # the decode cap of the workload (the paper's: 512)
+    radix_cache: bool = False  # the paper disables it; on, state slots are sized from memory
+    source: str = "SGLang defaults (sglang-facts.md, part B)"
+
+    def __post_init__(self) -> None:
+        mfs = self.mem_fraction_static
+        if mfs is not None and not (isinstance(mfs, (int, float)) and 0 < mfs < 1):
+            raise WmtpError(f"mem_fraction_static must be in (0, 1), got {mfs!r}")
+        for name in ("max_running_requests", "chunked_prefill_size", "cuda_graph_max_bs"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise WmtpError(f"{name} must be a positive integer, got {v!r}")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise WmtpError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
+
+
+@dataclass(frozen=True)
+class EngineMemory:
+    """One method's accounting at (S, d) on one GPU of `tp` (bytes unless stated)."""
+
+    method: str
+    m0: float
+    mem_fraction_static: float
+    weights_target: float
+    weights_draft: float
+    spec_state_reserve: float  # m * R * d
+    state_pool: float  # m * C
+    kv_pool_tokens: int
+    kv_cell_bytes: float
+    max_running_requests: int
+    max_batch: int
+    slack: float  # (1 - mfs) * M0
+    slack_needed: dict = field(default_factory=dict)  # what the slack must hold, by part
+    fits: bool = True
+    why_not: str = ""
+
+    @property
+    def slack_used(self) -> float:
+        return sum(self.slack_needed.values())
+
+
+def default_chunked_prefill(hw: HardwareSpec) -> int:
+    return 16384 if hw.hbm_bytes >= 160 * GiB else 8192
+
+
+def default_graph_bs(hw: HardwareSpec, tp: int) -> int:
+    if hw.hbm_bytes >= 160 * GiB:
+        return 512
+    return 256 if tp < 4 else 512
+
+
+def default_mem_fraction(hw: HardwareSpec, cfg: EngineMemoryConfig, tp: int, speculative: bool) -> float:
+    """SGLang's `_handle_gpu_memory_settings`: (gpu_mem - reserved) / gpu_mem, reserved in MiB."""
+    gpu_mib = hw.hbm_bytes / MiB
+    cps = cfg.chunked_prefill_size or default_chunked_prefill(hw)
+    gbs = cfg.cuda_graph_max_bs or default_graph_bs(hw, tp)
+    reserved = 512 + 1.5 * max(cps, 2048) + 2 * gbs + 1024 * tp / 8
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10240)
+    if speculative:
+        reserved += 2048  # EAGLE / NEXTN
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def graph_buffer_bytes(max_bs: int, ctx: int, depth: int) -> float:
+    """FlashInfer CUDA-graph index and mask buffers that scale with the context (sglang-facts.md B3):
+    verify kv_indices + custom mask, draft decode kv_indices, draft extend (v1 graph runner)."""
+    return float(max_bs) * ctx * (10 * depth + 4 * (depth - 1))
+
+
+def engine_memory(spec: ModelSpec, hw: HardwareSpec, method: str, ctx: int, depth: int, cfg: EngineMemoryConfig,
+                  tp: int = 1, ring_slots: int = 0) -> EngineMemory:
+    """SGLang's accounting of `method` at context `ctx` and depth `depth` on one of `tp` GPUs (`spec` is
+    the per-GPU slice; weights are per GPU)."""
+    speculative = method != "dense"
+    d = depth if speculative else 1
+    m0 = hw.hbm_bytes - CUDA_CONTEXT_BYTES
+    mfs = cfg.mem_fraction_static or default_mem_fraction(hw, cfg, tp, speculative)
+    w_target = spec.target_params * spec.weight_bytes_per_param  # `spec` is already the per-GPU slice
+    w_draft = spec.mtp_params * spec.weight_bytes_per_param if speculative else 0.0
+    m = spec.n_linear * spec.state_bytes_per_layer
+    rest = mfs * m0 - w_target
+    if cfg.max_running_requests is not None or speculative:
+        r = cfg.max_running_requests or 48  # SGLang's default with EAGLE / NEXTN speculation
+        c = r if m > 0 else 0  # radix cache off: one state slot per running request
+    else:  # no cap given: state slots take r / (1 + r) of the rest (mamba_full_memory_ratio r = 0.9)
+        c = max(0, math.floor(rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO) / m)) if m > 0 else 0
+        r = c if m > 0 else 4096
+    spec_reserve = m * r * d if speculative and m > 0 else 0.0
+    state_pool = m * c
+    rest -= spec_reserve + state_pool
+    cell = spec.n_full_attn * spec.kv_bytes_per_token_layer
+    n_tok = max(0, math.floor(rest / cell)) if cell > 0 else 0
+    need = ctx + min(cfg.max_new_tokens, ADMIT_MAX_NEW_CAP) * NEW_TOKEN_RATIO
+    by_tokens = math.floor(n_tok / need) if cell > 0 else r
+    max_b = max(0, min(by_tokens, r, c if m > 0 else r))
+    max_bs = min(cfg.cuda_graph_max_bs or default_graph_bs(hw, tp), r)
+    draft_kv = 0.0
+    if method == "native":
+        draft_kv = n_tok * spec.n_mtp * spec.kv_bytes_per_token_layer
+    elif method == "window" and ring_slots == 0:  # the window covers the context: the native draft's pool
+        draft_kv = n_tok * spec.n_mtp * spec.kv_bytes_per_token_layer
+    elif method == "window":
+        draft_kv = max_b * ring_slots * spec.n_mtp * spec.kv_bytes_per_token_layer
+    slack_needed = {"draft weights": w_draft, "draft KV": draft_kv,
+                    "CUDA-graph index/mask buffers": graph_buffer_bytes(max_bs, ctx, d) if speculative else 0.0,
+                    "verify logits (fp32)": float(max_bs) * d * spec.vocab * 4 if speculative else 0.0,
+                    "TP buffers": CUSTOM_ALLREDUCE_BYTES if tp > 1 else 0.0}
+    slack = (1 - mfs) * m0
+    why = ""
+    if rest <= 0:
+        why = "the weights and recurrent-state reservations exceed mem_fraction_static"
+    elif max_b < 1:
+        why = f"the KV pool ({n_tok:,} tokens) cannot seat one request of {ctx:,} tokens"
+    elif sum(slack_needed.values()) > slack:
+        why = "the draft weights, draft KV and CUDA-graph buffers exceed the memory outside mem_fraction_static"
+    return EngineMemory(method, m0, mfs, w_target, w_draft, spec_reserve, state_pool, n_tok, cell, r,
+                        max_b if not why else 0, slack, slack_needed, not why, why)
+
+
+def config_from_preset(doc: dict | None) -> EngineMemoryConfig | None:
+    """The `memory` section of an engine preset, validated (None when the preset has none)."""
+    if not doc:
+        return None
+    known = set(EngineMemoryConfig.__dataclass_fields__)
+    bad = set(doc) - known
+    if bad:
+        raise WmtpError(f"engine memory: unknown settings {', '.join(sorted(bad))}")
+    return EngineMemoryConfig(**doc)
