@@ -1,16 +1,19 @@
-"""Fit a serving engine's overhead (`wmtp.engine.EngineOverhead`) to observed step times.
+"""Fit what cannot be measured of a serving engine (`wmtp.engine.EngineOverhead`) to observed step times.
 
-Input: a points CSV — per row a model, method, ctx, depth range, and either a step time
-(`quantity=step`, d_lo = d_hi = d) or a per-draft-forward slope of T_iter over d_lo..d_hi
-(`quantity=slope`), in ms, with where it came from. The kernel-level model (a cost model for the
-GPU) prices every point; the engine's extra time is linear in its terms, so each term's column is
-obtained by pricing the same step with that term set to one — the physics stays in `step_cost`.
-Terms shared by the engine: dense_step_ms, index_ns_per_token, draft_attn_factor - 1; per model:
-step_ms, fwd_ms, verify_attn_factor - 1 (the verify kernel's efficiency depends on the model's head
-layout: query rows per KV group = d x q_heads / kv_heads, head_dim). All >= 0 (NNLS on relative error), so the
-engine is never faster than our kernels. Leave-one-point-out errors are reported.
+Inputs: a points CSV — per row a model, method, ctx, depth range, and either a step time (`quantity=step`,
+d_lo = d_hi = d) or a per-draft-forward slope of T_iter over d_lo..d_hi (`quantity=slope`), in ms, with
+where it came from, and a `fit` column (yes / no: held out) — and an engine *structure* (JSON next to it,
+`NAME.structure.json`): the measured kernel profile the engine's kernels come from (e.g. h200-flashinfer),
+its structural counts (index walks per step, from the engine's code), its memory settings, and which host
+terms are fitted engine-wide (`shared`) or per model (`per_model`).
 
-    python -m wmtp.calibrate.engine_fit calibrate/engines/sglang-b200-paper.points.csv --hw b200
+Every point is priced by `step_cost` with the engine's measured kernels and structural counts; the host
+terms are linear, so each term's column is the same step priced with that term at one (the physics stays in
+`step_cost`). NNLS on relative error over the `fit = yes` points (terms >= 0). Reported: in-sample error,
+leave-one-point-out, leave-context-out (fit at the largest context, predict the others) and leave-model-out
+(fit without a model; its per-model terms then the others' mean), and every held-out point.
+
+    python -m wmtp.calibrate.engine_fit wmtp_model/data/engines/sglang-b200-paper.points.csv --hw b200
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from wmtp.latency import CostModel, step_cost
 from wmtp.models import get_model
 from wmtp import defaults
 
-SHARED = ("dense_step_ms", "index_ns_per_token", "draft_attn_factor")
+SHARED = ("dense_step_ms", "index_ns_per_token", "draft_attn_factor")  # v1 (no structure file)
 PER_MODEL = ("step_ms", "fwd_ms", "verify_attn_factor")
 COLUMNS = ("model", "method", "ctx", "d_lo", "d_hi", "quantity", "value_ms", "source")
 
@@ -51,7 +54,8 @@ def read_points(path: str | Path) -> list[dict]:
         try:
             pt = {"model": r["model"], "method": r["method"], "ctx": int(r["ctx"]), "d_lo": int(r["d_lo"]),
                   "d_hi": int(r["d_hi"]), "quantity": r["quantity"], "value_ms": float(r["value_ms"]),
-                  "source": r["source"], "derivation": r.get("derivation") or ""}
+                  "source": r["source"], "derivation": r.get("derivation") or "",
+                  "fit": (r.get("fit") or "yes").strip().lower() != "no"}
         except (TypeError, ValueError):
             raise WmtpError(f"engine points {p}, line {i}: ctx, d_lo, d_hi must be integers and value_ms a number") \
                 from None
@@ -73,9 +77,15 @@ def _unit(term: str) -> dict:
 
 def _step(pt: dict, d: int, hw: HardwareSpec, cost: CostModel, window: int, sink: int,
           overhead: EngineOverhead | None) -> float:
+    """One point's step at depth d; the draft extend takes the paper's acceptance preset at d (its rows)."""
+    from wmtp.acceptance import choose_acceptance
+
     spec = get_model(pt["model"])
     depth = 1 if pt["method"] == "dense" else d
-    return step_cost(spec, hw, cost, pt["method"], pt["ctx"], depth, 1, window, sink, accept_length=None,
+    al = None
+    if pt["method"] != "dense":
+        al = getattr(choose_acceptance(spec.key, depth, None), pt["method"]).accept_length(depth)
+    return step_cost(spec, hw, cost, pt["method"], pt["ctx"], depth, 1, window, sink, accept_length=al,
                      overhead=overhead).step_ms
 
 
@@ -181,20 +191,30 @@ def markdown(preset: dict, points_path: str) -> str:
 
 def fit_file(points_path: str | Path, hw_key: str, out: str | Path | None = None, name: str | None = None,
              profile: str | Path | None = None) -> dict:
-    from wmtp.profile import cost_model_for
     from wmtp.hardware import get_hardware
     from wmtp.measure.provenance import git_sha
+    from wmtp.profile import PROFILES_DIR, cost_model_for
 
     points_path = Path(points_path)
     name = name or points_path.name.split(".")[0]
     hw = get_hardware(hw_key)
-    preset = fit(read_points(points_path), hw, cost_model_for(hw, profile), name)
+    structure_path = points_path.with_name(points_path.name.split(".")[0] + ".structure.json")
+    if structure_path.exists():  # v2: the engine's measured kernels, structural counts, fitted host terms
+        structure = read_structure(structure_path)
+        cost = cost_model_for(hw, profile or (PROFILES_DIR / f"{structure['kernel_profile']}.json"))
+        preset = fit_v2(read_points(points_path), hw, cost, name, structure)
+        preset["structure"] = {"file": structure_path.name,
+                               "sha256": hashlib.sha256(structure_path.read_bytes()).hexdigest()}
+        render = markdown_v2
+    else:
+        preset = fit(read_points(points_path), hw, cost_model_for(hw, profile), name)
+        render = markdown
     preset["points"] = {"file": points_path.name, "sha256": hashlib.sha256(points_path.read_bytes()).hexdigest()}
     preset["provenance"] = {"wmtp_version": __version__, "git_sha": git_sha(),
                             "utc_time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     out = Path(out) if out else points_path.with_name(f"{name}.json")
     atomic_write_text(out, json.dumps(preset, indent=1) + "\n")
-    atomic_write_text(out.with_suffix(".md"), markdown(preset, str(points_path)))
+    atomic_write_text(out.with_suffix(".md"), render(preset, str(points_path)))
     return preset
 
 
@@ -213,10 +233,162 @@ def main(argv: list[str] | None = None) -> int:
     except WmtpError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    f = preset["fit"]
-    print(f"{preset['name']}: {f['points']} points, |error| median {100 * f['median_abs_rel_error']:.1f} %, "
-          f"LOO max {100 * f['loo_max_abs_rel_error']:.1f} %")
+    print(summary_line(preset))
     return 0
+
+
+def summary_line(preset: dict) -> str:
+    f = preset["fit"]
+    if "in_sample" in f:
+        return (f"{preset['name']}: {f['fit_points']} of {f['points']} points fitted, {f['parameters']} parameters; "
+                f"|error| in sample median {100 * f['in_sample']['median']:.1f} %, held-out points median "
+                f"{100 * (f['held_out_points']['median'] or 0):.1f} % / max {100 * (f['held_out_points']['max'] or 0):.1f} %")
+    return (f"{preset['name']}: {f['points']} points, |error| median {100 * f['median_abs_rel_error']:.1f} %, "
+            f"LOO max {100 * f['loo_max_abs_rel_error']:.1f} %")
+
+
+
+# ------------------------------------------------------------------ v2: measured kernels + structure + host terms
+STRUCTURE_KEYS = {"engine", "kernel_profile", "counts", "shared", "per_model", "memory", "sources"}
+
+
+def read_structure(path: str | Path) -> dict:
+    """An engine structure (JSON): kernel profile, structural counts, fitted host terms, memory settings."""
+    from wmtp.engine import COUNTS, TERMS
+    from wmtp.fileio import read_json
+
+    doc = read_json(Path(path), "engine structure", WmtpError)
+    if not isinstance(doc, dict) or set(doc) - STRUCTURE_KEYS or not {"kernel_profile", "counts"} <= set(doc):
+        raise WmtpError(f"engine structure {path}: an object with kernel_profile, counts, shared, per_model "
+                        f"(and engine, memory, sources)")
+    if set(doc["counts"]) - set(COUNTS) or (set(doc.get("shared", [])) | set(doc.get("per_model", []))) - set(TERMS):
+        raise WmtpError(f"engine structure {path}: counts from {', '.join(COUNTS)}, terms from {', '.join(TERMS)}")
+    return doc
+
+
+def _overhead(structure: dict, values: dict) -> EngineOverhead:
+    return EngineOverhead("fit", **structure["counts"], **values)
+
+
+def design_v2(points: list[dict], hw, cost, structure: dict, window: int = defaults.WINDOW,
+              sink: int = defaults.SINK) -> tuple[np.ndarray, np.ndarray, list]:
+    """(A, base, names): observed = base + A @ theta; base = the engine's measured kernels and index walks."""
+    models = sorted({p["model"] for p in points})
+    names = list(structure.get("shared", [])) + [f"{m}.{t}" for m in models for t in structure.get("per_model", [])]
+    a = np.zeros((len(points), len(names)))
+    base = np.zeros(len(points))
+    for i, pt in enumerate(points):
+        base[i] = _value(pt, hw, cost, window, sink, _overhead(structure, {}))
+        for j, name in enumerate(names):
+            model, _, term = name.rpartition(".")
+            if model and model != pt["model"]:
+                continue
+            a[i, j] = _value(pt, hw, cost, window, sink, _overhead(structure, _unit(term))) - base[i]
+    return a, base, names
+
+
+def _predict_with(a, base, names, theta, rows_model: list[str], fill_model: str | None = None) -> np.ndarray:
+    """Predictions; a model left out of the fit gets the mean of the other models' per-model terms."""
+    t = dict(zip(names, theta))
+    if fill_model is not None:
+        per = {n.split(".", 1)[1] for n in names if "." in n}
+        for term in per:
+            others = [v for n, v in t.items() if n.endswith("." + term) and not n.startswith(fill_model + ".")]
+            t[f"{fill_model}.{term}"] = sum(others) / len(others) if others else 0.0
+    return base + a @ np.array([t[n] for n in names])
+
+
+def _held_out_errors(points, a, base, y, names) -> dict:
+    """Leave-one-point-out, leave-context-out (fit at the largest context) and leave-model-out errors."""
+    fit_rows = np.array([i for i, p in enumerate(points) if p["fit"]])
+    loo = {}
+    for i in fit_rows:
+        t = _solve(a, y, base, fit_rows[fit_rows != i])
+        loo[int(i)] = float((base[i] + a[i] @ t) / y[i] - 1)
+    top = max(p["ctx"] for p in points)
+    at_top = np.array([i for i, p in enumerate(points) if p["ctx"] == top])
+    t = _solve(a, y, base, at_top)
+    lco = {int(i): float((base[i] + a[i] @ t) / y[i] - 1) for i in range(len(points)) if points[i]["ctx"] != top}
+    lmo = {}
+    for m in sorted({p["model"] for p in points}):
+        keep = np.array([i for i in fit_rows if points[i]["model"] != m])
+        if len(keep) < 2:
+            continue
+        pred = _predict_with(a, base, names, _solve(a, y, base, keep), [p["model"] for p in points], m)
+        lmo.update({int(i): float(pred[i] / y[i] - 1) for i in range(len(points)) if points[i]["model"] == m})
+    return {"loo": loo, "leave_context_out": lco, "leave_model_out": lmo}
+
+
+def _abs_stats(errs) -> dict:
+    e = sorted(abs(x) for x in errs)
+    return {"n": len(e), "median": e[len(e) // 2] if e else None, "max": e[-1] if e else None}
+
+
+def fit_v2(points: list[dict], hw: HardwareSpec, cost: CostModel, name: str, structure: dict) -> dict:
+    fit_rows = np.array([i for i, p in enumerate(points) if p["fit"]])
+    if len(fit_rows) < 2:
+        raise WmtpError("an engine fit needs at least two points marked fit = yes")
+    a, base, names = design_v2(points, hw, cost, structure)
+    y = np.array([p["value_ms"] for p in points])
+    theta = _solve(a, y, base, fit_rows)
+    pred = base + a @ theta
+    held = _held_out_errors(points, a, base, y, names)
+    # a factor's parameter is factor - 1 (its unit column priced the step at factor 2)
+    value = {n: v + (1.0 if n.endswith("factor") else 0.0) for n, v in zip(names, theta.tolist())}
+    residuals = [{**{k: p[k] for k in ("model", "method", "ctx", "d_lo", "d_hi", "quantity", "value_ms", "fit")},
+                  "kernels_ms": float(base[i]), "fitted_ms": float(pred[i]), "rel_error": float(pred[i] / y[i] - 1),
+                  **{k: v.get(i) for k, v in held.items()}} for i, p in enumerate(points)]
+    return {"schema_version": SCHEMA_VERSION, "kind": KIND, "name": name, "engine": structure.get("engine", ""),
+            "hardware": hw.key, "cost_model": cost.name, "kernel_profile": structure["kernel_profile"],
+            "window": defaults.WINDOW, "sink": defaults.SINK, "batch": 1,
+            "terms": {**structure["counts"], **{t: value[t] for t in structure.get("shared", [])}},
+            "per_model": {m: {t: value[f"{m}.{t}"] for t in structure.get("per_model", [])}
+                          for m in sorted({p["model"] for p in points})},
+            "memory": structure.get("memory"), "structure_sources": structure.get("sources", {}),
+            "unconstrained": [n for j, n in enumerate(names) if not np.any(a[fit_rows, j] != 0)],
+            "fit": {"points": len(points), "fit_points": int(len(fit_rows)), "parameters": len(names),
+                    "in_sample": _abs_stats([r["rel_error"] for r in residuals if r["fit"]]),
+                    "held_out_points": _abs_stats([r["rel_error"] for r in residuals if not r["fit"]]),
+                    **{k: _abs_stats(v.values()) for k, v in held.items()}},
+            "residuals": residuals}
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:+.1f} %"
+
+
+def markdown_v2(preset: dict, points_path: str) -> str:
+    f = preset["fit"]
+    lines = [f"# Engine preset `{preset['name']}` ({preset['engine']})", "",
+             f"Fitted by `python -m wmtp.calibrate.engine_fit {points_path} --hw {preset['hardware']}` "
+             f"(wmtp {preset['provenance']['wmtp_version']}, git {preset['provenance']['git_sha']}, "
+             f"{preset['provenance']['utc_time']}).", "",
+             f"Kernels: the measured profile `{preset['kernel_profile']}` ({preset['cost_model']}), scaled to "
+             f"{preset['hardware']} by bandwidth and flop ratios. Structural counts (the engine's code, not fitted): "
+             + ", ".join(f"{k} {v}" for k, v in preset["terms"].items() if k.endswith("walks")) + ".", "",
+             "## Fitted host terms (ms)", "", "| term | value |", "|---|---|"]
+    lines += [f"| {k} | {v:.3f} |" for k, v in preset["terms"].items() if not k.endswith("walks")]
+    lines += [f"| {m}.{k} | {v:.3f} |" for m, per in preset["per_model"].items() for k, v in per.items()]
+    if preset["unconstrained"]:
+        lines += ["", f"Not constrained by any fitted point (left at zero): {', '.join(preset['unconstrained'])}."]
+    lines += ["", f"## Fit: {f['fit_points']} of {f['points']} points, {f['parameters']} parameters", ""]
+    for key, label in (("in_sample", "in sample"), ("loo", "leave-one-point-out"),
+                       ("leave_context_out", "leave-context-out (fit at the largest context only)"),
+                       ("leave_model_out", "leave-model-out (its per-model terms: the others' mean)"),
+                       ("held_out_points", "points not fitted (fit = no)")):
+        st = f[key]
+        if st["n"]:
+            lines.append(f"- {label}: {st['n']} points, |error| median {100 * st['median']:.1f} %, "
+                         f"max {100 * st['max']:.1f} %")
+    lines += ["", "| model | method | ctx | d | quantity | fit | observed ms | kernels ms | fitted ms | error | LOO | "
+              "leave-context-out | leave-model-out |", "|---" * 13 + "|"]
+    for r in preset["residuals"]:
+        d = str(r["d_lo"]) if r["d_lo"] == r["d_hi"] else f"{r['d_lo']}-{r['d_hi']}"
+        lines.append(f"| {r['model']} | {r['method']} | {r['ctx']:,} | {d} | {r['quantity']} | "
+                     f"{'yes' if r['fit'] else 'no'} | {r['value_ms']:.3f} | {r['kernels_ms']:.3f} | "
+                     f"{r['fitted_ms']:.3f} | {_pct(r['rel_error'])} | {_pct(r['loo'])} | "
+                     f"{_pct(r['leave_context_out'])} | {_pct(r['leave_model_out'])} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ MAX_DEPTH = 64  # the deepest draft --depth takes (DepthOpt: 2..64)
 def scenario(opts: dict, depth: int):
     """(Scenario, warnings) from the options every analysis command shares (`opts`: their values by name)."""
     from wmtp.decisions import Scenario
+    from wmtp.engine import memory_config
     from wmtp.engine import resolve as resolve_engine
     from wmtp.hardware import get_hardware
     from wmtp.profile import cost_model_for
@@ -43,8 +44,9 @@ def scenario(opts: dict, depth: int):
     if opts["sink"] > ctx:
         warnings.append(f"--sink {opts['sink']} is larger than the context ({ctx} tokens): the window reads the "
                         "whole context, like the native draft")
-    return Scenario(spec, gpu, cost_model_for(gpu, opts["profile"], opts["speed_of_light"]), ctx,
-                    depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None), warnings
+    return Scenario(spec, gpu, cost_model_for(gpu, opts["profile"], opts["speed_of_light"], opts["framework"]), ctx,
+                    depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None,
+                    memory_config(spec.key, opts["framework"])), warnings
 
 
 def _tok(n: int) -> str:

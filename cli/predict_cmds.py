@@ -57,7 +57,7 @@ def predict(
     gpu = get_hardware(hw)
     result = run_predict(
         spec, gpu, ctx_tokens, d, window_tokens, sink, batch,
-        parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light), tp=tp,
+        parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light, framework), tp=tp,
         tree_width=tree_width, frameworks=framework, task=task,
     )
     odd = odd_input_warnings(ctx_tokens, window_tokens, sink, tree_width, d)
@@ -133,17 +133,17 @@ def engines(
     else:
         rows = [load_preset(n) for n in preset_names()]
     summary = [{"name": p["name"], "hardware": p["hardware"], "cost_model": p["cost_model"],
+                "kernel_profile": p.get("kernel_profile"), "memory": p.get("memory"),
                 "models": sorted(p["per_model"]), "terms": p["terms"], "per_model": p["per_model"],
                 "fit": p["fit"], "points": p.get("points", {}).get("file")} for p in rows]
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
-    for p in summary:
-        f = p["fit"]
-        typer.echo(f"{p['name']}: fitted on {p['hardware']} over {p['cost_model']} to {f['points']} points "
-                   f"({p['points']}) for {', '.join(p['models'])}; |error| median {100 * f['median_abs_rel_error']:.1f} %"
-                   f", leave-one-out median {100 * f['loo_median_abs_rel_error']:.1f} % / max "
-                   f"{100 * f['loo_max_abs_rel_error']:.1f} %")
+    from wmtp.calibrate.engine_fit import summary_line
+
+    for p, full in zip(summary, rows):
+        kernels = f"the measured kernels {p['kernel_profile']}" if p["kernel_profile"] else p["cost_model"]
+        typer.echo(f"{p['name']} ({p['hardware']}, over {kernels}, points {p['points']}): {summary_line(full)}")
         typer.echo("  shared: " + ", ".join(f"{k} {v:.3g}" for k, v in p["terms"].items()))
         for m, v in p["per_model"].items():
             typer.echo(f"  {m}: " + ", ".join(f"{k} {x:.3g}" for k, x in v.items()))

@@ -9,6 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from wmtp.provenance import Origin, Source, source
 from wmtp.units import format_bytes, format_tokens
 
 
@@ -34,38 +35,24 @@ def add_columns(t: Table, *cols: tuple[str, bool]) -> None:
     for header, numeric in cols:
         t.add_column(header, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
 
-_TAGS = (
-    ("engine preset", "engine"),
-    ("speed-of-light", "sol"),
-    ("scaled from", "scaled"),
-    ("extrapolated", "extrap"),
-    ("interpolated", "interp"),
-    ("measured", "meas"),
-    ("preset", "preset"),
-    ("--accept-length", "flag"),
-    ("generic", "generic"),
-    ("no speculation", "-"),
-    ("analytical", "model"),
-    ("framework profile", "fw"),
-)
+# Short tags for table cells, by origin (`wmtp.provenance`); acceptance sources are plain text.
+_ORIGIN_TAGS = {Origin.ENGINE: "engine", Origin.SPEED_OF_LIGHT: "sol", Origin.SCALED: "scaled",
+                Origin.EXTRAPOLATED: "extrap", Origin.INTERPOLATED: "interp", Origin.MEASURED: "meas",
+                Origin.ANALYTICAL: "model", Origin.FRAMEWORK: "fw"}
+_TEXT_TAGS = (("preset", "preset"), ("--accept-length", "flag"), ("generic", "generic"), ("no speculation", "-"))
 
 
-# A phase built from components of different provenance shows its weakest: a number is only as
-# measured as its least measured part (`--json` lists every component's own source).
-_WEAKEST_FIRST = ("engine", "scaled", "extrap", "sol", "interp", "fw", "meas")
-
-
-def short_tag(source: str) -> str:
-    if source.startswith("mixed"):
-        tags = {short_tag(p.strip()) for p in source.split(":", 1)[1].split(" + ")}
-        for t in _WEAKEST_FIRST:
-            if t in tags:
-                return t + "*"
-        return "+".join(sorted(tags))
-    for needle, tag in _TAGS:
-        if needle in source:
+def short_tag(src: str) -> str:
+    """A cell's tag: a priced number's weakest origin (starred when its parts differ), else an acceptance tag.
+    A phase built from components of different provenance shows its weakest: a number is only as measured as
+    its least measured part (`--json` lists every component's own source)."""
+    s = source(src) if not isinstance(src, Source) else src
+    if s.origin is not Origin.NONE or s.parts:
+        return _ORIGIN_TAGS.get(s.weakest(), "-") + ("*" if s.mixed else "")
+    for needle, tag in _TEXT_TAGS:
+        if needle in s:
             return tag
-    return source[:10]
+    return str(s)[:10]
 
 
 def cell(value: float, source: str, fmt: str = "{:.3f}") -> str:

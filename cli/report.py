@@ -51,7 +51,7 @@ def report(
         raise WmtpError("--batch must be >= 1 and --sink >= 0")
     spec = resolve_model(model, config, weight_dtype, kv_dtype)
     gpu = get_hardware(hw)
-    cost = cost_model_for(gpu, profile, speed_of_light)
+    cost = cost_model_for(gpu, profile, speed_of_light, framework)
     acc_len = parse_accept(accept_length)
     p = run_predict(spec, gpu, parse_tokens(ctx), d, parse_tokens(window), sink, batch, acc_len, cost=cost,
                     frameworks=framework, task=task)

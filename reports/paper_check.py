@@ -97,7 +97,8 @@ def prediction(model: str, *, engine: bool = True, ctx: int = ONE_M, depth: int 
     if kv or weights:
         spec = spec.with_dtypes(kv_dtype=kv, weight_dtype=weights)
     return predict(spec, gpu, ctx, depth, defaults.WINDOW, defaults.SINK, batch, accept_length=accept,
-                   cost=cost_model_for(gpu, None), frameworks=[ENGINE] if engine else None, task=task, tp=tp)
+                   cost=cost_model_for(gpu, None, frameworks=[ENGINE] if engine else None),
+                   frameworks=[ENGINE] if engine else None, task=task, tp=tp)
 
 
 def _method(p: Prediction, method: str):

@@ -63,8 +63,10 @@ def _synthetic_points(truth_shared, truth_model):
         ov = EngineOverhead("truth", **truth_shared, **truth_model[key])
         for method, ctx, d in [("native", 2**20, 7), ("window", 2**20, 7), ("native", 2**18, 7),
                                ("window", 2**18, 7), ("native", 2**20, 4), ("window", 2**18, 3), ("dense", 2**20, 1)]:
+            # the fitter prices the draft extend at the paper's acceptance preset (its rows = ceil(AL))
+            al = None if method == "dense" else getattr(choose_acceptance(key, d, None), method).accept_length(d)
             ms = step_cost(get_model(key), H200, SOL, method, ctx, 1 if method == "dense" else d, 1,
-                           overhead=ov).step_ms
+                           accept_length=al, overhead=ov).step_ms
             pts.append({"model": key, "method": method, "ctx": ctx, "d_lo": d, "d_hi": d, "quantity": "step",
                         "value_ms": ms, "source": "synthetic"})
     return pts
@@ -88,13 +90,19 @@ def test_shipped_preset_is_the_fit_of_its_points(tmp_path):
     shipped = load_preset("sglang-b200-paper")
     src = engines_dir() / "sglang-b200-paper.points.csv"
     assert shipped["points"]["sha256"] == __import__("hashlib").sha256(src.read_bytes()).hexdigest()
-    refit = fit_file(src, "b200", tmp_path / "refit.json")
+    structure = engines_dir() / "sglang-b200-paper.structure.json"
+    assert shipped["structure"]["sha256"] == __import__("hashlib").sha256(structure.read_bytes()).hexdigest()
+    shutil.copy(src, tmp_path / "refit.points.csv")
+    shutil.copy(structure, tmp_path / "refit.structure.json")
+    refit = fit_file(tmp_path / "refit.points.csv", "b200", tmp_path / "refit.json")
     for k, v in refit["terms"].items():
         assert shipped["terms"][k] == pytest.approx(v, rel=1e-6)
     for m, terms in refit["per_model"].items():
         for k, v in terms.items():
             assert shipped["per_model"][m][k] == pytest.approx(v, rel=1e-6, abs=1e-9)
-    assert shipped["fit"]["median_abs_rel_error"] < 0.05 and shipped["fit"]["max_abs_rel_error"] < 0.10
+    assert shipped["kernel_profile"] == "h200-flashinfer" and shipped["memory"]["mem_fraction_static"] == 0.85
+    # the declared subset: every 1M point fitted, every other context held out
+    assert all(r["fit"] == (r["ctx"] == 1_040_000) for r in shipped["residuals"])
     assert (tmp_path / "refit.md").read_text().startswith("# Engine preset")
 
 
@@ -125,8 +133,10 @@ def test_resolve_presets_and_framework_profiles(tmp_path):
     with pytest.raises(WmtpError, match="corrupt"):
         resolve("q35", "b200", [str(corrupt)])
     copy = tmp_path / "mine.json"
-    shutil.copy(engines_dir() / "sglang-b200-paper.json", copy)
-    assert resolve("q35", "b200", [str(copy)])[0]["native"].index_ns_per_token > 0
+    shutil.copy(engines_dir() / "sglang-b200-paper-v1.json", copy)
+    assert resolve("q35", "b200", [str(copy)])[0]["native"].index_ns_per_token > 0  # v1: a fitted index term
+    v2 = resolve("q35", "b200", ["sglang-b200-paper"])[0]["native"]
+    assert (v2.verify_index_walks, v2.draft_index_walks, v2.index_ns_per_token) == (1, 4, 0.0)  # v2: structural
 
 
 def test_cli_uses_engine_presets():
@@ -163,3 +173,26 @@ def test_deep_shift_keeps_alpha_1_and_the_accept_length():
     # alpha_1 alone cannot give an AL this low: falls back to a geometric profile
     assert deep_shift(native, 1.5, 7, "w").kind == "geometric"
     assert choose_acceptance("q122", 7, None).window.kind == "deep-shift"
+
+
+def test_v2_terms_price_index_walks_and_plans_as_stated():
+    """Index walks are index builds priced by the cost model (S + d keys in the verify, S_eff in the draft);
+    plan_fwd_ms is paid by native draft forwards only; request_ms scales with B."""
+    from wmtp.latency import INDEX_BYTES_PER_ENTRY
+    from wmtp.work import Work
+
+    spec = get_model("q35")
+    ov = EngineOverhead("t", plan_fwd_ms=0.3, request_ms=0.1, verify_index_walks=1, draft_index_walks=4)
+    for method in ("native", "window"):
+        c = step_cost(spec, H200, SOL, method, 2**20, 7, 2, overhead=ov)
+        walks = [p for p in c.t_ctx.items if p.work.name == "ctx.engine_index"]
+        expect = SOL.price(Work("index_build", "x", 2 * c.s_eff * INDEX_BYTES_PER_ENTRY, 0.0, 1, 4), H200, spec)
+        assert len(walks) == 1 and walks[0].time_ms == pytest.approx(expect.time_ms)
+        vw = [p for p in c.t_verify.items if p.work.name == "verify.engine_index"][0]
+        assert vw.work.bytes == 2 * (2**20 + 7) * INDEX_BYTES_PER_ENTRY and vw.work.count == 1
+        assert _engine(c, "t_verify") == pytest.approx(0.1 * 2)
+        assert _engine(c, "t_fwd") == pytest.approx(0.3 if method == "native" else 0.0)
+    dense = step_cost(spec, H200, SOL, "dense", 2**20, 1, 2, overhead=ov)
+    assert not [p for p in dense.t_verify.items if "engine_index" in p.work.name]
+    with pytest.raises(WmtpError, match="integer"):
+        EngineOverhead("x", draft_index_walks=1.5)

@@ -65,8 +65,8 @@ def test_headline_step_times(fid):
 
 
 @pytest.mark.parametrize("fid", [
-    case("step_ratio_q35", "the preset's native/window split is off by more than the 3-pt noise"),
-    case("step_ratio_q122", "the preset's native/window split is off by more than the 3-pt noise"),
+    case("step_ratio_q35"),
+    case("step_ratio_q122"),
     case("step_ratio_nem"),
 ])
 def test_headline_cost_ratio(fid):
@@ -106,9 +106,9 @@ def test_per_step_saving_and_cost_ratio_grow_with_context(key, engine):
 
 
 @pytest.mark.parametrize("fid", [
-    case("ratio_261k_q35", "the engine model's 261K ratio is far below the paper's (its O(S) terms scale too steeply)"),
-    case("ratio_261k_q122", "the engine model's 261K ratio is far below the paper's"),
-    case("ratio_261k_nem", "the engine model's 261K ratio is far below the paper's"),
+    case("ratio_261k_q35", "the engine model's 261K ratio is about 5 points below the paper's (held out)"),
+    case("ratio_261k_q122", "the engine model's 261K ratio is about 5 points below the paper's (held out)"),
+    case("ratio_261k_nem", "the engine model's 261K ratio is about 4 points below the paper's (held out)"),
 ])
 def test_cost_ratio_at_261k(fid):
     assert_point(fid, RATIO_NOISE_PTS)
@@ -121,8 +121,8 @@ def _window_step_paper(key: str, ctx_fid: str) -> float:
 
 @pytest.mark.parametrize("key", [
     pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=f"delta_261k_{k} / delta_1m_ctx_{k}: the engine "
-                                            "model's Delta grows about x3.9 from 261K to 1M, the paper's x2.1-2.3"))
-    for k in PAPER_MODELS])
+                                            "model's Delta grows about x2.9 from 261K to 1M, the paper's x2.1-2.3"))
+    if k != "nem" else k for k in PAPER_MODELS])
 def test_saving_roughly_doubles_from_261k_to_1m(key):
     # §6: "the per-step saving Delta roughly doubles in each case (3.4 -> 7.9, 3.5 -> 7.8, 3.2 -> 6.8 ms)".
     # Tolerance: 3 pts of the ratio is 3 % of the window step at each end, propagated to the quotient.
@@ -159,16 +159,16 @@ def test_q35_per_forward_slope(fid):
 
 
 @pytest.mark.parametrize("fid", [
-    case("slope_drop_q122"), case("slope_drop_nem", "nem's per-forward slope barely drops in the engine model"),
-    case("slope_drop_pct_q122"), case("slope_drop_pct_nem", "nem's per-forward slope barely drops in the engine model"),
-    case("intercept_drop_q35"), case("intercept_drop_q122", "q122's intercept drop just above 6.1 ms"),
+    case("slope_drop_q122"), case("slope_drop_nem"),
+    case("slope_drop_pct_q122"), case("slope_drop_pct_nem"),
+    case("intercept_drop_q35"), case("intercept_drop_q122"),
     case("intercept_drop_nem"),
 ])
 def test_latency_fit_terms_in_the_paper_ranges(fid):
     assert_in_range(fid)
 
 
-@pytest.mark.parametrize("fid", [case("tiling_step_q122"), case("tiling_step_nem")])
+@pytest.mark.parametrize("fid", [case("tiling_step_q122"), case("tiling_step_nem", "the measured FlashInfer verify (scaled to the B200) steps by about 4 ms at d 4 -> 5 on nem's 128-dim heads, the paper 6.2 ms")])
 def test_verify_tiling_step_between_d4_and_d5(fid):
     # a difference of two published T_iter (24.8 -> 32.2, 24.5 -> 30.7 ms): the noise of both steps
     g = FIGS[fid]
@@ -263,7 +263,7 @@ def test_tp2_largest_batch(fid):
 
 
 @pytest.mark.parametrize("fid", [
-    case("tp2_over_native_q35", "q35 TP2 window over native just above 1.5x"), case("tp2_over_native_q122"),
+    case("tp2_over_native_q35", "q35 TP2 window over native just above 1.5x"), case("tp2_over_native_q122", "q122 TP2 window over native just below the paper's 1.2x"),
     case("tp2_over_native_nem"),
     case("tp2_over_dense_q35", "TP2 window over dense above 2.5x"),
     case("tp2_over_dense_q122", "TP2 window over dense above 2.5x"), case("tp2_over_dense_nem"),
@@ -284,7 +284,7 @@ def test_window_peak_batch():
 @pytest.mark.parametrize("fid", [
     case("peak_tok_s_q35", "window peak throughput above the paper's 473 tok/s/GPU"),
     case("peak_over_dense_q35", "window peak over dense peak above the paper's 2.1x"),
-    case("peak_over_native_q35", "window peak over native peak above the paper's 1.5x"),
+    case("peak_over_native_q35"),
 ])
 def test_window_peak_throughput(fid):
     # one throughput: STEP_REL; a ratio of two: 2 x STEP_REL

@@ -22,16 +22,10 @@ from pathlib import Path
 
 from wmtp.acceptance import AcceptanceProfile, from_histogram, geometric, load_histogram, wilson_interval
 from wmtp.errors import WmtpError
-from wmtp.logs import Value, VllmSpecLine, open_text
+from wmtp.log_sources import HIST_KEYS, add_histogram
+from wmtp.logs import VllmSpecLine, open_text
+from wmtp.logstats import analyse
 
-HIST_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
-
-
-def _add(total: list[float], h) -> None:
-    for i, c in enumerate(h):
-        if i >= len(total):
-            total.extend([0.0] * (i + 1 - len(total)))
-        total[i] += float(c)
 
 
 def histogram_from_meta(objs) -> list[float]:
@@ -43,7 +37,7 @@ def histogram_from_meta(objs) -> list[float]:
         m = o.get("meta_info", o)
         for k in HIST_KEYS:
             if isinstance(m, dict) and isinstance(m.get(k), list):
-                _add(total, m[k])
+                add_histogram(total, m[k])
                 break
     return total
 
@@ -113,215 +107,6 @@ def _unconditional_profile(rates: list[float], drafts: float | None, source: str
     return prof if drafts else AcceptanceProfile(prof.alphas, prof.measured_depth, source, "per-position")
 
 
-class SpecLines:
-    """vLLM spec-decoding lines of one file, pooled (V1 per interval; V0 cumulative, last line per process)."""
-
-    def __init__(self) -> None:
-        self.acc = self.drafts = 0.0
-        self.rate_acc = self.rate_drafted = 0.0
-        self.reached: dict[int, list[float]] = {}  # k -> drafts that accepted at least i tokens
-        self.v0: dict = {}
-        self.n = 0
-        self.first = self.last = None
-
-    def add(self, r: VllmSpecLine) -> float | None:
-        """Pool one line; returns its own AL (for pairing with its throughput window)."""
-        self.n += 1
-        self.first = self.first or r.line_no
-        self.last = r.line_no
-        self.rate_acc += r.accepted or 0
-        self.rate_drafted += r.drafted or 0
-        if r.emitted is not None:  # V0
-            self.v0[r.pid] = r
-            k = r.k or 0
-            return r.emitted / (r.drafted / k) if k and r.drafted else None
-        k = r.k or 0
-        if k and r.drafted:
-            drafts = r.drafted / k
-        elif r.mean_al is not None and r.mean_al > 1 and r.accepted:
-            drafts = r.accepted / (r.mean_al - 1)
-        else:
-            return r.mean_al
-        self.acc += r.accepted or 0
-        self.drafts += drafts
-        if k and len(r.per_position) == k:
-            reach = self.reached.setdefault(k, [0.0] * (k + 1))
-            reach[0] += drafts
-            for i, rate in enumerate(r.per_position):
-                reach[i + 1] += rate * drafts
-        return 1 + (r.accepted or 0) / drafts if drafts else r.mean_al
-
-    def result(self) -> dict | None:
-        if not self.n:
-            return None
-        lines = [self.first, self.last]
-        if self.v0:
-            acc = em = steps = 0.0
-            for r in self.v0.values():
-                if r.k and r.drafted:
-                    steps += r.drafted / r.k
-                    em += r.emitted
-            if steps:
-                return {"value": em / steps, "lines": lines, "samples": len(self.v0), "kind": "vLLM V0 Speculative metrics",
-                        "estimator": "emitted / (draft tokens / k), last (cumulative) line per process"}
-        if self.drafts > 0:
-            out = {"value": 1 + self.acc / self.drafts, "lines": lines, "samples": self.n,
-                   "kind": "vLLM V1 SpecDecoding metrics",
-                   "estimator": f"1 + sum Accepted / sum (Drafted / k) over {self.n} intervals"}
-            if self.reached:
-                k, reach = max(self.reached.items(), key=lambda kv: kv[1][0])
-                hist = [max(reach[i] - reach[i + 1], 0.0) for i in range(k)] + [reach[k]]
-                out["histogram"] = hist
-            return out
-        if self.rate_drafted:
-            return {"value": None, "lines": lines, "samples": self.n, "kind": "vLLM spec metrics",
-                    "accept_rate": self.rate_acc / self.rate_drafted,
-                    "estimator": "draft acceptance rate only (no k, no mean acceptance length): AL unknown"}
-        return None
-
-
-class Summaries:
-    """Numbers from summary blocks (last value per key wins) and per-request meta_info objects (summed)."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, tuple] = {}
-        self.repeated = 0
-        self.block: dict = {}
-        self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
-                     "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
-                     "first": None, "last": None}
-
-    def add(self, v: Value) -> None:
-        if v.key.startswith("meta:"):
-            k = v.key[5:]
-            if k in self.block:
-                self._flush()
-            self.block[k] = v.value
-            m = self.meta
-            m["first"] = m["first"] or v.line_no
-            m["last"] = v.line_no
-            return
-        if v.key == "header":
-            return
-        if v.key in self.values:
-            self.repeated += 1
-        self.values[v.key] = (v.value, v.line_no)
-
-    def _flush(self) -> None:
-        b, m = self.block, self.meta
-        self.block = {}
-        num = {k: x for k, x in b.items() if not isinstance(x, list)}
-        spec = any(k.startswith("spec_") or k in ("num_spec_steps", "acceptance_histogram", "mean_acceptance_length")
-                   for k in b)
-        if not spec:
-            for k in ("predicted_per_token_ms", "predicted_n", "draft_n", "draft_n_accepted"):  # llama.cpp timings
-                if k in num:
-                    self.values["llama_" + k] = (num[k], m["last"])
-            return
-        m["requests"] += 1
-        for k in ("spec_correct_drafts_histogram", "spec_accept_histogram"):
-            if isinstance(b.get(k), list):
-                _add(m["hist"], b[k])
-                break
-        else:
-            if "completion_tokens" in num and num.get("spec_verify_ct"):
-                m["completion"] += num["completion_tokens"]
-                m["verify_cv"] += num["spec_verify_ct"]
-            elif "spec_num_correct_drafts" in num and num.get("spec_verify_ct"):
-                m["correct"] += num["spec_num_correct_drafts"]
-                m["verify_cc"] += num["spec_verify_ct"]
-            elif "spec_accept_length" in num:
-                m["al_sum"] += num["spec_accept_length"]
-                m["al_n"] += 1
-        if isinstance(b.get("acceptance_histogram"), list):
-            _add(m["vhist"], b["acceptance_histogram"])
-        elif num.get("num_spec_steps"):
-            m["vsteps"] += num["num_spec_steps"]
-            m["vacc"] += num.get("num_accepted_draft_tokens", 0.0)
-        elif "mean_acceptance_length" in num:
-            m["al_sum"] += num["mean_acceptance_length"]
-            m["al_n"] += 1
-
-    def finish(self) -> None:
-        if self.block:
-            self._flush()
-
-    def get(self, key: str):
-        v = self.values.get(key)
-        return None if v is None else v[0]
-
-    def line(self, *keys) -> list:
-        ls = [self.values[k][1] for k in keys if k in self.values]
-        return [min(ls), max(ls)] if ls else [None, None]
-
-    def meta_al(self) -> dict | None:
-        m = self.meta
-        lines, n = [m["first"], m["last"]], m["requests"]
-        for key, label in (("hist", "SGLang meta_info"), ("vhist", "vLLM per-request metrics")):
-            h = m[key]
-            if h and sum(h) > 0 and len(h) >= 2:
-                return {"value": sum((i + 1) * c for i, c in enumerate(h)) / sum(h), "histogram": h, "lines": lines,
-                        "samples": n, "kind": label, "estimator": f"summed accept histograms of {n} requests"}
-        if m["verify_cv"]:
-            return {"value": m["completion"] / m["verify_cv"], "lines": lines, "samples": n, "kind": "SGLang meta_info",
-                    "estimator": f"sum completion_tokens / sum spec_verify_ct over {n} requests"}
-        if m["verify_cc"]:
-            return {"value": 1 + m["correct"] / m["verify_cc"], "lines": lines, "samples": n, "kind": "SGLang meta_info",
-                    "estimator": "1 + sum spec_num_correct_drafts / sum spec_verify_ct"}
-        if m["vsteps"]:
-            return {"value": 1 + m["vacc"] / m["vsteps"], "lines": lines, "samples": n, "kind": "vLLM per-request metrics",
-                    "estimator": "1 + num_accepted_draft_tokens / num_spec_steps"}
-        if m["al_n"]:
-            return {"value": m["al_sum"] / m["al_n"], "lines": lines, "samples": n, "kind": "meta_info",
-                    "estimator": f"mean of the reported per-request acceptance lengths ({m['al_n']} requests)"}
-        return None
-
-    def summary_al(self) -> dict | None:
-        g = self.get
-        pos = sorted((int(k[4:]), v[0]) for k, v in self.values.items() if k.startswith("pos:"))
-        rates = [r for _, r in pos]
-        drafts = g("drafts")
-        if g("accepted_tokens") is not None and drafts:
-            out = {"value": 1 + g("accepted_tokens") / drafts, "estimator": "1 + accepted tokens / drafts",
-                   "lines": self.line("accepted_tokens", "drafts")}
-        elif g("accept_length") is not None:
-            out = {"value": g("accept_length"), "estimator": "printed acceptance length", "lines": self.line("accept_length")}
-        elif g("llama_generated") and g("llama_eval_tokens") and g("llama_eval_tokens") > g("llama_accepted"):
-            t = g("llama_eval_tokens")
-            out = {"value": t / (t - g("llama_accepted")), "lines": self.line("llama_eval_tokens", "llama_accepted"),
-                   "estimator": "inferred: eval tokens / (eval tokens - accepted drafts)"}
-        elif g("llama_n_predict") and g("llama_n_accept") is not None and g("llama_n_predict") > g("llama_n_accept"):
-            t = g("llama_n_predict")
-            out = {"value": t / (t - g("llama_n_accept")), "lines": self.line("llama_n_predict", "llama_n_accept"),
-                   "estimator": "inferred: n_predict / (n_predict - n_accept)"}
-        elif g("llama_predicted_n") and g("llama_draft_n_accepted") is not None and g("llama_predicted_n") > g("llama_draft_n_accepted"):
-            t = g("llama_predicted_n")
-            out = {"value": t / (t - g("llama_draft_n_accepted")), "lines": self.line("llama_predicted_n"),
-                   "estimator": "inferred: predicted_n / (predicted_n - draft_n_accepted)"}
-        else:
-            return None
-        out.update(kind="summary", samples=1)
-        llama_pos = g("llama_per_position")
-        if rates or llama_pos:
-            out["per_position"] = rates or llama_pos
-            out["drafts"] = drafts or (g("llama_generated") / len(llama_pos) if llama_pos and g("llama_generated") else None)
-        return out
-
-    def tpot(self) -> dict | None:
-        g = self.get
-        for key, est in (("tpot_mean_ms", "bench summary Mean TPOT"), ("metric_tpot_ms", "[METRIC] tpot"),
-                         ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"),
-                         ("llama_eval_ms_per_token", "llama.cpp eval time per token"),
-                         ("llama_predicted_per_token_ms", "llama.cpp timings predicted_per_token_ms")):
-            if g(key):
-                return {"value_ms": g(key), "estimator": est, "lines": self.line(key), "samples": 1, "confidence": "high"}
-        if g("llama_decoded_tokens") and g("llama_decoded_s"):
-            return {"value_ms": g("llama_decoded_s") / g("llama_decoded_tokens") * 1e3, "samples": 1,
-                    "estimator": "llama.cpp decoded seconds / tokens", "lines": self.line("llama_decoded_tokens"),
-                    "confidence": "high"}
-        return None
-
-
 def profile_of(al: dict, source: str) -> AcceptanceProfile | None:
     """The per-position profile an AL result carries (histogram or unconditional rates), if any."""
     if al.get("histogram"):
@@ -334,8 +119,6 @@ def profile_of(al: dict, source: str) -> AcceptanceProfile | None:
 
 def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[AcceptanceProfile | None, dict]:
     """(a per-position profile or None, info with `accept_length`, estimator, source lines) for one file."""
-    from wmtp.logstats import analyse
-
     p = Path(path)
     if not p.exists():
         raise WmtpError(f"no such file: {p}")

@@ -40,7 +40,22 @@ def engines_dir() -> Path:
     return Path(__file__).resolve().parent / "data" / "engines"
 
 
-TERMS = ("step_ms", "dense_step_ms", "fwd_ms", "index_ns_per_token", "verify_attn_factor", "draft_attn_factor")
+# Host terms (fitted where nothing measures them; unit in the name):
+#   step_ms        per speculative step: scheduling, sampling, verify bookkeeping (ms)
+#   dense_step_ms  per dense step (ms)
+#   fwd_ms         per draft forward: its host work and launch gaps (ms)
+#   plan_fwd_ms    per natively planned draft forward: FlashInfer's decode plan on the host, which the windowed
+#                  ring's Triton kernel does not need (ms)
+#   request_ms     per request per speculative step (ms x B)
+# Structural counts (the engine's code, not fitted; wmtp.calibrate's engines/sglang-facts.md, A4):
+#   verify_index_walks  per-request index walks over the target's S + d keys per step (512-key blocks)
+#   draft_index_walks   extra walks over the draft's S_eff keys per step (SGLang's draft-decode index generation
+#                       copies each request's prefix in 128-key blocks: 4 walks of 512-key blocks)
+# v1 factors (presets fitted before the engine's kernels were measured):
+#   index_ns_per_token, verify_attn_factor, draft_attn_factor
+TERMS = ("step_ms", "dense_step_ms", "fwd_ms", "plan_fwd_ms", "request_ms", "index_ns_per_token",
+         "verify_attn_factor", "draft_attn_factor")
+COUNTS = ("verify_index_walks", "draft_index_walks")
 
 
 @dataclass(frozen=True)
@@ -49,31 +64,47 @@ class EngineOverhead:
     step_ms: float = 0.0
     dense_step_ms: float = 0.0
     fwd_ms: float = 0.0
+    plan_fwd_ms: float = 0.0
+    request_ms: float = 0.0
     index_ns_per_token: float = 0.0
     verify_attn_factor: float = 1.0
     draft_attn_factor: float = 1.0
+    verify_index_walks: int = 0
+    draft_index_walks: int = 0
 
     def __post_init__(self) -> None:
         for f in TERMS:
             v = getattr(self, f)
-            if not isinstance(v, (int, float)) or not math.isfinite(v):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > 1e6:
                 raise WmtpError(f"engine overhead ({self.source}): {f} must be a finite number, got {v!r}")
         if self.verify_attn_factor <= 0 or self.draft_attn_factor <= 0 or self.index_ns_per_token < 0:
             raise WmtpError(f"engine overhead ({self.source}): attention factors must be > 0 and "
                             "index_ns_per_token >= 0")
+        for f in COUNTS:
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 64:
+                raise WmtpError(f"engine overhead ({self.source}): {f} must be an integer in 0..64, got {v!r}")
 
 
 def extra_ms(ov: EngineOverhead, phase: str, method: str, attn_ms: float, batch: int, s_eff: int) -> float:
-    """The engine's extra time in one phase, given our own attention time in that phase."""
-    if phase == "verify":  # dense decodes with the engine's decode kernel: no evidence it is slower than ours
+    """The engine's host time (and v1 factors) in one phase, given the kernels' attention time in that phase."""
+    if phase == "verify":
         if method == "dense":
             return ov.dense_step_ms
-        return ov.step_ms + (ov.verify_attn_factor - 1.0) * attn_ms
+        return ov.step_ms + ov.request_ms * batch + (ov.verify_attn_factor - 1.0) * attn_ms
     if phase == "ctx":
         return ov.index_ns_per_token * batch * s_eff * 1e-6 + (ov.draft_attn_factor - 1.0) * attn_ms
     if phase == "fwd":
-        return ov.fwd_ms + (ov.draft_attn_factor - 1.0) * attn_ms
+        plan = ov.plan_fwd_ms if method == "native" else 0.0
+        return ov.fwd_ms + plan + (ov.draft_attn_factor - 1.0) * attn_ms
     raise WmtpError(f"unknown phase {phase!r}")
+
+
+def index_walks(ov: EngineOverhead, phase: str, method: str) -> int:
+    """The engine's extra per-request index walks in one phase (priced as index builds by the cost model)."""
+    if method == "dense":
+        return 0
+    return {"verify": ov.verify_index_walks, "ctx": ov.draft_index_walks}.get(phase, 0)
 
 
 # ------------------------------------------------------------------------------- sources
@@ -88,7 +119,8 @@ def from_framework_profile(fw: dict) -> dict[str, EngineOverhead]:
 
 def preset_names() -> list[str]:
     d = engines_dir()
-    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+    # NAME.json are presets; NAME.structure.json and the like are their inputs
+    return sorted(p.stem for p in d.glob("*.json") if "." not in p.stem) if d.is_dir() else []
 
 
 def _preset_path(name_or_path: str | Path) -> Path:
@@ -110,13 +142,16 @@ def load_preset(name_or_path: str | Path, doc: dict | None = None) -> dict:
     prof = check_versioned(doc, p, "engine preset", KIND, SCHEMA_VERSION, WmtpError)
     try:
         for terms in [prof["terms"], *prof["per_model"].values()]:
-            if any(k not in TERMS for k in terms):
+            if any(k not in TERMS + COUNTS for k in terms):
                 raise ValueError
         str(prof["name"]), str(prof["hardware"])
         for per in prof["per_model"].values() or [{}]:
             EngineOverhead(str(p), **prof["terms"], **per)  # numeric, finite, in range
     except (KeyError, TypeError, ValueError, AttributeError, WmtpError):
         raise WmtpError(f"engine preset {p} is corrupt: missing, unknown or non-numeric terms") from None
+    kp = prof.get("kernel_profile")
+    if kp is not None and (not isinstance(kp, str) or not kp.replace("-", "").replace("_", "").isalnum()):
+        raise WmtpError(f"engine preset {p}: kernel_profile must name a shipped profile, got {kp!r}")
     return prof
 
 
@@ -178,4 +213,16 @@ def memory_config(spec_key: str, items) -> EngineMemoryConfig | None:
             if mem is not None and not isinstance(mem, dict):
                 raise WmtpError(f"engine preset {p}: memory must be an object of engine settings")
             out = config_from_preset(mem) or out
+    return out
+
+
+def kernel_profile(items) -> str | None:
+    """The measured kernel profile (a shipped profile's name, e.g. h200-flashinfer) of the engine preset among
+    `--framework` items: the engine's own kernels, priced instead of wmtp's (None: no preset names one)."""
+    out = None
+    for item in items or []:
+        p = _preset_path(item)
+        doc = read_json(p, "framework/engine profile", WmtpError)
+        if isinstance(doc, dict) and doc.get("kind") == KIND:
+            out = load_preset(p, doc).get("kernel_profile") or out
     return out

@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from wmtp.engine import EngineOverhead, extra_ms
+from wmtp.engine import EngineOverhead, extra_ms, index_walks
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
 from wmtp.tp import per_gpu_spec, tp_collectives
+from wmtp.provenance import Origin, Source, combine, source
 from wmtp.work import CostModel, Priced, Work
 from wmtp import defaults
 
@@ -49,14 +50,14 @@ class SpeedOfLight:
         dtype = _compute_dtype(spec) if work.kind in ("gemm", "moe", "lm_head") else "bf16"
         rate = hw.tflops_for(dtype) * 1e12 * hw.flop_eff
         t_s = max(work.bytes / bw, work.flops / rate) + work.kernels * hw.kernel_overhead_us * 1e-6
-        return Priced(work, t_s * 1e3 * work.count, "speed-of-light")
+        return Priced(work, t_s * 1e3 * work.count, Source("speed-of-light", Origin.SPEED_OF_LIGHT))
 
 
 def price_allreduce(work: Work, hw: HardwareSpec) -> Priced:
     """Ring all-reduce from the hardware row: alpha + 2 (tp - 1) / tp * bytes / link bandwidth."""
     tp = int(work.shape.get("tp", 1))
     t_s = hw.allreduce_latency_us * 1e-6 + 2.0 * (tp - 1) / tp * work.bytes / (hw.link_bw_gbps * 1e9)
-    return Priced(work, t_s * 1e3 * work.count, "analytical (speed-of-light TP model)")
+    return Priced(work, t_s * 1e3 * work.count, Source("analytical (speed-of-light TP model)", Origin.ANALYTICAL))
 
 
 # ---------------------------------------------------------------------------- work items
@@ -165,15 +166,13 @@ class Phase:
         return sum(p.time_ms for p in self.items)
 
     @property
-    def source(self) -> str:
+    def source(self) -> Source:
         return combine_sources(p.source for p in self.items)
 
 
-def combine_sources(sources) -> str:
-    uniq = sorted(set(sources))
-    if not uniq:
-        return "none"
-    return uniq[0] if len(uniq) == 1 else "mixed: " + " + ".join(uniq)
+def combine_sources(sources) -> Source:
+    """The source of a sum of priced items (`wmtp.provenance.combine`)."""
+    return combine(sources)
 
 
 @dataclass(frozen=True)
@@ -244,10 +243,15 @@ def step_cost(
     def priced(items, phase, tokens, s_eff):
         items = list(items) + tp_collectives(full, tp, phase, tokens)
         out = tuple(cost.price(w, hw, spec) for w in items)
-        if overhead is not None:  # the serving engine's overhead on top of our kernels (wmtp.engine)
+        if overhead is not None:  # the serving engine's overhead on top of the kernels (wmtp.engine)
+            walks = index_walks(overhead, phase, method)
+            if walks:  # the engine's per-request index builds, priced by the cost model like any index build
+                keys = s_eff + (depth if phase == "verify" else 0)
+                out += (cost.price(Work("index_build", f"{phase}.engine_index", batch * keys * INDEX_BYTES_PER_ENTRY,
+                                        0.0, 1, walks, {"ctx": keys, "batch": batch}), hw, spec),)
             attn = sum(p.time_ms for p in out if p.work.kind == attn_kind[phase])
             ms = extra_ms(overhead, phase, method, attn, batch, s_eff)
-            out += (Priced(Work("engine", f"{phase}.engine", 0.0, 0.0, 0), ms, overhead.source),)
+            out += (Priced(Work("engine", f"{phase}.engine", 0.0, 0.0, 0), ms, source(overhead.source)),)
         return Phase(out)
 
     if method == "dense":

@@ -26,7 +26,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from wmtp.logs import DecodeLine, PrefillLine, VllmThroughput
+from wmtp.errors import WmtpError
+from wmtp.log_sources import SpecLines, Summaries
+from wmtp.logs import DecodeLine, Event, ParseStats, PrefillLine, Value, VllmSpecLine, VllmThroughput, stream
 
 _R = math.log(1.001)
 MAX_ROWS = 200  # rows of per-window / per-event detail kept for display (counts are always complete)
@@ -356,14 +358,9 @@ class VllmWindows:
                              .replace("lines", "windows"), "by_batch": bins.table(), "note": note}
 
 
-def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0) -> dict:
-    """Everything one file says about TPOT and acceptance, in one streaming pass: SGLang runs, vLLM
-    windows and spec lines, summary blocks, meta_info, llama.cpp stats, retractions/OOM/stalls. The
-    headline `tpot` and `al` name their estimator and source lines; `notes` say what was set aside."""
-    from wmtp.acceptance_io import SpecLines, Summaries
-    from wmtp.errors import WmtpError
-    from wmtp.logs import Event, ParseStats, Value, VllmSpecLine, stream
-
+def collect(path, gap_s: float = 60.0) -> tuple:
+    """One streaming pass over a file: (parse stats, SGLang runs, vLLM windows, vLLM spec lines, summaries,
+    event counts, event line numbers)."""
     stats = ParseStats()
     runs, windows, spec, summ = SglangRuns(gap_s), VllmWindows(), SpecLines(), Summaries()
     events = {"retraction": 0, "oom": 0, "preemption": 0}
@@ -383,6 +380,14 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0) -> di
             if len(event_lines) < MAX_ROWS:
                 event_lines.append(r.line_no)
     summ.finish()
+    return stats, runs, windows, spec, summ, events, event_lines
+
+
+def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0) -> dict:
+    """Everything one file says about TPOT and acceptance, in one streaming pass: SGLang runs, vLLM
+    windows and spec lines, summary blocks, meta_info, llama.cpp stats, retractions/OOM/stalls. The
+    headline `tpot` and `al` name their estimator and source lines; `notes` say what was set aside."""
+    stats, runs, windows, spec, summ, events, event_lines = collect(path, gap_s)
     if stats.lines == 0:
         raise WmtpError(f"{path}: empty file")
     segs = runs.estimates(requested_batch)

@@ -14,6 +14,7 @@ from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import CostModel, SpeedOfLight, StepCost
 from wmtp.memory import MemoryReport, memory_report
+from wmtp.provenance import Origin
 from wmtp.specs import ModelSpec
 from wmtp.tp import per_gpu_spec
 from wmtp import defaults
@@ -196,7 +197,7 @@ def predict(
                 f"(asked for batch {batch}); its latency is shown as if memory allowed it")
     if tp > 1:
         warnings.append(f"tp={tp}: per-GPU work from the single-GPU fits, collectives from "
-                        + ("the measured all-reduce fit" if any(p.work.kind == "allreduce" and "analytical" not in p.source
+                        + ("the measured all-reduce fit" if any(p.work.kind == "allreduce" and p.source.origin is not Origin.ANALYTICAL
                                                                  for p in methods["native"].cost.t_verify.items)
                            else "the analytical link model (no TP measurement for this GPU)")
                         + "; memory is per GPU")

@@ -18,6 +18,7 @@ from wmtp.errors import ProfileError
 from wmtp.fileio import read_versioned_json
 from wmtp.features import fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
+from wmtp.provenance import Origin, Source
 from wmtp.work import Priced, Work
 from wmtp.specs import ModelSpec
 
@@ -123,13 +124,13 @@ class ProfileCostModel:
             self._cache[key] = (comp["bytes_range"], comp["flops_range"], (min(per_req), max(per_req)))
         return self._cache[key]
 
-    def tag(self, work: Work, spec: ModelSpec, comp: dict) -> str:
+    def tag(self, work: Work, spec: ModelSpec, comp: dict) -> Source:
         batch = float(work.shape.get("batch", 1) or 1)
         for pt in comp["points"]:
             if (pt["model"] == spec.key and abs(pt["bytes"] - work.bytes) <= 0.01 * max(work.bytes, 1)
                     and abs(pt["flops"] - work.flops) <= 0.01 * max(work.flops, 1)
                     and abs(pt.get("batch", 1.0) - batch) < 0.5):
-                return "measured"
+                return Source("measured", Origin.MEASURED)
         (lo, hi), (flo, fhi), (rlo, rhi) = self._ranges(work.kind, comp)
         per_req = work.bytes / batch
 
@@ -137,8 +138,8 @@ class ProfileCostModel:
             return a * 0.999 <= x <= b * 1.001
 
         if inside(work.bytes, lo, hi) and inside(work.flops, flo, fhi) and inside(per_req, rlo, rhi):
-            return "interpolated"
-        return "extrapolated"
+            return Source("interpolated", Origin.INTERPOLATED)
+        return Source("extrapolated", Origin.EXTRAPOLATED)
 
     def price(self, work: Work, hw: HardwareSpec, spec: ModelSpec) -> Priced:
         from wmtp.hardware import get_hardware
@@ -168,21 +169,31 @@ class ProfileCostModel:
                     coef[f] *= bw
                 elif f.endswith("flops"):
                     coef[f] *= fl
-            tag = f"scaled from {self.hw_key} ({tag} there)"
+            tag = Source(f"scaled from {self.hw_key} ({tag} there)", Origin.SCALED)
         factor = comp.get("groups", {}).get(f"{spec.key}|{group_name(work.name, feats)}", 1.0)
         t = factor * sum(c * feats.get(f, 0.0) for f, c in coef.items())
         return Priced(work, t * work.count, tag)
 
 
-def cost_model_for(hw: HardwareSpec, profile_path: str | Path | None, speed_of_light: bool = False):
-    """The cost model `predict` uses: --speed-of-light, else --profile, else the shipped profile
-    of this GPU, else the shipped H200 profile scaled to this GPU, else speed-of-light."""
+def cost_model_for(hw: HardwareSpec, profile_path: str | Path | None, speed_of_light: bool = False,
+                   frameworks=None):
+    """The cost model `predict` uses: --speed-of-light, else --profile, else the measured kernels an engine
+    preset in `frameworks` names (its `kernel_profile`, e.g. h200-flashinfer), else the shipped profile of this
+    GPU, else the shipped H200 profile scaled to this GPU, else speed-of-light."""
+    from wmtp.engine import kernel_profile
     from wmtp.latency import SpeedOfLight
 
     if speed_of_light:
         return SpeedOfLight()
     if profile_path is not None:
         return ProfileCostModel.from_path(profile_path)
+    kernels = kernel_profile(frameworks)
+    if kernels is not None:
+        p = PROFILES_DIR / f"{kernels}.json"
+        if not p.is_file():
+            raise ProfileError(f"the engine preset's kernel profile {kernels!r} is not shipped "
+                               f"(looked for {p})")
+        return ProfileCostModel.from_path(p, "shipped, the engine's kernels")
     own = shipped_profile_path(hw.key)
     if own is not None:
         return ProfileCostModel.from_path(own, "shipped")
