@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from wmtp.provenance import Origin, Source, source
@@ -65,8 +66,8 @@ def render_prediction(p) -> None:
         f"[bold]{spec.name}[/bold] ({spec.key}) on [bold]{hw.name}[/bold] ({hw.key}) | ctx {format_tokens(p.ctx)} "
         f"({p.ctx:,} tokens) | d {p.depth} | W {p.window} + sink {p.sink} | B {p.batch} | "
         + (f"TP {p.tp} (per GPU) | " if p.tp > 1 else "") + 
-        f"weights {spec.weight_dtype}, KV {spec.kv_dtype} | costs: {p.cost_model} | engine overhead: "
-        f"{p.engine_overhead}"
+        f"weights {spec.weight_dtype}, KV {spec.kv_dtype} | costs: {escape(p.cost_model)} | engine overhead: "
+        f"{escape(p.engine_overhead)}"
     )
     names = ("dense", "native", "window")
     t = Table(title="Decode step (ms per step unless stated)", title_justify="left")
@@ -183,3 +184,23 @@ def render_hardware(as_json: bool) -> None:
               "bandwidth / flops, used until a profile is measured. Sources:[/dim]")
     for h in HARDWARE.values():
         con.print(f"  [bold]{h.key}[/bold]: {h.source}", highlight=False)
+
+
+def render_headroom(room: dict) -> None:
+    """Per method: step totals, then the components where the engine's kernels and wmtp's differ most."""
+    t = compact_table(f"Headroom at d {room['depth']}: engine kernels ({escape(room['engine_kernels'])}) vs "
+                      f"wmtp's own ({escape(room['own_kernels'])}) vs the floor, ms per step")
+    add_columns(t, ("method", False), ("engine", True), ("own", True), ("floor", True), ("engine / own", True))
+    for m, v in room["steps"].items():
+        t.add_row(m, f"{v['engine_ms']:.3f}", f"{v['own_ms']:.3f}", f"{v['floor_ms']:.3f}",
+                  f"{v['engine_ms'] / v['own_ms']:.2f}x" if v["own_ms"] else "-")
+    console.print(t)
+    c = compact_table("Components, per step (largest engine - own first)")
+    add_columns(c, ("method", False), ("component", False), ("engine", True), ("own", True), ("floor", True))
+    rows = sorted(room["components"], key=lambda r: -(r["engine_ms"] - r["own_ms"]) * r["times"])
+    for r in rows[:12]:
+        k = r["times"]
+        c.add_row(r["method"], r["component"] + (f" x{k}" if k > 1 else ""), f"{r['engine_ms'] * k:.3f}",
+                  f"{r['own_ms'] * k:.3f}", f"{r['floor_ms'] * k:.3f}")
+    console.print(c)
+    console.print(f"[dim]floor: {room['floor']}; --json lists every component[/dim]")

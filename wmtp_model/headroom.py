@@ -1,0 +1,74 @@
+"""Headroom: per component of a step, what the engine's kernels cost, what wmtp's own (roofline-class)
+kernels cost, and the physical floor, on the same GPU — so a user sees how much of a step is the method
+(windowing) and how much is kernel quality.
+
+    engine   the step priced by a profile measured with an engine backend (e.g. h200-flashinfer)
+    own      the same step priced by the own-kernel profile (h200: wmtp's Triton kernels)
+    floor    bytes / copy bandwidth and flops / GEMM rate, both measured in the own profile's run (the
+             larger of the two per component); a pure read can stream a few percent above a copy's rate
+             (measured up to 105 % for decode at 1M, measure/results/h200-backends/backends.md)
+Engine host terms are not kernels: they are not part of this view (see `predict --framework`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wmtp.errors import WmtpError
+from wmtp.hardware import HardwareSpec
+from wmtp.latency import step_cost
+from wmtp.specs import ModelSpec
+
+
+@dataclass(frozen=True)
+class HeadroomRow:
+    method: str
+    phase: str  # verify | ctx | fwd (fwd rows are per draft forward; `times` says how often per step)
+    component: str
+    kind: str
+    times: int
+    engine_ms: float
+    own_ms: float
+    floor_ms: float
+
+
+def floor_ms(kind: str, nbytes: float, flops: float, ceilings: dict) -> float:
+    """The measured-ceiling floor of one priced item (all its instances)."""
+    bw = float(ceilings.get("copy_tbps") or 0) * 1e12
+    rate = float(ceilings.get("gemm_bf16_tflops") or 0) * 1e12
+    if bw <= 0 or rate <= 0:
+        raise WmtpError("the own-kernel profile has no measured ceilings (copy_tbps, gemm_bf16_tflops)")
+    return max(nbytes / bw, flops / rate) * 1e3
+
+
+def headroom(spec: ModelSpec, hw: HardwareSpec, engine_cost, own_cost, ctx: int, depth: int, window: int,
+             sink: int, batch: int = 1) -> list[HeadroomRow]:
+    """Rows for dense, native and window (one per priced component), engine vs own vs floor."""
+    if getattr(engine_cost, "hw_key", None) != getattr(own_cost, "hw_key", None):
+        raise WmtpError("--headroom compares two profiles of the same GPU: "
+                        f"{getattr(engine_cost, 'hw_key', '?')} vs {getattr(own_cost, 'hw_key', '?')}")
+    ceilings = own_cost.profile.get("ceilings", {})
+    rows = []
+    for method in ("dense", "native", "window"):
+        d = 1 if method == "dense" else depth
+        eng = step_cost(spec, hw, engine_cost, method, ctx, d, batch, window, sink)
+        own = step_cost(spec, hw, own_cost, method, ctx, d, batch, window, sink)
+        gamma = eng.gamma
+        for phase, times in (("verify", 1), ("ctx", 1), ("fwd", gamma)):
+            ep, op = getattr(eng, f"t_{phase}").items, getattr(own, f"t_{phase}").items
+            for e, o in zip(ep, op):
+                w = e.work
+                rows.append(HeadroomRow(method, phase, w.name, w.kind, times, e.time_ms, o.time_ms,
+                                        floor_ms(w.kind, w.bytes * w.count, w.flops * w.count, ceilings)))
+    return rows
+
+
+def step_totals(rows: list[HeadroomRow]) -> dict:
+    """Per method: the step's engine, own and floor ms (fwd rows counted gamma times)."""
+    out: dict = {}
+    for r in rows:
+        t = out.setdefault(r.method, {"engine_ms": 0.0, "own_ms": 0.0, "floor_ms": 0.0})
+        t["engine_ms"] += r.engine_ms * r.times
+        t["own_ms"] += r.own_ms * r.times
+        t["floor_ms"] += r.floor_ms * r.times
+    return out
