@@ -134,3 +134,45 @@ def merge_tp(profile_path: Path, tp_dir: Path) -> list[str]:
         "meta": read_json(meta_path, "TP metadata", WmtpError) if meta_path.exists() else {}}
     save_profile(prof, profile_path)
     return added
+
+
+KV_DTYPE_KERNELS = {"": "decode_attn", "custom-mask": "verify_attn", "causal": "extend_attn"}
+KV_DTYPE_WORK = {"decode_attn": "fwd.attention", "verify_attn": "verify.attention", "extend_attn": "ctx.extend_attention"}
+
+
+def kv_dtype_rows(raw: pd.DataFrame, backend: str, kv_dtype: str) -> pd.DataFrame:
+    """A side-by-side benchmark's rows of one backend over another KV dtype (config `fp8-kv`, `fp8-kv custom-mask`,
+    `fp8-kv causal`), as sweep rows of the attention kinds they time (named as the latency model's work items)."""
+    cfg = raw["config"].astype(str)
+    sel = raw[(raw["impl"] == backend) & cfg.str.startswith(f"{kv_dtype}-kv")].copy()
+    rest = sel["config"].astype(str).str.slice(len(kv_dtype) + 4).str.strip()
+    sel["kernel"] = rest.map(KV_DTYPE_KERNELS)
+    sel = sel[sel["kernel"].notna()]
+    sel["config"] = sel["kernel"].map(KV_DTYPE_WORK)
+    sel["window"] = ""
+    if sel.empty:
+        raise WmtpError(f"no {backend} rows over {kv_dtype} KV (configs '{kv_dtype}-kv ...') in the benchmark data")
+    return sel
+
+
+def merge_kv_dtype(profile_path: Path, bench_csv: Path, kv_dtype: str = "fp8") -> list[str]:
+    """Fit the attention kinds a backends benchmark timed over `kv_dtype` KV (same GPU, same backend as the
+    profile) and add them to the profile as `KIND@kv_dtype`, with the benchmark's sha256. Returns them."""
+    import hashlib
+
+    prof = load_profile(profile_path)
+    backend = str(prof.get("backend") or prof.get("provenance", {}).get("backend") or "wmtp")
+    sm = int(prof.get("provenance", {}).get("gpu_sm_count") or sm_count_of(prof.get("provenance", {})))
+    rows = kv_dtype_rows(read_raw(bench_csv), backend, kv_dtype)
+    fits = fit_all(rows, sm, backend)
+    added = []
+    for kind, f in fits.items():
+        comp = build_profile({kind: f}, prof["hardware"], {}, {}, bench_csv, [])["components"][kind]
+        prof["components"][f"{kind}@{kv_dtype}"] = comp
+        added.append(f"{kind}@{kv_dtype}")
+    prof.setdefault("kv_dtype_raw_data", {})[kv_dtype] = {
+        "file": bench_csv.name, "sha256": hashlib.sha256(bench_csv.read_bytes()).hexdigest(),
+        "components": added}
+    save_profile(prof, profile_path)
+    atomic_write_text(profile_path.with_suffix(".md"), profile_summary(prof))
+    return added

@@ -144,12 +144,19 @@ def test_saving_at_1m_in_the_paper_range(fid):
 
 # ------------------------------------------------------------------ fp8 KV (§7)
 @pytest.mark.parametrize("fid", [
-    case("fp8_ratio_q35", "the engine model does not shrink the Qwen ratio under fp8 KV"),
-    case("fp8_ratio_q122", "the engine model does not shrink the Qwen ratio under fp8 KV"),
+    case("fp8_ratio_q35", "the measured fp8-KV verify shrinks q35's ratio to 26 %, the paper's 22 %"),
+    case("fp8_ratio_q122"),
     case("fp8_ratio_nem"),
 ])
 def test_fp8_kv_cost_ratio(fid):
     assert_point(fid, RATIO_NOISE_PTS)
+
+
+@pytest.mark.parametrize("key", ["q35", "q122"])
+def test_fp8_kv_shrinks_the_qwen_window_gain(key):
+    # §7: +46 -> +22 % (q35), +29 -> +15 % (q122). The measured FlashInfer verify over fp8 KV with 256-dim heads
+    # is slower than over bf16 (measure/results/h200-fp8-kv), so the shared verify grows and the ratio falls.
+    assert tool(f"fp8_ratio_{key}") < tool(f"fp8_bf16_ratio_{key}") - RATIO_NOISE_PTS
 
 
 # ------------------------------------------------------------------ latency fit (App. B Table 6, tiling step)

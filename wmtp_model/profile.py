@@ -109,8 +109,16 @@ class ProfileCostModel:
     def from_path(cls, path: str | Path, label: str | None = None) -> "ProfileCostModel":
         return cls(_load_cached(str(Path(path).resolve())), label if label is not None else str(path))
 
-    def _component(self, kind: str) -> dict:
-        comp = self.profile["components"].get(kind) or self.profile["components"].get(fit_kind(kind))
+    def _component(self, kind: str, kv_dtype: str = "bf16") -> dict:
+        """The fit for `kind`; attention over a KV cache of another dtype takes its own fit where the profile
+        measured one (`verify_attn@fp8`: FlashInfer's fp8-KV kernels are other kernels, not bf16 at half
+        the bytes)."""
+        comps = self.profile["components"]
+        if kv_dtype != "bf16" and kind.endswith("_attn"):
+            own = comps.get(f"{kind}@{kv_dtype}") or comps.get(f"{fit_kind(kind)}@{kv_dtype}")
+            if own is not None:
+                return own
+        comp = comps.get(kind) or comps.get(fit_kind(kind))
         if comp is None:
             raise ProfileError(f"profile for {self.hw_key} has no fit for {kind!r} components; recalibrate")
         return comp
@@ -152,7 +160,7 @@ class ProfileCostModel:
             coef = dict(zip(comp["features"], comp["coef_ms"]))
             t = coef.get("const", 0.0) + coef.get("bytes", 0.0) * work.bytes
             return Priced(work, t * work.count, self.tag(work, spec, comp))
-        comp = self._component(work.kind)
+        comp = self._component(work.kind, spec.kv_dtype)
         same_gpu = hw.key == self.hw_key
         sm = int(self.profile.get("provenance", {}).get("gpu_sm_count") or hw.sm_count) if same_gpu else hw.sm_count
         feats = work_features(work, spec, sm, self.backend)

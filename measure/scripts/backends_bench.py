@@ -42,6 +42,8 @@ def parse_args(argv=None):
     ap.add_argument("--depths", default="2,3,4,5,6,7,8,9")
     ap.add_argument("--sdpa-depths", default="1,7", help="SDPA verify depths at B > 1 (B = 1: all)")
     ap.add_argument("--fp8", action=argparse.BooleanOptionalAction, default=True, help="FlashInfer fp8-KV decode")
+    ap.add_argument("--fp8-verify", action="store_true",
+                    help="also FlashInfer's verify (masked) and draft extend (causal) over fp8 KV")
     ap.add_argument("--budget-ms", type=float, default=60.0)
     ap.add_argument("--deadline-s", type=float, default=320.0, help="stop measuring after this long; write the table")
     ap.add_argument("--jit-cache", type=Path, default=None, help="FlashInfer JIT cache folder (FLASHINFER_WORKSPACE_BASE)")
@@ -119,6 +121,12 @@ def shape_rows(b: Bench, spec, pool, fp8_pool, ctx: int, batch: int, depths, sdp
             if d == 1 and fp8_pool is not None:
                 b.time({**row, "impl": "flashinfer", "config": "fp8-kv", "bytes": base["bytes"] // 2},
                        lambda: b.fi.decode(fp8_pool[0], fp8_pool[1], paged, qd, o))
+            if d > 1 and fp8_pool is not None and b.fp8_verify:
+                k8, v8 = fp8_pool
+                b.time({**row, "impl": "flashinfer", "config": "fp8-kv custom-mask", "bytes": base["bytes"] // 2},
+                       lambda: b.fi.verify(k8, v8, paged, qd, o, d))
+                b.time({**row, "impl": "flashinfer", "config": "fp8-kv causal", "bytes": base["bytes"] // 2},
+                       lambda: b.fi.extend(k8, v8, paged, qd, o, d))
     sdpa_rows(b, spec, base, depths if batch == 1 else sdpa_depths, ctx, batch)
 
 
@@ -158,6 +166,7 @@ def run(args) -> Path:
     args.out.mkdir(parents=True, exist_ok=True)
     writer = RowWriter(args.out / "backends.csv", columns=COLUMNS)
     b = Bench(writer, args.deadline_s, args.budget_ms)
+    b.fp8_verify = args.fp8_verify
     meta = collect("cuda-graph replay, CUDA events, L2 flushed (256 MiB read) before each replay", {
         "command": "python3 measure/scripts/backends_bench.py " + " ".join(sys.argv[1:]), "status": "running",
         "backends": {be.name: backend_provenance(be) for be in (b.wmtp, b.engine, b.fi) if be is not None},
