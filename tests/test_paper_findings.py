@@ -85,9 +85,9 @@ def test_window_over_native_end_to_end(fid):
 
 
 @pytest.mark.parametrize("fid", [
-    case("vs_dense_q35", "window over dense on q35 just above the paper's 1.58-2.55x"),
+    case("vs_dense_q35"),
     case("vs_dense_q122"),
-    case("vs_dense_nem", "nem's dense step is far too fast against its speculative steps"),
+    case("vs_dense_nem"),
 ])
 def test_window_over_dense_in_the_paper_range(fid):
     assert_in_range(fid)
@@ -190,7 +190,7 @@ def test_verify_tiling_step_between_d4_and_d5(fid):
     case("spec_share_native_nem"),
     case("spec_share_window_q35"),
     case("spec_share_window_q122", "q122's draft share of the step is about half the paper's"),
-    case("spec_share_window_nem"),
+    case("spec_share_window_nem", "nem's windowed draft share just above the paper's 72 %"),
 ])
 def test_speculation_overhead_over_bare_verify(fid):
     assert_in_range(fid)
@@ -273,7 +273,7 @@ def test_tp2_largest_batch(fid):
     case("tp2_over_native_q35", "q35 TP2 window over native just above 1.5x"), case("tp2_over_native_q122", "q122 TP2 window over native just below the paper's 1.2x"),
     case("tp2_over_native_nem"),
     case("tp2_over_dense_q35", "TP2 window over dense above 2.5x"),
-    case("tp2_over_dense_q122", "TP2 window over dense above 2.5x"), case("tp2_over_dense_nem"),
+    case("tp2_over_dense_q122"), case("tp2_over_dense_nem"),
 ])
 def test_tp2_b1_speedups(fid):
     assert_in_range(fid)

@@ -41,8 +41,9 @@ def engines_dir() -> Path:
 
 
 # Host terms (fitted where nothing measures them; unit in the name):
-#   step_ms        per speculative step: scheduling, sampling, verify bookkeeping (ms)
-#   dense_step_ms  per dense step (ms)
+#   host_step_ms   per step of every method: scheduling, sampling, the model's own host work (ms)
+#   step_ms        per speculative step on top: verify bookkeeping, draft tree (ms)
+#   dense_step_ms  per dense step on top (ms)
 #   fwd_ms         per draft forward: its host work and launch gaps (ms)
 #   plan_fwd_ms    per natively planned draft forward: FlashInfer's decode plan on the host, which the windowed
 #                  ring's Triton kernel does not need (ms)
@@ -53,7 +54,7 @@ def engines_dir() -> Path:
 #                       copies each request's prefix in 128-key blocks: 4 walks of 512-key blocks)
 # v1 factors (presets fitted before the engine's kernels were measured):
 #   index_ns_per_token, verify_attn_factor, draft_attn_factor
-TERMS = ("step_ms", "dense_step_ms", "fwd_ms", "plan_fwd_ms", "request_ms", "index_ns_per_token",
+TERMS = ("host_step_ms", "step_ms", "dense_step_ms", "fwd_ms", "plan_fwd_ms", "request_ms", "index_ns_per_token",
          "verify_attn_factor", "draft_attn_factor")
 COUNTS = ("verify_index_walks", "draft_index_walks")
 
@@ -61,6 +62,7 @@ COUNTS = ("verify_index_walks", "draft_index_walks")
 @dataclass(frozen=True)
 class EngineOverhead:
     source: str
+    host_step_ms: float = 0.0
     step_ms: float = 0.0
     dense_step_ms: float = 0.0
     fwd_ms: float = 0.0
@@ -90,8 +92,8 @@ def extra_ms(ov: EngineOverhead, phase: str, method: str, attn_ms: float, batch:
     """The engine's host time (and v1 factors) in one phase, given the kernels' attention time in that phase."""
     if phase == "verify":
         if method == "dense":
-            return ov.dense_step_ms
-        return ov.step_ms + ov.request_ms * batch + (ov.verify_attn_factor - 1.0) * attn_ms
+            return ov.host_step_ms + ov.dense_step_ms
+        return ov.host_step_ms + ov.step_ms + ov.request_ms * batch + (ov.verify_attn_factor - 1.0) * attn_ms
     if phase == "ctx":
         return ov.index_ns_per_token * batch * s_eff * 1e-6 + (ov.draft_attn_factor - 1.0) * attn_ms
     if phase == "fwd":
