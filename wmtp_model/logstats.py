@@ -151,6 +151,10 @@ class SegmentEstimate:
         return {**asdict(self), "step_ms": self.step_ms}
 
 
+_LOG_MS: dict = {}  # log(running * 1e3) by batch size (a few distinct values per log)
+_LOG_AL: dict = {}  # log(accept len) by value (logged with two decimals: few distinct values)
+
+
 class _Segment:
     def __init__(self, index: int, first: DecodeLine):
         self.index, self.first_line, self.last_line, self.lines = index, first.line_no, first.line_no, 0
@@ -188,7 +192,12 @@ class _Segment:
         # one log per line: bins of per-line TPOT, of the artifact's T_iter and of the throughput
         lt = math.log(thr)
         b = (self.after_prefill if after_prefill else self.tpot).by_batch.setdefault(r.running, {})
-        k = round((math.log(r.running * 1e3) - lt) / _R)
+        lr = _LOG_MS.get(r.running)
+        if lr is None:
+            lr = math.log(r.running * 1e3)
+            if len(_LOG_MS) < 4096:
+                _LOG_MS[r.running] = lr
+        k = round((lr - lt) / _R)
         b[k] = b.get(k, 0) + 1
         if after_prefill:
             self.dropped += 1
@@ -203,7 +212,12 @@ class _Segment:
             return
         if al is None:
             al = 1.0
-        b = pb.bins.get(k := round((math.log(al) - lt) / _R))
+        la = _LOG_AL.get(al)
+        if la is None:
+            la = math.log(al)
+            if len(_LOG_AL) < 4096:
+                _LOG_AL[al] = la
+        b = pb.bins.get(k := round((la - lt) / _R))
         if b is None:
             b = pb.bins[k] = [0, 0.0]
         b[0] += 1

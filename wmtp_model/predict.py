@@ -175,7 +175,7 @@ def predict(
     by_depth = {m: {d: _method_result(sc, m, d, profiles[m]) for d in DEPTH_RANGE} for m in profiles}
     tpot_by_depth = {m: {d: r.tpot_ms for d, r in rs.items()} for m, rs in by_depth.items()}
     fitting = depths_that_fit(gpu_spec, hw, ctx, window, sink, engine_mem, tp)
-    best = {m: min((d for d in v if d in fitting[m]) or v, key=v.get) for m, v in tpot_by_depth.items()}
+    best = {m: min([d for d in v if d in fitting[m]] or list(v), key=v.get) for m, v in tpot_by_depth.items()}
 
     methods = {"dense": _method_result(sc, "dense", 1, None)}
     for method in ("native", "window"):

@@ -1,0 +1,85 @@
+"""SGLang's memory accounting (wmtp.engine_memory) against hand arithmetic and its stated properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from wmtp.engine_memory import (CUDA_CONTEXT_BYTES, EngineMemoryConfig, config_from_preset, default_mem_fraction,
+                                engine_memory, graph_buffer_bytes)
+from wmtp.errors import WmtpError
+from wmtp.hardware import get_hardware
+from wmtp.models import get_model
+from wmtp.tp import per_gpu_spec
+
+B200 = get_hardware("b200")
+H200 = get_hardware("h200")
+PAPER = EngineMemoryConfig(mem_fraction_static=0.85)
+
+
+def test_dense_attention_model_by_hand():
+    spec = get_model("mimo7b")  # no recurrent state: rest = mfs * M0 - weights; R = 48 with speculation
+    e = engine_memory(spec, H200, "native", 2**20, 7, PAPER)
+    m0 = H200.hbm_bytes - CUDA_CONTEXT_BYTES
+    rest = 0.85 * m0 - spec.target_params * spec.weight_bytes_per_param
+    cell = spec.n_full_attn * spec.kv_bytes_per_token_layer  # 36 layers x 8 heads x 128 x 2 x 2 B = 147456
+    assert cell == 36 * 8 * 128 * 2 * 2
+    n_tok = math.floor(rest / cell)
+    assert e.kv_pool_tokens == n_tok
+    assert e.max_batch == min(math.floor(n_tok / (2**20 + 512 * 0.7)), 48)
+    assert e.spec_state_reserve == 0 and e.state_pool == 0
+
+
+def test_hybrid_reservation_grows_with_depth_and_decides_whether_d_fits():
+    spec = get_model("q122")
+    d7 = engine_memory(spec, B200, "native", 1_040_000, 7, PAPER)
+    d9 = engine_memory(spec, B200, "native", 1_040_000, 9, PAPER)
+    m = spec.n_linear * spec.state_bytes_per_layer
+    assert d7.spec_state_reserve == pytest.approx(m * 48 * 7) and d9.spec_state_reserve == pytest.approx(m * 48 * 9)
+    assert d7.fits and d7.max_batch >= 1
+    assert not d9.fits and d9.max_batch == 0 and "cannot seat one request" in d9.why_not  # the paper: OOM at d 9
+
+
+def test_window_covering_the_context_is_the_native_draft():
+    spec = get_model("q35")
+    nat = engine_memory(spec, H200, "native", 4096, 7, PAPER)
+    win = engine_memory(spec, H200, "window", 4096, 7, PAPER, ring_slots=0)
+    assert win.slack_needed["draft KV"] == nat.slack_needed["draft KV"]
+    ring = engine_memory(spec, H200, "window", 2**20, 7, PAPER, ring_slots=4103)
+    assert ring.slack_needed["draft KV"] == ring.max_batch * 4103 * spec.kv_bytes_per_token_layer
+
+
+def test_tp_slices_weights_and_state():
+    spec = get_model("q35")
+    one = engine_memory(per_gpu_spec(spec, 1), B200, "native", 1_040_000, 7, PAPER, tp=1)
+    two = engine_memory(per_gpu_spec(spec, 2), B200, "native", 1_040_000, 7, PAPER, tp=2)
+    assert two.weights_target < one.weights_target and two.spec_state_reserve < one.spec_state_reserve
+    assert two.max_batch > one.max_batch
+    assert two.slack_needed["TP buffers"] > 0 == one.slack_needed["TP buffers"]
+
+
+def test_defaults_follow_sglang_heuristics():
+    # H200, TP1, speculative: reserved = 512 + 1.5 * 8192 + 2 * 256 + 1024 / 8 + 2048 MiB (sglang-facts.md B1)
+    reserved = 512 + 1.5 * 8192 + 2 * 256 + 128 + 2048
+    gpu = H200.hbm_bytes / 2**20
+    assert default_mem_fraction(H200, EngineMemoryConfig(), 1, True) == round((gpu - reserved) / gpu, 3)
+    assert graph_buffer_bytes(48, 2**20, 7) == 48 * 2**20 * (70 + 24)
+
+
+def test_bad_settings_are_errors():
+    with pytest.raises(WmtpError, match="mem_fraction_static"):
+        EngineMemoryConfig(mem_fraction_static=1.5)
+    with pytest.raises(WmtpError, match="max_running_requests"):
+        EngineMemoryConfig(max_running_requests=0)
+    with pytest.raises(WmtpError, match="unknown settings"):
+        config_from_preset({"nope": 1})
+    assert config_from_preset(None) is None
+
+
+def test_predict_with_nothing_fitting_warns_and_does_not_crash():
+    from wmtp.predict import predict
+
+    p = predict(get_model("q35"), B200, 16 * 2**20, "auto", frameworks=["sglang-b200-paper"])
+    assert p.memory.max_batch == {"dense": 0, "native": 0, "window": 0}
+    assert any("does not fit" in w for w in p.warnings)
