@@ -66,7 +66,12 @@ def predict(
     )
     odd = odd_input_warnings(ctx_tokens, window_tokens, sink, tree_width, d)
     result.warnings.extend(w for w in odd if w not in result.warnings)
-    room = headroom_view(spec, gpu, profile, ctx_tokens, result, sink, batch, tp) if headroom else None
+    room = None
+    if headroom:
+        from wmtp.headroom import headroom_report
+
+        room = headroom_report(spec, gpu, profile, ctx_tokens, result.methods["native"].cost.depth, result.window,
+                               sink, batch, tp)
     if as_json:
         typer.echo(json.dumps({**result.to_json(), **({"headroom": room} if room else {})}, indent=2))
         for w in odd:
@@ -77,35 +82,6 @@ def predict(
     render_prediction(result)
     if room:
         render_headroom(room)
-
-
-def headroom_view(spec, gpu, profile, ctx: int, result, sink: int, batch: int, tp: int) -> dict:
-    """`--headroom`: engine kernels vs own kernels vs floor, per component and per step (JSON-ready)."""
-    from dataclasses import asdict
-
-    from wmtp.headroom import headroom, step_totals
-    from wmtp.profile import PROFILES_DIR, ProfileCostModel, shipped_profile_path
-    from wmtp.tp import per_gpu_spec
-
-    own_path = shipped_profile_path(gpu.key) or shipped_profile_path("h200")
-    if profile is not None:
-        engine = ProfileCostModel.from_path(profile)
-        if engine.backend == "wmtp":
-            raise WmtpError(f"--headroom needs an engine-backend profile; {profile} was measured with wmtp's own "
-                            "kernels (wmtp calibrate --backend flashinfer makes one)")
-    else:
-        ref = own_path.stem if own_path else "h200"
-        path = PROFILES_DIR / f"{ref}-flashinfer.json"
-        if not path.is_file():
-            raise WmtpError(f"no engine-backend profile ships for {ref}: give --profile PATH from "
-                            "`wmtp calibrate --backend flashinfer`")
-        engine = ProfileCostModel.from_path(path, "shipped")
-    own = ProfileCostModel.from_path(own_path, "shipped")
-    depth = result.methods["native"].cost.depth
-    rows = headroom(per_gpu_spec(spec, tp), gpu, engine, own, ctx, depth, result.window, sink, batch)
-    return {"engine_kernels": engine.name, "own_kernels": own.name,
-            "floor": "bytes / copy bandwidth, flops / GEMM rate (measured in the own profile's run)",
-            "depth": depth, "steps": step_totals(rows), "components": [asdict(r) for r in rows]}
 
 
 MAX_DEPTH = 64

@@ -35,6 +35,7 @@ def report(
     from wmtp.acceptance_io import profile_from_file
     from wmtp.profile import ProfileCostModel, cost_model_for
     from wmtp.decisions import Scenario
+    from wmtp.engine import memory_config
     from wmtp.hardware import get_hardware
     from wmtp.predict import predict as run_predict
     from wmtp.units import parse_tokens
@@ -63,7 +64,8 @@ def report(
             raise WmtpError(f"--histogram/--logs take native=FILE or window=FILE, got {item!r}")
         profiles[method] = profile_from_file(path, d)[0]
     acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
-    sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, p.overheads or None)
+    sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, p.overheads or None,
+                  memory_config(spec.key, framework))
     meta, validation = {}, None
     if isinstance(cost, ProfileCostModel):
         prov = cost.profile.get("provenance", {})
@@ -78,7 +80,13 @@ def report(
     sources = {"acceptance (native)": profiles["native"].tag(d), "acceptance (window)": profiles["window"].tag(d),
                "validation data": str(validation) if validation else "none",
                "engine overhead": p.engine_overhead}
-    write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources))
+    from wmtp.headroom import headroom_report
+
+    try:  # the headroom section, where an engine-backend profile of the same GPU ships (or --profile is one)
+        room = headroom_report(spec, gpu, profile, p.ctx, d, p.window, sink, batch)
+    except WmtpError:
+        room = None
+    write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources, room))
     typer.echo(f"wrote {out}")
 
 

@@ -251,8 +251,30 @@ def _window_sentence(be: dict) -> str:
     return text + "; no window on the grid beats native"
 
 
+def _times(k: int) -> str:
+    return f" x{k}" if k > 1 else ""
+
+
+def headroom_table(room: dict | None) -> str:
+    """Engine kernels vs wmtp's own vs the measured floor, per method and for the components that differ most."""
+    if not room:
+        return ""
+    head = "<tr><th>method</th><th>engine ms</th><th>own ms</th><th>floor ms</th><th>engine / own</th></tr>"
+    steps = "".join(f"<tr><td>{m}</td><td>{v['engine_ms']:.3f}</td><td>{v['own_ms']:.3f}</td><td>{v['floor_ms']:.3f}</td>"
+                    f"<td>{v['engine_ms'] / v['own_ms']:.2f}x</td></tr>" for m, v in room["steps"].items() if v["own_ms"])
+    comps = sorted(room["components"], key=lambda r: -(r["engine_ms"] - r["own_ms"]) * r["times"])[:8]
+    rows = "".join(f"<tr><td>{r['method']}</td><td>{html.escape(r['component'])}{_times(r['times'])}"
+                   f"</td><td>{r['engine_ms'] * r['times']:.3f}</td><td>{r['own_ms'] * r['times']:.3f}</td>"
+                   f"<td>{r['floor_ms'] * r['times']:.3f}</td></tr>" for r in comps)
+    return (f"<h2>Headroom: the engine's kernels, wmtp's own, the floor (d {room['depth']})</h2>"
+            f"<p>engine: {html.escape(room['engine_kernels'])}; own: {html.escape(room['own_kernels'])}; floor: "
+            f"{html.escape(room['floor'])}.</p><table>{head}{steps}</table><table>"
+            "<tr><th>method</th><th>component, per step</th><th>engine ms</th><th>own ms</th><th>floor ms</th></tr>"
+            f"{rows}</table>")
+
+
 def build_report(p: Prediction, sc: dec.Scenario, acc, profiles: dict, profile_meta: dict,
-                 validation_csv: Path | None, sources: dict) -> str:
+                 validation_csv: Path | None, sources: dict, headroom: dict | None = None) -> str:
     figs = {
         "step-decomposition": step_decomposition(p),
         "tpot-vs-context": tpot_vs_context(sc, acc),
@@ -288,6 +310,7 @@ weights {p.spec.weight_dtype}, KV {p.spec.kv_dtype}; costs: {html.escape(p.cost_
 {_summary_table(p)}
 <p>{facts}</p>{warn}
 {divs}
+{headroom_table(headroom)}
 <h2>Provenance</h2><table>{prov_rows}</table>
 <script type="text/javascript">
 window.addEventListener('load', function () {{

@@ -51,3 +51,12 @@ def test_cli_headroom_json_and_errors(tmp_path):
     assert r.exit_code == 1 and r.output.startswith("error: --headroom needs an engine-backend profile")
     r = CliRunner().invoke(app, ["predict", "--model", "q35", "--headroom"], env={"COLUMNS": "80"})
     assert r.exit_code == 0 and "Headroom at d 7" in r.output and "Traceback" not in r.output
+
+
+def test_report_has_a_headroom_section_on_the_h200(tmp_path):
+    pytest.importorskip("plotly")
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", "--model", "q35", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "Headroom: the engine's kernels, wmtp's own, the floor" in text and "verify.attention" in text

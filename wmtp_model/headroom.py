@@ -72,3 +72,33 @@ def step_totals(rows: list[HeadroomRow]) -> dict:
         t["own_ms"] += r.own_ms * r.times
         t["floor_ms"] += r.floor_ms * r.times
     return out
+
+
+def headroom_report(spec: ModelSpec, hw: HardwareSpec, profile_path, ctx: int, depth: int, window: int, sink: int,
+                    batch: int = 1, tp: int = 1) -> dict:
+    """The headroom view as JSON: the engine-backend profile (`profile_path` when it was measured with an engine
+    backend, else the shipped `<gpu>-flashinfer` one) against the own-kernel profile of the same GPU."""
+    from dataclasses import asdict
+
+    from wmtp.profile import PROFILES_DIR, ProfileCostModel, shipped_profile_path
+    from wmtp.tp import per_gpu_spec
+
+    own_path = shipped_profile_path(hw.key) or shipped_profile_path("h200")
+    if own_path is None:
+        raise WmtpError("--headroom needs the shipped own-kernel profile")
+    if profile_path is not None:
+        engine = ProfileCostModel.from_path(profile_path)
+        if engine.backend == "wmtp":
+            raise WmtpError(f"--headroom needs an engine-backend profile; {profile_path} was measured with wmtp's own "
+                            "kernels (wmtp calibrate --backend flashinfer makes one)")
+    else:
+        path = PROFILES_DIR / f"{own_path.stem}-flashinfer.json"
+        if not path.is_file():
+            raise WmtpError(f"no engine-backend profile ships for {own_path.stem}: give --profile PATH from "
+                            "`wmtp calibrate --backend flashinfer`")
+        engine = ProfileCostModel.from_path(path, "shipped")
+    own = ProfileCostModel.from_path(own_path, "shipped")
+    rows = headroom(per_gpu_spec(spec, tp), hw, engine, own, ctx, depth, window, sink, batch)
+    return {"engine_kernels": engine.name, "own_kernels": own.name,
+            "floor": "bytes / copy bandwidth, flops / GEMM rate (measured in the own profile's run)",
+            "depth": depth, "steps": step_totals(rows), "components": [asdict(r) for r in rows]}
