@@ -1,4 +1,4 @@
-"""Benchmark: parse a large SGLang decode log the way `wmtp logs` does (`wmtp.logstats.analyse`: the
+"""Benchmark: parse a large SGLang decode log the way `wmtp logs` does (`wmtp.log_analysis.analyse`: the
 stream, run separation, the per-line and the artifact's estimators), in bounded memory.
 
     python -m wmtp.calibrate.log_benchmark --size-mb 1024 --out calibrate/benchmarks/log_parse.md
@@ -68,7 +68,7 @@ def generate(path: Path, size_mb: int, seed: int = 0) -> int:
 
 
 def _parse_child(path: str) -> None:
-    from wmtp.logstats import analyse
+    from wmtp.log_analysis import analyse
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
@@ -100,7 +100,7 @@ def main(argv=None) -> None:
         "# Log parsing benchmark", "",
         f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}, Python {platform.python_version()} on "
         f"{platform.machine()} ({os.cpu_count()} cores). Generated SGLang log: {size / 2**20:.0f} MiB, {lines:,} lines "
-        f"({int(decode):,} decode, {int(garbled):,} truncated); `wmtp.logstats.analyse` "
+        f"({int(decode):,} decode, {int(garbled):,} truncated); `wmtp.log_analysis.analyse` "
         "(the `wmtp logs` path: stream, runs, per-line and artifact estimators) in a fresh process.", "",
         "| lines/s | MiB/s | parse s | segments | peak RSS above start (MiB) | peak RSS (MiB) |", "|---|---|---|---|---|---|",
         f"| {lines / dt:,.0f} | {size / 2**20 / dt:.1f} | {dt:.1f} | {segs} | {rss_delta} | {rss_peak} |", ""])

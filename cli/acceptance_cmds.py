@@ -66,7 +66,7 @@ def logs(
 ) -> None:
     """Per-request TPOT (and AL) from what a serving engine wrote: per line #running-req / gen throughput,
     a TPOT-vs-batch table, runs, stalls, retractions; each result names its estimator and source lines."""
-    from wmtp.logstats import analyse
+    from wmtp.log_analysis import analyse
 
     out = []
     for f in files:

@@ -223,7 +223,8 @@ def test_presets_by_task_and_al_window_points():
 
 # --- rules of `wmtp logs` on small hand-made inputs (expected values computed by hand) ---------------
 
-from wmtp.logstats import analyse, median_of_bins  # noqa: E402
+from wmtp.log_analysis import analyse  # noqa: E402
+from wmtp.logstats import median_of_bins  # noqa: E402
 
 
 def _sgl(t: str, b: int, thr: float, al: float | None = None, tok: int = 100, prefix: str = "TP0", rate=None) -> str:

@@ -24,7 +24,7 @@ from wmtp.acceptance import AcceptanceProfile, from_histogram, geometric, load_h
 from wmtp.errors import WmtpError
 from wmtp.log_sources import HIST_KEYS, add_histogram
 from wmtp.logs import VllmSpecLine, open_text
-from wmtp.logstats import analyse
+from wmtp.log_analysis import analyse
 
 
 

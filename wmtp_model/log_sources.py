@@ -1,4 +1,4 @@
-"""Accumulators of acceptance and TPOT evidence while a log streams by (`wmtp.logstats.analyse` feeds
+"""Accumulators of acceptance and TPOT evidence while a log streams by (`wmtp.log_analysis.analyse` feeds
 them; `wmtp.acceptance_io` turns their results into acceptance profiles): vLLM spec-decoding lines
 (`SpecLines`) and the summary blocks of benchmarks, offline runs, meta_info and llama.cpp (`Summaries`).
 """

@@ -26,9 +26,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from wmtp.errors import WmtpError
-from wmtp.log_sources import SpecLines, Summaries
-from wmtp.logs import DecodeLine, Event, ParseStats, PrefillLine, Value, VllmSpecLine, VllmThroughput, stream
+from wmtp.logs import DecodeLine, PrefillLine, VllmThroughput
 
 _R = math.log(1.001)
 MAX_ROWS = 200  # rows of per-window / per-event detail kept for display (counts are always complete)
@@ -370,96 +368,3 @@ class VllmWindows:
         return {"value_ms": head[0], "samples": head[1], "batch": head[2], "confidence": conf, "lines": lines,
                 "estimator": "vLLM " + head[3].replace("#running-req / gen throughput", "Running / Avg generation throughput")
                              .replace("lines", "windows"), "by_batch": bins.table(), "note": note}
-
-
-def collect(path, gap_s: float = 60.0) -> tuple:
-    """One streaming pass over a file: (parse stats, SGLang runs, vLLM windows, vLLM spec lines, summaries,
-    event counts, event line numbers)."""
-    stats = ParseStats()
-    runs, windows, spec, summ = SglangRuns(gap_s), VllmWindows(), SpecLines(), Summaries()
-    events = {"retraction": 0, "oom": 0, "preemption": 0}
-    event_lines: list[int] = []
-    add_run = runs.add
-    for r in stream(path, stats):
-        if type(r) is DecodeLine or type(r) is PrefillLine:
-            add_run(r)
-        elif isinstance(r, Value):
-            summ.add(r)
-        elif isinstance(r, VllmThroughput):
-            windows.add(r)
-        elif isinstance(r, VllmSpecLine):
-            windows.pair(r.pid, r.secs, spec.add(r))
-        elif isinstance(r, Event):
-            events[r.kind] += r.count
-            if len(event_lines) < MAX_ROWS:
-                event_lines.append(r.line_no)
-    summ.finish()
-    return stats, runs, windows, spec, summ, events, event_lines
-
-
-def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0) -> dict:
-    """Everything one file says about TPOT and acceptance, in one streaming pass: SGLang runs, vLLM
-    windows and spec lines, summary blocks, meta_info, llama.cpp stats, retractions/OOM/stalls. The
-    headline `tpot` and `al` name their estimator and source lines; `notes` say what was set aside."""
-    stats, runs, windows, spec, summ, events, event_lines = collect(path, gap_s)
-    if stats.lines == 0:
-        raise WmtpError(f"{path}: empty file")
-    segs = runs.estimates(requested_batch)
-    notes: list[str] = []
-    src = str(path)
-
-    tpot = summ.tpot()
-    with_tpot = [s for s in segs if s.tpot_line_ms is not None]
-    if tpot is None and with_tpot:
-        best = max(with_tpot, key=lambda s: (s.tpot_samples, s.index))
-        tpot = {"value_ms": best.tpot_line_ms, "estimator": best.tpot_estimator, "samples": best.tpot_samples,
-                "batch": best.tpot_batch, "confidence": best.confidence, "run": best.index,
-                "lines": [best.first_line, best.last_line]}
-        if len(segs) > 1:
-            notes.append(f"{len(segs)} runs; the headline is run {best.index} (most usable lines)")
-    vw = windows.result()
-    if tpot is None and vw is not None:
-        tpot = {k: vw[k] for k in ("value_ms", "estimator", "samples", "batch", "confidence", "lines")}
-        if vw["note"]:
-            notes.append(vw["note"])
-    if tpot is not None:
-        tpot["source"] = f"{src}:{tpot['lines'][0]}-{tpot['lines'][1]}"
-    if windows.idle:
-        notes.append(f"{windows.idle} vLLM windows with Running: 0 reqs (no per-request TPOT)")
-
-    al = summ.meta_al() or spec.result() or summ.summary_al()
-    if (al is None or al.get("value") is None) and any(s.speculative for s in segs):
-        spec_segs = [s for s in segs if s.speculative and s.accept_length is not None]
-        if spec_segs:
-            best = max(spec_segs, key=lambda s: (s.tpot_samples, s.index))
-            al = {"value": best.accept_length, "kind": "SGLang decode lines", "samples": best.tpot_samples or best.lines,
-                  "lines": [best.first_line, best.last_line],
-                  "estimator": f"mean accept len over the decode lines of run {best.index} used for TPOT"}
-        elif al is None:
-            rate = [s.accept_rate for s in segs if s.accept_rate is not None]
-            al = {"value": None, "kind": "SGLang decode lines", "lines": [segs[0].first_line, segs[-1].last_line],
-                  "estimator": f"accept len lost from the lines (accept rate {rate[0]:.2f}): AL unknown"
-                  if rate else "AL unknown", "samples": 0}
-    if al is not None and al.get("lines"):
-        al["source"] = f"{src}:{al['lines'][0]}-{al['lines'][1]}"
-    stalls = sum(s.stalls for s in segs)
-    if stalls:
-        notes.append(f"{stalls} stalled decode lines (#token frozen, throughput collapsed) not used for TPOT")
-    dropped = sum(s.dropped_after_prefill for s in segs)
-    if dropped:
-        notes.append(f"{dropped} decode lines right after a prefill set aside (their throughput counts idle time)")
-    retracted = sum(s.retracted_max for s in segs)
-    if events["retraction"] or events["oom"] or retracted:
-        notes.append(f"retractions: {events['retraction']} events (max #retracted-req per line {retracted}); "
-                     f"out-of-memory: {events['oom']}")
-    if tpot is None and al is not None and al.get("value") is not None:
-        notes.append("no TPOT in this file (acceptance only; `wmtp accept` gives the per-position profile)")
-    if summ.repeated:
-        notes.append("summary keys repeat (several blocks): the last value of each is reported")
-    return {"file": src, "lines": stats.lines, "garbled": stats.garbled, "skipped": stats.skipped,
-            "records": {"sglang_decode": stats.decode, "vllm_spec": stats.vllm, "other": stats.other},
-            "tpot_ms": tpot["value_ms"] if tpot else None, "accept_length": al.get("value") if al else None,
-            "tpot": tpot, "al": al, "runs": [s.to_dict() for s in segs],
-            "vllm_windows": ({"rows": windows.rows, **vw} if vw else {"rows": windows.rows}) if windows.rows else None,
-            "events": {**events, "retracted_max": retracted, "stalls": stalls, "lines": event_lines},
-            "summary": {k: v[0] for k, v in summ.values.items()}, "notes": notes}

@@ -24,47 +24,18 @@ are pre-rounded to the e4m3 grid (the interpreter's fp32 -> fp8 cast mis-rounds 
 
 from __future__ import annotations
 
-import os
 
 import torch
 import triton
 import triton.language as tl
 
 from wmtp.measure.kernels.moe import find_expert, route_pairs
+from wmtp.measure.kernels.quant_formats import (GROUP, check_2d, dequantize_fp8_block,  # noqa: F401  (re-exported)
+                                                dequantize_int4_group, interpreting, quantize_act_fp8,
+                                                quantize_fp8_block, quantize_int4_group, weight_bytes)
 
-GROUP = 128  # quantization block along K (both formats) and along N (fp8 weight scales)
-FP8_MAX = 448.0
-FP8_EPS = 1e-10
 _FP8 = torch.float8_e4m3fn
 _ACT_DTYPES = (torch.bfloat16, torch.float16)
-
-
-@triton.jit
-def _round_e4m3(y):
-    """Round fp32 to the nearest e4m3 value, ties to even (normals: 3 mantissa bits; subnormals: steps of 2^-9)."""
-    e = tl.floor(tl.log2(tl.maximum(tl.abs(y), 1e-30)))
-    step = tl.exp2(tl.maximum(e, -6.0) - 3.0)
-    t = y / step
-    r = tl.floor(t + 0.5)
-    odd = (r - 2.0 * tl.floor(r * 0.5)) != 0.0
-    r = tl.where(((r - t) == 0.5) & odd, r - 1.0, r)
-    return r * step
-
-
-@triton.jit
-def _act_quant_kernel(X, Xq, Xs, K, stride_xm, stride_qm, stride_sm,
-                      GROUP_K: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
-    m = tl.program_id(0)
-    g = tl.program_id(1)
-    ks = g * GROUP_K + tl.arange(0, GROUP_K)
-    ok = ks < K
-    x = tl.load(X + m.to(tl.int64) * stride_xm + ks, mask=ok, other=0.0).to(tl.float32)
-    s = tl.maximum(tl.max(tl.abs(x), 0), EPS) / FP8_MAX_C
-    q = tl.minimum(tl.maximum(x / s, -FP8_MAX_C), FP8_MAX_C)
-    if ROUND_FP32:
-        q = _round_e4m3(q)
-    tl.store(Xq + m.to(tl.int64) * stride_qm + ks, q.to(Xq.dtype.element_ty), mask=ok)
-    tl.store(Xs + m.to(tl.int64) * stride_sm + g, s)
 
 
 @triton.jit
@@ -195,13 +166,9 @@ def _splitk_sum_kernel(P, Out, numel, split, BLOCK: tl.constexpr):
 # launchers
 
 
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
 def _fp8_dot_ok(device: torch.device) -> bool:
     """fp8 operands in tl.dot need sm_89+ (Ada / Hopper); elsewhere upcast to fp32 (exact for e4m3 in tf32)."""
-    if _interpreting() or device.type != "cuda":
+    if interpreting() or device.type != "cuda":
         return False
     return torch.cuda.get_device_capability(device) >= (8, 9)
 
@@ -277,33 +244,10 @@ def _dense_finish(out, dst):
     return out
 
 
-def _check_2d(name, t, dtypes, device=None):
-    if t.dim() != 2 or t.dtype not in dtypes:
-        raise ValueError(f"{name} must be 2-D {'/'.join(str(d) for d in dtypes)}, got {tuple(t.shape)} {t.dtype}")
-    if t.stride(1) != 1:
-        raise ValueError(f"{name} must be contiguous along its last dimension")
-    if device is not None and t.device != device:
-        raise ValueError(f"{name} is on {t.device}, expected {device}")
-
-
-def quantize_act_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token-group (1 x 128) fp8 quantization: x [M, K] bf16/fp16/fp32 -> (q fp8 [M, K], s fp32 [M, ceil(K/128)])."""
-    _check_2d("x", x, _ACT_DTYPES + (torch.float32,))
-    m, k = x.shape
-    q = torch.empty((m, k), dtype=_FP8, device=x.device)
-    s = torch.empty((m, triton.cdiv(k, GROUP)), dtype=torch.float32, device=x.device)
-    if m and k:
-        _act_quant_kernel[(m, triton.cdiv(k, GROUP))](
-            x, q, s, k, x.stride(0), q.stride(0), s.stride(0),
-            GROUP_K=GROUP, FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, ROUND_FP32=_interpreting(),
-        )
-    return q, s
-
-
 def _fp8_inputs(x, x_scale):
     """Quantize activations unless they come pre-quantized (fp8 + per-group scales)."""
     if x.dtype == _FP8:
-        _check_2d("x", x, (_FP8,))
+        check_2d("x", x, (_FP8,))
         if x_scale is None or x_scale.dtype != torch.float32 or tuple(x_scale.shape) != (x.shape[0], triton.cdiv(x.shape[1], GROUP)):
             raise ValueError("fp8 x needs x_scale float32 [M, ceil(K/128)] (per-token-group scales)")
         return x, x_scale
@@ -371,7 +315,7 @@ def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: 
               block_m: int | None = None, block_n: int = 64, num_warps: int = 4, num_stages: int = 4,
               out: torch.Tensor | None = None) -> torch.Tensor:
     """y [M, N] = x [M, K] @ dequant(w [N, K/2] uint8, w_scale [N, K/128])^T, W4A16, output in x.dtype."""
-    _check_2d("x", x, _ACT_DTYPES)
+    check_2d("x", x, _ACT_DTYPES)
     m, k = x.shape
     _check_int4_weight(w, w_scale, k, grouped=False)
     if w.device != x.device or w_scale.device != x.device:
@@ -386,7 +330,7 @@ def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: 
         m, n, k, 1, 1, kb_per_split,
         x.stride(0), 0, w.stride(0), 0, w_scale.stride(0), stride_os, dst.stride(-2),
         GROUPED=False, A_IS_PAIRS=False, SCALE=False, LOG_E=1, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=GROUP,
-        UPCAST=_interpreting(), num_warps=num_warps, num_stages=num_stages,
+        UPCAST=interpreting(), num_warps=num_warps, num_stages=num_stages,
     )
     return _dense_finish(out, dst)
 
@@ -458,7 +402,7 @@ def int4_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_
                   block_m: int | None = None, block_n: int = 64, num_warps: int = 4, num_stages: int = 4,
                   out: torch.Tensor | None = None) -> torch.Tensor:
     """Grouped W4A16, rows as in `fp8_moe_gemm`: w [E, N, K/2] uint8, w_scale [E, N, ceil(K/128)]; out in x.dtype."""
-    _check_2d("x", x, _ACT_DTYPES)
+    check_2d("x", x, _ACT_DTYPES)
     _check_int4_weight(w, w_scale, x.shape[1], grouped=True)
     if w.device != x.device or w_scale.device != x.device:
         raise ValueError("x, w and w_scale must be on one device")
@@ -473,66 +417,10 @@ def int4_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_
         x.shape[0], n, k, n_exp, top_k, kb_per_split,
         x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1), stride_os, dst.stride(-2),
         GROUPED=True, A_IS_PAIRS=a_is_pairs, SCALE=topk_weights is not None, **meta,
-        UPCAST=_interpreting(), num_warps=num_warps, num_stages=num_stages,
+        UPCAST=interpreting(), num_warps=num_warps, num_stages=num_stages,
     )
     return _dense_finish(out, dst)
 
 
 # ---------------------------------------------------------------------------------------------
 # formats: quantize (test / benchmark weights), dequantize, bytes read
-
-
-def weight_bytes(fmt: str, n: int, k: int, experts: int = 1, scale_bytes: int = 2) -> int:
-    """Bytes of weights + scales of `experts` [N, K] matrices: 'fp8_block' (fp32 scale per 128x128),
-    'int4_group' (two codes per byte, one `scale_bytes` scale per row and 128 K), 'bf16'."""
-    if fmt == "fp8_block":
-        per = n * k + 4 * triton.cdiv(n, GROUP) * triton.cdiv(k, GROUP)
-    elif fmt == "int4_group":
-        per = n * triton.cdiv(k, 2) + scale_bytes * n * triton.cdiv(k, GROUP)
-    elif fmt == "bf16":
-        per = 2 * n * k
-    else:
-        raise ValueError(f"unknown weight format {fmt!r}; known: fp8_block, int4_group, bf16")
-    return experts * per
-
-
-def _expand(s: torch.Tensor, rows: int, cols: int, block: tuple[int, int]) -> torch.Tensor:
-    return s.repeat_interleave(block[0], -2)[..., :rows, :].repeat_interleave(block[1], -1)[..., :cols]
-
-
-def quantize_fp8_block(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """w [..., N, K] float -> (float8_e4m3fn [..., N, K], fp32 scales [..., ceil(N/128), ceil(K/128)]), w ~ q * s."""
-    n, k = w.shape[-2:]
-    nb, kb = triton.cdiv(n, GROUP), triton.cdiv(k, GROUP)
-    wf = torch.nn.functional.pad(w.float(), (0, kb * GROUP - k, 0, nb * GROUP - n))
-    blocks = wf.reshape(*w.shape[:-2], nb, GROUP, kb, GROUP)
-    s = blocks.abs().amax(dim=(-3, -1)).clamp_min(FP8_EPS) / FP8_MAX  # [..., nb, kb]
-    q = (w.float() / _expand(s, n, k, (GROUP, GROUP))).clamp(-FP8_MAX, FP8_MAX).to(_FP8)
-    return q, s
-
-
-def dequantize_fp8_block(q: torch.Tensor, s: torch.Tensor, block: tuple[int, int] = (GROUP, GROUP)) -> torch.Tensor:
-    """fp32 q * s with one scale per `block` (weights (128, 128); activations from `quantize_act_fp8` (1, 128))."""
-    n, k = q.shape[-2:]
-    return q.float() * _expand(s.float(), n, k, block)
-
-
-def quantize_int4_group(w: torch.Tensor, scale_dtype: torch.dtype = torch.bfloat16) -> tuple[torch.Tensor, torch.Tensor]:
-    """w [..., N, K] (K even) -> (uint8 [..., N, K/2], scales [..., N, ceil(K/128)]): symmetric,
-    s = max|w_group| / 7 (rounded to scale_dtype first), code = clamp(round(w / s), -8, 7) + 8."""
-    n, k = w.shape[-2:]
-    if k % 2:
-        raise ValueError(f"K must be even to pack two int4 per byte, got {k}")
-    g = triton.cdiv(k, GROUP)
-    wf = torch.nn.functional.pad(w.float(), (0, g * GROUP - k)).reshape(*w.shape[:-1], g, GROUP)
-    s = (wf.abs().amax(-1) / 7.0).clamp_min(1e-8).to(scale_dtype)
-    code = (w.float() / s.float().repeat_interleave(GROUP, -1)[..., :k]).round().clamp(-8, 7).to(torch.int32) + 8
-    packed = (code[..., 0::2] | (code[..., 1::2] << 4)).to(torch.uint8)
-    return packed, s
-
-
-def dequantize_int4_group(packed: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    """fp32 [..., N, K] from the packed codes and per-group scales."""
-    p = packed.to(torch.int32)
-    codes = torch.stack([p & 0xF, p >> 4], dim=-1).flatten(-2) - 8  # element 2j low nibble, 2j+1 high
-    return codes.float() * s.float().repeat_interleave(GROUP, -1)[..., :codes.shape[-1]]

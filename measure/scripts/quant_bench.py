@@ -39,11 +39,8 @@ Outputs in DIR: quant.csv, quant_check.csv, quant.md, quant.meta.json (provenanc
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import math
 import os
-import statistics
 import time
 from pathlib import Path
 
@@ -52,7 +49,9 @@ import torch.nn.functional as F
 
 from wmtp.measure.kernels import quant_gemm as qg
 from wmtp.measure.provenance import atomic_write_text, collect, write_meta
+from wmtp.measure.scripts.quant_report import csv_text, error_text, summary_md
 from wmtp.models import get_model
+from wmtp.measure.scripts.quant_shapes import dense_shapes, moe_shapes
 
 COLUMNS = ["kernel", "model", "component", "M", "N", "K", "E", "top_k", "dtype", "weight_bytes", "time_ms", "gbps",
            "error", "timer"]
@@ -65,33 +64,6 @@ DENSE_DEFAULT = ("lin_in", "attn_qkv", "lin_out", "shared_up", "lm_head")
 TOL = {"wmtp": 1e-2, "torch": 5e-2}
 COPY_BYTES = 2 << 30
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
-
-
-def dense_shapes(key: str) -> dict[str, tuple[int, int]]:
-    """Component -> (N, K) of one projection of the model row (nn.Linear layout, weight [N, K])."""
-    s = get_model(key)
-    h, hd = s.hidden, s.head_dim
-    q_out = s.q_heads * hd * (2 if s.attn_out_gate else 1)
-    gated = s.ffn_act == "swiglu"
-    out = {"attn_qkv": (q_out + 2 * s.kv_heads * hd, h), "attn_o": (h, s.q_heads * hd)}
-    if s.linear_kind == "gdn":  # in_proj_qkvz, in_proj_ba, out_proj
-        v = s.lin_v_heads * s.lin_head_dim
-        out.update(lin_in=(2 * s.lin_k_heads * s.lin_head_dim + 2 * v, h), lin_ba=(2 * s.lin_v_heads, h), lin_out=(h, v))
-    elif s.linear_kind == "mamba2":  # in_proj (z, x, B, C, dt), out_proj
-        inner = s.lin_v_heads * s.lin_head_dim
-        out.update(lin_in=(2 * inner + 2 * s.ssm_groups * s.ssm_state + s.lin_v_heads, h), lin_out=(h, inner))
-    if s.n_shared:
-        out.update(shared_up=((2 if gated else 1) * s.shared_ffn, h), shared_down=(h, s.shared_ffn))
-    if s.moe_latent:
-        out.update(latent_in=(s.moe_latent, h), latent_out=(h, s.moe_latent))
-    out["lm_head"] = (s.vocab, h)
-    return out
-
-
-def moe_shapes(key: str) -> dict[str, tuple[int, int]]:
-    s = get_model(key)
-    width = s.moe_latent or s.hidden
-    return {"experts_up": ((2 if s.ffn_act == "swiglu" else 1) * s.expert_ffn, width), "experts_down": (width, s.expert_ffn)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,7 +238,7 @@ class Bench:
             finite = bool(torch.isfinite(out).all())
             row.update(max_rel_err=f"{mx:.3e}", fro_rel_err=f"{fro:.3e}", ok=finite and fro < tol, error="")
         except Exception as exc:  # a kernel that cannot run this shape: recorded, not fatal
-            row.update(max_rel_err="", fro_rel_err="", ok=False, error=_err(exc))
+            row.update(max_rel_err="", fro_rel_err="", ok=False, error=error_text(exc))
         self.checks.append(row)
 
     def measure(self, kernel, model, comp, m, n, k, e, top_k, dtype, nbytes, calls):
@@ -279,15 +251,11 @@ class Bench:
             samples, timer = time_work(calls, self.args)
             self.record(kernel, model, comp, m, n, k, e, top_k, dtype, nbytes, samples, timer=timer)
         except Exception as exc:
-            self.record(kernel, model, comp, m, n, k, e, top_k, dtype, nbytes, error=_err(exc))
+            self.record(kernel, model, comp, m, n, k, e, top_k, dtype, nbytes, error=error_text(exc))
 
 
 def _raise(exc: Exception):
     raise exc
-
-
-def _err(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,7 +279,7 @@ def run_copy(b: Bench):
             samples, timer = t.samples_ms, t.timer
         b.record("copy_d2d", "-", "copy", 1, COPY_BYTES, 1, 1, 1, "uint8", 2 * COPY_BYTES, samples, timer=timer)
     except Exception as exc:
-        b.record("copy_d2d", "-", "copy", 1, COPY_BYTES, 1, 1, 1, "uint8", 2 * COPY_BYTES, error=_err(exc))
+        b.record("copy_d2d", "-", "copy", 1, COPY_BYTES, 1, 1, 1, "uint8", 2 * COPY_BYTES, error=error_text(exc))
     del src, dst
 
 
@@ -325,7 +293,7 @@ def run_dense(b: Bench, model, comp, n, k, ms, check_m):
             ops = [dense_prepare(kernel, w) for w in wsets]
         except Exception as exc:  # e.g. a layout this torch build does not pack: rows with the error
             for m in ms:
-                b.record(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes, error=_err(exc))
+                b.record(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes, error=error_text(exc))
             if check_m:
                 b.check(kernel, model, comp, check_m, n, k, 1, 1, lambda exc=exc: _raise(exc), None)
             continue
@@ -334,7 +302,7 @@ def run_dense(b: Bench, model, comp, n, k, ms, check_m):
             try:
                 fn = dense_fns(x)[kernel]
             except Exception as exc:
-                b.record(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes, error=_err(exc))
+                b.record(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes, error=error_text(exc))
                 continue
             if m == check_m:
                 b.check(kernel, model, comp, m, n, k, 1, 1, lambda: fn(*ops[0]), dense_ref(x, wsets[0], kernel))
@@ -405,58 +373,10 @@ def run_moe(b: Bench, model, comp, n, k, n_exp, top_k, ms, check_m):
 # outputs
 
 
-def _csv(rows, columns) -> str:
-    buf = io.StringIO()
-    wr = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    wr.writeheader()
-    wr.writerows(rows)
-    return buf.getvalue()
-
-
-def summary_md(rows, checks, meta) -> str:
-    groups: dict = {}
-    for r in rows:
-        groups.setdefault((r["model"], r["component"], r["M"], r["kernel"]), []).append(r)
-    copy = [float(r["gbps"]) for r in rows if r["kernel"] == "copy_d2d" and r["gbps"]]
-    copy_gbps = statistics.median(copy) if copy else None
-    lines = ["# Quantized-weight GEMMs at decode shapes", "",
-             f"GPU: {meta.get('gpu_name', 'none')}; torch {meta['torch']}, triton {meta['triton']}; "
-             f"timer {meta['timer']}; {meta['utc_time']}.", ""]
-    lines.append(f"Copy bandwidth (2 GiB d2d copy_, read + write): "
-                 f"{f'{copy_gbps:.0f} GB/s' if copy_gbps else 'not measured'}. Cells: median GB/s of weight + "
-                 "scale bytes (% of copy bandwidth); `err` = failed (see quant.csv).")
-    kernels = [k for k in dict.fromkeys(r["kernel"] for r in rows) if k != "copy_d2d"]
-    for model in dict.fromkeys(r["model"] for r in rows if r["model"] != "-"):
-        keys = list(dict.fromkeys((c, m) for (mo, c, m, _k) in groups if mo == model))
-        present = [k for k in kernels if any((model, c, m, k) in groups for c, m in keys)]
-        lines += ["", f"## {model}", "", "| component | M | N | K | " + " | ".join(present) + " |",
-                  "|---|---|---|---|" + "---|" * len(present)]
-        for comp, m in keys:
-            first = next(g for (mo, c, mm, _k), g in groups.items() if (mo, c, mm) == (model, comp, m))[0]
-            cells = []
-            for k in present:
-                g = groups.get((model, comp, m, k))
-                vals = [float(r["gbps"]) for r in g or [] if r["gbps"]]
-                if not g:
-                    cells.append("")
-                elif not vals:
-                    cells.append("err")
-                else:
-                    med = statistics.median(vals)
-                    cells.append(f"{med:.0f} ({100 * med / copy_gbps:.0f}%)" if copy_gbps else f"{med:.0f}")
-            lines.append(f"| {comp} | {m} | {first['N']} | {first['K']} | " + " | ".join(cells) + " |")
-    lines += ["", "## Correctness (before timing)", "", "| kernel | model | component | M | max rel err | fro rel err | ok | error |",
-              "|---|---|---|---|---|---|---|---|"]
-    for c in checks:
-        lines.append(f"| {c['kernel']} | {c['model']} | {c['component']} | {c['M']} | {c['max_rel_err']} | "
-                     f"{c['fro_rel_err']} | {c['ok']} | {c['error']} |")
-    return "\n".join(lines) + "\n"
-
-
 def write_outputs(b: Bench, out_dir: Path, final: bool):
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "quant.csv", _csv(b.rows, COLUMNS))
-    atomic_write_text(out_dir / "quant_check.csv", _csv(b.checks, CHECK_COLUMNS))
+    atomic_write_text(out_dir / "quant.csv", csv_text(b.rows, COLUMNS))
+    atomic_write_text(out_dir / "quant_check.csv", csv_text(b.checks, CHECK_COLUMNS))
     if final:
         timers = sorted({r["timer"] for r in b.rows if r["timer"]}) or ["none (no timing)"]
         extra = {"script": "measure/scripts/quant_bench.py", "wall_s": round(time.monotonic() - b.t0, 1),

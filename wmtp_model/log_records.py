@@ -1,0 +1,115 @@
+"""The typed records the log reader (`wmtp.logs`) yields, and the number helpers its parsers share."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+MAX_VALUE = 1e12  # larger counts or rates are not something an engine printed
+NUM_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf", re.I)
+
+
+@dataclass(slots=True)
+class DecodeLine:
+    line_no: int
+    time: str | None
+    running: int
+    tokens: int | None
+    accept_len: float | None
+    accept_rate: float | None
+    gen_throughput: float
+    cuda_graph: bool | None
+    queue: int | None
+    secs: float | None = None  # seconds (since 1970 with a date; of the day with a time only)
+    pid: str | None = None
+    dp: int | None = None
+    retracted: int | None = None
+
+    @property
+    def speculative(self) -> bool:
+        return self.accept_len is not None or self.accept_rate is not None
+
+
+@dataclass(slots=True)
+class PrefillLine:
+    line_no: int
+    secs: float | None
+    pid: str | None
+    dp: int | None
+
+
+@dataclass(slots=True)
+class VllmThroughput:
+    line_no: int
+    secs: float | None
+    pid: str | None
+    engine: str  # "000", or "agg3" for `3 Engines Aggregated`, or "" (V0)
+    prompt_thr: float
+    gen_thr: float
+    running: int
+
+
+@dataclass
+class VllmSpecLine:
+    line_no: int
+    mean_al: float | None
+    accepted: int | None
+    drafted: int | None
+    per_position: list[float] = field(default_factory=list)
+    secs: float | None = None
+    pid: str | None = None
+    k: int | None = None  # V0 prints it; V1 gives it as len(per_position)
+    emitted: int | None = None  # V0 only (cumulative counters)
+    accept_rate: float | None = None
+
+
+@dataclass(slots=True)
+class Value:
+    """One number from a summary block, an offline/llama.cpp report or a meta_info object."""
+    line_no: int
+    key: str
+    value: float | list
+
+
+@dataclass(slots=True)
+class Event:
+    line_no: int
+    kind: str  # retraction | oom | preemption
+    count: int = 1
+
+
+@dataclass
+class ParseStats:
+    lines: int = 0
+    decode: int = 0
+    vllm: int = 0
+    garbled: int = 0
+    skipped: int = 0
+    other: int = 0  # prefill, throughput, summary values, events
+
+
+def finite(x: float | None, lo: float = 0.0, hi: float = MAX_VALUE) -> float | None:
+    return x if x is not None and lo <= x <= hi else None  # NaN fails both comparisons
+
+
+def num(v: str | None) -> float | None:
+    if v is None:
+        return None
+    try:
+        x = float(v)
+    except ValueError:
+        m = NUM_RE.search(v)
+        if not m:
+            return None
+        x = float(m.group(0))
+    return x if math.isfinite(x) else math.nan
+
+
+def after(body: str, key: str) -> float | None:
+    i = body.find(key)
+    if i < 0:
+        return None
+    i += len(key)
+    j = body.find(",", i)
+    return num(body[i:] if j < 0 else body[i:j])
