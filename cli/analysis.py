@@ -12,7 +12,7 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CsvOpt, CtxOpt,
                              FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, TpOpt,
-                             WdOpt, WindowOpt, fail, handles_errors, parse_accept, resolve_model)
+                             WdOpt, WindowOpt, handles_errors, parse_accept, resolve_model)
 from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
 from wmtp.units import format_tokens

@@ -11,15 +11,14 @@ medians are taken at analysis time. A shape that fails, or does not fit this GPU
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from wmtp.defaults import guess_ms
 from wmtp.measure import components as comp
 from wmtp.measure import timing
+from wmtp.measure.backends.base import Paged
 from wmtp.measure.kernels.index_build import build_kv_indices
 from wmtp.specs import ModelSpec
 
@@ -104,23 +103,6 @@ def ceiling_rows(writer: RowWriter) -> None:
         torch.cuda.empty_cache()
 
 
-@dataclass
-class IndexSet:
-    """Requests of `n` keys each over a pool (page size 1): `req_to_token` rows of `ctx` random slots
-    and the (kv_indptr, kv_indices) an index build of `mode` produces from them."""
-
-    req_to_token: torch.Tensor  # [batch, ctx] int32
-    seq_lens: torch.Tensor  # [batch] int32
-    kv_indptr: torch.Tensor  # [batch + 1] int32
-    kv_indices: torch.Tensor  # [batch * n] int32
-    ctx: int
-    batch: int
-    n: int
-    mode: str
-    window: int
-    sink: int
-
-
 class KVPool:
     """One bf16 KV pool `[slots, kv_heads, head_dim]` for a head shape, and index sets carved from
     random permutations of its slots (as a serving engine's pool looks after churn), built once
@@ -136,7 +118,7 @@ class KVPool:
     def holds(self, ctx: int, batch: int) -> bool:
         return ctx * batch <= self.slots
 
-    def index_set(self, ctx: int, batch: int, mode: str = "native", window: int = 0, sink: int = 0) -> IndexSet:
+    def index_set(self, ctx: int, batch: int, mode: str = "native", window: int = 0, sink: int = 0) -> Paged:
         key = (ctx, batch, mode, window, sink)
         if key not in self._sets:
             if len(self._sets) >= 8:  # bounded: sets of 1M-token requests are not small
@@ -148,7 +130,7 @@ class KVPool:
             ptr = torch.arange(batch + 1, device=dev, dtype=torch.int32) * n
             out = torch.empty(batch * n, device=dev, dtype=torch.int32)
             build_kv_indices(r2t, seq, mode, sink, window, 1, max_len=ctx, kv_indptr=ptr, out=out)
-            self._sets[key] = IndexSet(r2t, seq, ptr, out, ctx, batch, n, mode, window, sink)
+            self._sets[key] = Paged(r2t, seq, ptr, out, ctx, batch, n, mode, window, sink)
         return self._sets[key]
 
 
