@@ -66,7 +66,8 @@ def hardware_key(meta: dict) -> str:
 
     name = str(meta.get("gpu_name", "unknown"))
     flat = name.lower().replace(" ", "")
-    for key in HARDWARE:
+    # the longest family name that matches: "NVIDIA GB200" is gb200, not b200
+    for key in sorted(HARDWARE, key=lambda k: -len(k.split("-")[0])):
         if key.split("-")[0] in flat:
             return key
     return name.lower().replace(" ", "-")

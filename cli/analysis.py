@@ -24,7 +24,7 @@ MAX_DEPTH = 64  # the deepest draft --depth takes (DepthOpt: 2..64)
 
 def scenario(opts: dict, depth: int):
     """(Scenario, warnings) from the options every analysis command shares (`opts`: their values by name)."""
-    from wmtp.decisions import Scenario
+    from wmtp.decisions import Scenario, sink_warning
     from wmtp.engine import memory_config
     from wmtp.engine import resolve as resolve_engine
     from wmtp.hardware import get_hardware
@@ -41,9 +41,7 @@ def scenario(opts: dict, depth: int):
     gpu = get_hardware(opts["hw"])
     ctx, window = parse_tokens(opts["ctx"]), parse_tokens(opts["window"])
     overheads, warnings = resolve_engine(spec.key, gpu.key, opts["framework"])
-    if opts["sink"] > ctx:
-        warnings.append(f"--sink {opts['sink']} is larger than the context ({ctx} tokens): the window reads the "
-                        "whole context, like the native draft")
+    warnings += sink_warning(ctx, opts["sink"])
     return Scenario(spec, gpu, cost_model_for(gpu, opts["profile"], opts["speed_of_light"], opts["framework"]), ctx,
                     depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None,
                     memory_config(spec.key, opts["framework"])), warnings

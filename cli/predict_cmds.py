@@ -40,6 +40,7 @@ def predict(
     as_json: JsonOpt = False,
 ) -> None:
     """Step cost, TPOT, memory and decisions for dense / native MTP / windowed MTP."""
+    from wmtp.decisions import odd_input_warnings
     from wmtp.profile import cost_model_for
     from wmtp.hardware import get_hardware
     from wmtp.predict import predict as run_predict
@@ -64,8 +65,7 @@ def predict(
         parse_accept(accept_length), cost=cost_model_for(gpu, profile, speed_of_light, framework), tp=tp,
         tree_width=tree_width, frameworks=framework, task=task,
     )
-    odd = odd_input_warnings(ctx_tokens, window_tokens, sink, tree_width, d)
-    result.warnings.extend(w for w in odd if w not in result.warnings)
+    odd = odd_input_warnings(ctx_tokens, window_tokens, sink, tree_width)  # already among result.warnings
     room = None
     if headroom:
         from wmtp.headroom import headroom_report
@@ -85,21 +85,6 @@ def predict(
 
 
 MAX_DEPTH = 64
-ODD_TREE_WIDTH = 64  # wider speculation trees than any engine runs
-
-
-def odd_input_warnings(ctx: int, window: int, sink: int, tree_width: int, depth) -> list[str]:
-    """Legal but odd inputs, said out loud (exit 0)."""
-    out = []
-    if sink > ctx:
-        out.append(f"--sink {sink} is larger than the context ({ctx} tokens): the window reads the whole context")
-    elif window + sink >= ctx:
-        out.append(f"the window ({window} + sink {sink}) covers the whole context ({ctx} tokens): windowing reads "
-                   "the same keys as the native draft")
-    if tree_width > ODD_TREE_WIDTH:
-        out.append(f"--tree-width {tree_width} is far wider than any serving engine's speculation tree "
-                   f"(<= {ODD_TREE_WIDTH}); its verify batch is priced as if it were run")
-    return out
 
 
 @handles_errors

@@ -195,3 +195,13 @@ def test_gpu_commands_fail_cleanly_without_gpu(tmp_path, profile_path):
     assert r.exit_code == 1 and r.output.strip().startswith("error: no CUDA GPU")
     r = CliRunner().invoke(app, ["validate", "--profile", str(profile_path), "--out", str(tmp_path)])
     assert r.exit_code == 1 and "no CUDA GPU" in r.output
+
+
+def test_hardware_key_from_the_provenance_gpu_name():
+    from wmtp.calibrate.fitting import hardware_key
+
+    assert hardware_key({"gpu_name": "NVIDIA H200"}) == "h200"
+    assert hardware_key({"gpu_name": "NVIDIA GB200"}) == "gb200"  # not b200, whose name it contains
+    assert hardware_key({"gpu_name": "NVIDIA B200"}) == "b200"
+    assert hardware_key({"gpu_name": "NVIDIA H100 80GB HBM3"}) == "h100-sxm"
+    assert hardware_key({"gpu_name": "Some GPU"}) == "some-gpu"

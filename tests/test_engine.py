@@ -196,3 +196,17 @@ def test_v2_terms_price_index_walks_and_plans_as_stated():
     assert not [p for p in dense.t_verify.items if "engine_index" in p.work.name]
     with pytest.raises(WmtpError, match="integer"):
         EngineOverhead("x", draft_index_walks=1.5)
+
+
+def test_each_framework_file_is_read_once(tmp_path, monkeypatch):
+    import wmtp.engine as engine
+
+    copy = tmp_path / "once.json"
+    shutil.copy(engines_dir() / "sglang-b200-paper.json", copy)
+    reads = []
+    real = engine.read_json
+    monkeypatch.setattr(engine, "read_json", lambda p, *a: reads.append(p) or real(p, *a))
+    engine.resolve("q35", "b200", [str(copy)])
+    assert engine.memory_config("q35", [str(copy)]).mem_fraction_static == 0.85
+    assert engine.kernel_profile([str(copy)]) == "h200-flashinfer"
+    assert len(reads) == 1

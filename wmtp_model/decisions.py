@@ -174,6 +174,29 @@ def draft_prefill_saving(spec: ModelSpec, hw: HardwareSpec, ctx: int, window: in
             "source": "estimate (speed-of-light flops)"}
 
 
+ODD_TREE_WIDTH = 64  # wider speculation trees than any engine runs
+
+
+def sink_warning(ctx: int, sink: int) -> list[str]:
+    """A sink longer than the context: legal, and the window then reads the whole context."""
+    if sink > ctx:
+        return [f"--sink {sink} is larger than the context ({ctx} tokens): the window reads the whole context, "
+                "like the native draft"]
+    return []
+
+
+def odd_input_warnings(ctx: int, window: int, sink: int, tree_width: int = 1) -> list[str]:
+    """Legal but odd inputs, said out loud (exit 0)."""
+    out = sink_warning(ctx, sink)
+    if not out and window + sink >= ctx:
+        out.append(f"the window ({window} + sink {sink}) covers the whole context ({ctx} tokens): windowing reads "
+                   "the same keys as the native draft")
+    if tree_width > ODD_TREE_WIDTH:
+        out.append(f"--tree-width {tree_width} is far wider than any serving engine's speculation tree "
+                   f"(<= {ODD_TREE_WIDTH}); its verify batch is priced as if it were run")
+    return out
+
+
 SWEEPS = ("ctx", "depth", "window", "batch")
 MAX_SWEEP_BATCH = 512  # a frontier past this many concurrent requests is cut (and says so)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from wmtp.engine_memory import EngineMemoryConfig, config_from_preset
@@ -174,21 +175,42 @@ def overheads_from_preset(prof: dict, model_key: str, hw_key: str) -> tuple[dict
     return {"dense": ov, "native": ov, "window": ov}, warnings
 
 
-def resolve(spec_key: str, hw_key: str, items) -> tuple[dict[str, EngineOverhead], list[str]]:
-    """`--framework` values: framework-profile paths (one method each) and/or one engine preset
-    (name or path), each file read once. Later items override earlier ones per method."""
-    out: dict[str, EngineOverhead] = {}
-    warnings: list[str] = []
+def read_items(items) -> list[tuple[Path, dict, bool]]:
+    """`--framework` items as (path, document, is an engine preset), each file read and validated once per
+    process however many of resolve / memory_config / kernel_profile ask for it."""
+    out = []
     for item in items or []:
         p = _preset_path(item)
-        doc = read_json(p, "framework/engine profile", WmtpError)
-        if isinstance(doc, dict) and doc.get("kind") == KIND:
-            ovs, w = overheads_from_preset(load_preset(p, doc), spec_key, hw_key)
+        try:
+            st = p.stat()
+            key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+        except OSError:  # let the reader say what is wrong with it
+            key = (str(p), 0, 0)
+        out.append(_read_item(*key))
+    return out
+
+
+@lru_cache(maxsize=16)
+def _read_item(path: str, mtime_ns: int, size: int) -> tuple[Path, dict, bool]:
+    p = Path(path)
+    doc = read_json(p, "framework/engine profile", WmtpError)
+    if isinstance(doc, dict) and doc.get("kind") == KIND:
+        return p, load_preset(p, doc), True
+    return p, load_framework(p, doc), False
+
+
+def resolve(spec_key: str, hw_key: str, items) -> tuple[dict[str, EngineOverhead], list[str]]:
+    """`--framework` values: framework-profile paths (one method each) and/or one engine preset
+    (name or path). Later items override earlier ones per method."""
+    out: dict[str, EngineOverhead] = {}
+    warnings: list[str] = []
+    for _, doc, is_preset in read_items(items):
+        if is_preset:
+            ovs, w = overheads_from_preset(doc, spec_key, hw_key)
         else:
-            fw = load_framework(p, doc)
-            if fw["model"] != spec_key:
-                raise WmtpError(f"framework profile is for {fw['model']}, not {spec_key}")
-            ovs, w = from_framework_profile(fw), []
+            if doc["model"] != spec_key:
+                raise WmtpError(f"framework profile is for {doc['model']}, not {spec_key}")
+            ovs, w = from_framework_profile(doc), []
         out.update(ovs)
         warnings += w
     return out, warnings
@@ -207,10 +229,8 @@ def label(overheads: dict[str, EngineOverhead] | None) -> str:
 def memory_config(spec_key: str, items) -> EngineMemoryConfig | None:
     """The memory accounting of the engine preset among `--framework` items (None: no preset names one)."""
     out = None
-    for item in items or []:
-        p = _preset_path(item)
-        doc = read_json(p, "framework/engine profile", WmtpError)
-        if isinstance(doc, dict) and doc.get("kind") == KIND:
+    for p, doc, is_preset in read_items(items):
+        if is_preset:
             mem = doc.get("memory")
             if mem is not None and not isinstance(mem, dict):
                 raise WmtpError(f"engine preset {p}: memory must be an object of engine settings")
@@ -222,9 +242,7 @@ def kernel_profile(items) -> str | None:
     """The measured kernel profile (a shipped profile's name, e.g. h200-flashinfer) of the engine preset among
     `--framework` items: the engine's own kernels, priced instead of wmtp's (None: no preset names one)."""
     out = None
-    for item in items or []:
-        p = _preset_path(item)
-        doc = read_json(p, "framework/engine profile", WmtpError)
-        if isinstance(doc, dict) and doc.get("kind") == KIND:
-            out = load_preset(p, doc).get("kernel_profile") or out
+    for _, doc, is_preset in read_items(items):
+        if is_preset:
+            out = doc.get("kernel_profile") or out
     return out

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from wmtp import __version__
 from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, choose_acceptance, window_model, window_profile
-from wmtp.decisions import Scenario, draft_prefill_saving
+from wmtp.decisions import Scenario, draft_prefill_saving, odd_input_warnings
 from wmtp.engine import label as engine_label
 from wmtp.engine import memory_config
 from wmtp.engine import resolve as resolve_engine
@@ -185,7 +185,7 @@ def predict(
     mem_depth = max(methods["native"].cost.depth, methods["window"].cost.depth)
     memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction, engine=engine_mem,
                            engine_tp=tp)
-    warnings = ([acc.warning] if acc.warning else []) + engine_warnings
+    warnings = ([acc.warning] if acc.warning else []) + engine_warnings + odd_input_warnings(ctx, window, sink, tree_width)
     for method, e in (memory.engine or {}).items():
         if not e.fits:
             warnings.append(f"{method} does not fit on {hw.key} at ctx {ctx} and d {e.method != 'dense' and mem_depth or 1}"
