@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -205,3 +206,20 @@ def test_hardware_key_from_the_provenance_gpu_name():
     assert hardware_key({"gpu_name": "NVIDIA B200"}) == "b200"
     assert hardware_key({"gpu_name": "NVIDIA H100 80GB HBM3"}) == "h100-sxm"
     assert hardware_key({"gpu_name": "Some GPU"}) == "some-gpu"
+
+
+def test_shipped_flashinfer_validation_is_reproduced_from_the_shipped_profile(tmp_path):
+    """The committed validation's predictions come from the committed profile (no hand edits, no drift in the
+    pricing code): re-priced on the CPU by calibrate.validate.repredict, every row matches."""
+    import pandas as pd
+
+    from wmtp.calibrate.validate import repredict
+    from wmtp.profile import PROFILES_DIR
+
+    src = Path(__file__).resolve().parents[1] / "calibrate" / "validation" / "h200-flashinfer.csv"
+    out = repredict(src, PROFILES_DIR / "h200-flashinfer.json", tmp_path / "v.csv")
+    a, b = pd.read_csv(src), pd.read_csv(out)
+    ok = a.status == "ok"
+    assert ok.sum() == 108
+    assert (b.predicted_ms[ok] / a.predicted_ms[ok] - 1).abs().max() < 1e-9
+    assert (b.rel_err[ok].abs() <= 0.10).all() and b.rel_err[ok].abs().median() <= 0.05  # the gate it met
