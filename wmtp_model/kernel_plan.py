@@ -28,6 +28,7 @@ class AttentionPlan:
     block_n: int
     num_warps: int
     num_stages: int
+    kernel: str = "v1"  # v1: heads_per_block heads x Q_PAD rows per tile; rows: packed rows (below)
 
 
 def _next_pow2(x: int) -> int:
@@ -58,6 +59,51 @@ def attention_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: 
     if num_splits is None:
         num_splits = choose_splits(max_kv, batch, kv_heads, m_blocks, sm_count)
     return AttentionPlan(heads_per_block, m_blocks, block_m, num_splits, block_n, num_warps, num_stages)
+
+
+ROWS_MAX = 128  # rows per tile of the packed-rows kernel (all of a KV group's rows up to this many)
+
+
+def rows_tiling(group: int, q_len: int, head_dim: int, max_rows: int | None = None) -> tuple[int, int, int, int, int]:
+    """Packed-rows kernel tile: (block_m, m_blocks, block_n, num_warps, num_stages). Tile row r of row
+    block mb is the KV group's row mb * block_m + r = head * q_len + query (no per-head padding), so a
+    group's `group * q_len` rows are padded once, to block_m, and K/V are read once per split when they
+    fit one tile."""
+    rows = max(1, group * q_len)
+    cap = max_rows or ROWS_MAX
+    block_m = max(16, _next_pow2(min(rows, cap)))
+    m_blocks = -(-rows // block_m)
+    if block_m <= 16:
+        block_n = 64 if head_dim < 256 else 32
+        return block_m, m_blocks, block_n, 4, 3
+    if block_m <= 64:
+        return block_m, m_blocks, 32, 4, 3
+    return block_m, m_blocks, 32, 8, 2 if head_dim >= 256 else 3
+
+
+def balanced_splits(max_kv: int, batch: int, kv_heads: int, m_blocks: int, sm_count: int, waves: int = 4,
+                    min_keys: int = 64) -> int:
+    """KV splits for the packed-rows kernel: the largest count whose programs fill at most `waves` x SMs
+    (rounding down, so the last wave is not a small tail), with no split shorter than `min_keys` keys."""
+    programs = max(1, batch * kv_heads * m_blocks)
+    want = max(1, (waves * sm_count) // programs)
+    return int(max(1, min(want, -(-max(max_kv, 1) // min_keys))))
+
+
+def rows_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, max_kv: int, sm_count: int,
+              max_rows: int | None = None, num_splits: int | None = None, block_n: int | None = None,
+              num_warps: int | None = None, num_stages: int | None = None, waves: int | None = None,
+              min_keys: int | None = None) -> AttentionPlan:
+    """The packed-rows kernel's plan; any argument given overrides its default."""
+    block_m, m_blocks, bn, nw, ns = rows_tiling(group, q_len, head_dim, max_rows)
+    if num_splits is None:
+        num_splits = balanced_splits(max_kv, batch, kv_heads, m_blocks, sm_count, waves or 4, min_keys or 64)
+    return AttentionPlan(0, m_blocks, block_m, num_splits, block_n or bn, num_warps or nw, num_stages or ns, "rows")
+
+
+def default_kernel(group: int, q_len: int, head_dim: int) -> str:
+    """Which paged-attention kernel a shape runs by default."""
+    return "v1"
 
 
 def fa2_cta_tile_q(packed_rows: int, head_dim: int) -> int:

@@ -21,7 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from wmtp.kernel_plan import MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, attention_plan
+from wmtp.kernel_plan import (MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, AttentionPlan, attention_plan, default_kernel,
+                              rows_plan)
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -98,6 +99,100 @@ def _attn_split_kernel(
 
 
 @triton.jit
+def _rows_tile(q, acc, m_i, l_i, K, V, kv_indices, kv_start, start_n, hi, limit, kvh, dims,
+               stride_kt, stride_kh, stride_vt, stride_vh, qk_scale,
+               BLOCK_N: tl.constexpr, MASK: tl.constexpr):
+    """One K/V tile against all rows of the tile (online softmax, base 2). MASK: the split's last
+    partial tile or the causal diagonal; otherwise every row sees every key and no mask is built."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    if MASK:
+        n_ok = offs_n < hi
+        slots = tl.load(kv_indices + kv_start + offs_n, mask=n_ok, other=0).to(tl.int64)
+        k = tl.load(K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :], mask=n_ok[:, None], other=0.0)
+        v = tl.load(V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :], mask=n_ok[:, None], other=0.0)
+    else:
+        slots = tl.load(kv_indices + kv_start + offs_n).to(tl.int64)
+        k = tl.load(K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :])
+        v = tl.load(V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :])
+    s = tl.dot(q, tl.trans(k.to(q.dtype))) * qk_scale
+    if MASK:
+        s = tl.where(n_ok[None, :] & (offs_n[None, :] <= limit[:, None]), s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:  # every row sees every key of the tile: the maximum is finite
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = m_new
+    p = tl.math.exp2(s - m_safe[:, None])
+    alpha = tl.math.exp2(m_i - m_safe)
+    acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype))
+    l_i = l_i * alpha + tl.sum(p, 1)
+    return acc, m_new, l_i
+
+
+@triton.jit
+def _rows_split_kernel(
+    Q, K, V, qo_indptr, kv_indptr, kv_indices, MidO, MidL,
+    qk_scale, v_scale, num_splits, group, kv_heads,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+    stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
+    M_BLOCKS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+    UPCAST: tl.constexpr, DECODE: tl.constexpr,
+):
+    """Packed rows: tile row r of row block mb is the KV group's row g = mb * BLOCK_M + r, query head
+    g // n_q, query token g % n_q. Row blocks of one (KV head, split) are neighbours in launch order,
+    so a group cut into several blocks re-reads its K/V from L2. Grid (M_BLOCKS * kv_heads, splits, B)."""
+    mb = tl.program_id(0) % M_BLOCKS
+    kvh = tl.program_id(0) // M_BLOCKS
+    split = tl.program_id(1)
+    b = tl.program_id(2)
+    if DECODE:
+        q_start = b
+        n_q = 1
+    else:
+        q_start = tl.load(qo_indptr + b)
+        n_q = tl.load(qo_indptr + b + 1) - q_start
+    kv_start = tl.load(kv_indptr + b)
+    n_kv = tl.load(kv_indptr + b + 1) - kv_start
+    split_len = tl.cdiv(tl.cdiv(n_kv, num_splits), BLOCK_N) * BLOCK_N  # whole tiles: one partial tile at most
+    lo = split * split_len
+    hi = tl.minimum(lo + split_len, n_kv)
+
+    g = mb * BLOCK_M + tl.arange(0, BLOCK_M)
+    if DECODE:
+        h_local = g
+        qi = g * 0
+    else:
+        h_local = g // n_q
+        qi = g % n_q
+    row_ok = g < group * n_q
+    head = kvh * group + h_local
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + (q_start + qi)[:, None].to(tl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :],
+                mask=row_ok[:, None], other=0.0)
+    if UPCAST:  # Triton's CPU interpreter computes bf16 dots wrongly; it runs them in fp32
+        q = q.to(tl.float32)
+    limit = n_kv - n_q + qi  # last key each row may see; keys < n_kv - n_q + 1 are seen by every row
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    full_hi = tl.minimum(hi, n_kv - n_q + 1)
+    full_end = lo + tl.maximum(full_hi - lo, 0) // BLOCK_N * BLOCK_N
+    for start_n in range(lo, full_end, BLOCK_N):
+        acc, m_i, l_i = _rows_tile(q, acc, m_i, l_i, K, V, kv_indices, kv_start, start_n, hi, limit, kvh, dims,
+                                   stride_kt, stride_kh, stride_vt, stride_vh, qk_scale, BLOCK_N, False)
+    for start_n in range(full_end, hi, BLOCK_N):
+        acc, m_i, l_i = _rows_tile(q, acc, m_i, l_i, K, V, kv_indices, kv_start, start_n, hi, limit, kvh, dims,
+                                   stride_kt, stride_kh, stride_vt, stride_vh, qk_scale, BLOCK_N, True)
+
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.math.log2(l_safe))
+    t = (q_start + qi).to(tl.int64)
+    o_ptrs = MidO + t[:, None] * stride_ot + head[:, None] * stride_oh + split * stride_os + dims[None, :]
+    tl.store(o_ptrs, acc * (v_scale / l_safe)[:, None], mask=row_ok[:, None])
+    tl.store(MidL + t * stride_lt + head * stride_lh + split, lse, mask=row_ok)
+
+
+@triton.jit
 def _merge_kernel(
     MidO, MidL, Out, num_splits,
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh, stride_outt, stride_outh,
@@ -137,13 +232,16 @@ def _sm_count(device: torch.device) -> int:
 _SM_COUNT: dict = {}
 
 
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
 def _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr):
     if k_pool.shape != v_pool.shape or k_pool.dim() != 3:
         raise ValueError("k_pool and v_pool must both be [slots, kv_heads, head_dim]")
     if q.dim() != 3 or q.shape[2] != k_pool.shape[2]:
         raise ValueError("q must be [tokens, q_heads, head_dim] with the pool's head_dim")
-    if q.dtype != k_pool.dtype or k_pool.dtype != v_pool.dtype:
-        raise ValueError("q, k_pool and v_pool must share one dtype")
+    if k_pool.dtype != v_pool.dtype or (q.dtype != k_pool.dtype and k_pool.dtype not in FP8):
+        raise ValueError("k_pool and v_pool must share q's dtype (or both be fp8: float8_e4m3fn, float8_e5m2)")
     if q.dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(f"dtype {q.dtype} not supported (bfloat16, float16)")
     hd = q.shape[2]
@@ -158,9 +256,22 @@ def _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr):
         raise ValueError("head_dim must be the contiguous (last) dimension")
 
 
+def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict) -> AttentionPlan:
+    """The launch plan of `kernel` ("v1", "rows", or None: the default for the shape)."""
+    kernel = kernel or default_kernel(group, max_q, hd)
+    if kernel == "rows":
+        return rows_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
+    if kernel != "v1":
+        raise ValueError(f"unknown attention kernel {kernel!r} (v1, rows)")
+    tune = {k: v for k, v in tune.items() if v is not None}
+    if "waves" in tune or "min_keys" in tune:
+        raise ValueError("waves / min_keys apply to the rows kernel only")
+    return attention_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
+
+
 def paged_attention(
     q: torch.Tensor,  # [total_q, Hq, D]
-    k_pool: torch.Tensor,  # [slots, Hkv, D]
+    k_pool: torch.Tensor,  # [slots, Hkv, D] (q's dtype, or fp8 with k_scale)
     v_pool: torch.Tensor,  # [slots, Hkv, D]
     kv_indptr: torch.Tensor,  # [B+1] int32
     kv_indices: torch.Tensor,  # [nnz] int32 slots
@@ -168,14 +279,13 @@ def paged_attention(
     max_q: int,  # longest n_q (host int)
     max_kv: int,  # longest n_kv (host int)
     sm_scale: float | None = None,
-    num_splits: int | None = None,
-    block_n: int | None = None,
-    max_rows: int = 64,
-    num_warps: int = 4,
-    num_stages: int = 3,
     out: torch.Tensor | None = None,
+    kernel: str | None = None,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    **tune,  # num_splits, block_n, max_rows, num_warps, num_stages (both kernels); waves, min_keys (rows)
 ) -> torch.Tensor:
-    """Tiling and split count from `wmtp.kernel_plan.attention_plan` (defaults tuned on the H200)."""
+    """Tiling and split count from `wmtp.kernel_plan` (`attention_plan` for v1, `rows_plan` for rows)."""
     decode = qo_indptr is None
     _check(q, k_pool, v_pool, kv_indptr, kv_indices, kv_indptr if decode else qo_indptr)
     if decode and max_q != 1:
@@ -186,28 +296,36 @@ def paged_attention(
     hkv = k_pool.shape[1]
     group = hq // hkv
     bsz = kv_indptr.numel() - 1
-    plan = attention_plan(bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), max_rows=max_rows,
-                          num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages)
-    num_splits = plan.splits
+    plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune)
+    if plan.kernel == "v1" and (k_pool.dtype in FP8 or k_scale != 1.0 or v_scale != 1.0):
+        raise ValueError("fp8 KV (and KV scales) need the rows kernel")
+    splits = plan.splits
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
-    mid_o = torch.empty((total_q, hq, num_splits, hd), dtype=torch.float32, device=q.device)
-    mid_l = torch.empty((total_q, hq, num_splits), dtype=torch.float32, device=q.device)
+    mid_o = torch.empty((total_q, hq, splits, hd), dtype=torch.float32, device=q.device)
+    mid_l = torch.empty((total_q, hq, splits), dtype=torch.float32, device=q.device)
     if out is None:
         out = torch.empty_like(q)
     if total_q == 0:
         return out
-    _attn_split_kernel[(bsz, hkv * plan.m_blocks, num_splits)](
-        q, k_pool, v_pool, kv_indptr if decode else qo_indptr, kv_indptr, kv_indices, mid_o, mid_l,
-        sm_scale * LOG2E, num_splits,
-        q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
-        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
-        GROUP=group, HEADS_PER_BLOCK=plan.heads_per_block, Q_PAD=max_q, M_BLOCKS=plan.m_blocks,
-        BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=_INTERPRET and q.dtype == torch.bfloat16,
-        DECODE=decode, num_warps=plan.num_warps, num_stages=plan.num_stages,
-    )
+    strides = (q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
+               mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1))
+    upcast = _INTERPRET and q.dtype == torch.bfloat16
+    qo = kv_indptr if decode else qo_indptr
+    if plan.kernel == "rows":
+        _rows_split_kernel[(plan.m_blocks * hkv, splits, bsz)](
+            q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l,
+            sm_scale * k_scale * LOG2E, v_scale, splits, group, hkv, *strides,
+            M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=upcast,
+            DECODE=decode, num_warps=plan.num_warps, num_stages=plan.num_stages)
+    else:
+        _attn_split_kernel[(bsz, hkv * plan.m_blocks, splits)](
+            q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l, sm_scale * LOG2E, splits, *strides,
+            GROUP=group, HEADS_PER_BLOCK=plan.heads_per_block, Q_PAD=max_q, M_BLOCKS=plan.m_blocks,
+            BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=upcast,
+            DECODE=decode, num_warps=plan.num_warps, num_stages=plan.num_stages)
     block_d = min(hd, MERGE_BLOCK_D)
     _merge_kernel[(total_q, hq, hd // block_d)](
-        mid_o, mid_l, out, num_splits,
+        mid_o, mid_l, out, splits,
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         out.stride(0), out.stride(1), BLOCK_D=block_d, SPLIT_BLOCK=MERGE_SPLIT_BLOCK, num_warps=4,
     )
