@@ -152,7 +152,8 @@ def test_act_quant_matches_reference(m, k):
     assert torch.equal(q.double().cpu(), q_ref)
 
 
-DENSE_SHAPES = [(1, 200, 384), (3, 64, 300), (17, 130, 384), (3, 16, 1030)]  # ragged N / K, K = 8 blocks + 6
+DENSE_SHAPES = [(1, 200, 384), (3, 64, 300), (17, 130, 384), (3, 16, 1030), (130, 40, 384)]  # ragged N / K, K = 8 blocks + 6;
+# M = 130: two 128-row tiles
 
 
 @pytest.mark.parametrize("split_k", [None, 1, 3])
@@ -174,7 +175,12 @@ def test_fp8_gemm_prequantized_matches_fused():
     x = torch.randn(5, 384, generator=gen).to(torch.bfloat16).to(DEV)
     wq, ws = (t.to(DEV) for t in quantize_fp8_block(make_weight(gen, 96, 384)))
     xq, xs = quantize_act_fp8(x)
+    fused = fp8_gemm(x, wq, ws, fuse_act_quant=True)  # activations quantized inside the GEMM
     assert torch.equal(fp8_gemm(xq, wq, ws, x_scale=xs), fp8_gemm(x, wq, ws))
+    assert torch.equal(fused, fp8_gemm(x, wq, ws))
+    ids = torch.tensor([[0, 1], [1, 0], [1, 1], [0, 0], [1, 0]], device=DEV)
+    w2, s2 = (torch.stack([t, t.flip(0)]) for t in (wq, ws))
+    assert torch.equal(fp8_moe_gemm(x, w2, s2, ids, fuse_act_quant=True), fp8_moe_gemm(x, w2, s2, ids))
 
 
 @pytest.mark.parametrize("split_k", [None, 1, 3])
@@ -248,6 +254,59 @@ def test_moe_gemm_matches_reference(fmt, tokens, experts, top_k, all_to, a_is_pa
            a_is_pairs=a_is_pairs, split_k=split_k, out=out)
     assert not torch.isnan(out).any()
     assert rel(out, ref) < TOL
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "int4"])
+def test_moe_many_experts_and_pairs(fmt):
+    """E = 300 (not a power of two) and 330 pairs (> the router's 256-id chunk): ids int64, random routing."""
+    gen = torch.Generator().manual_seed(11)
+    tokens, experts, top_k, k_in, n = 110, 300, 3, 256, 48
+    ids, wts = _routing(gen, tokens, experts, top_k)
+    ids = ids.to(torch.int64)
+    x = torch.randn(tokens, k_in, generator=gen).to(torch.bfloat16)
+    w = make_weight(gen, experts, n, k_in)
+    if fmt == "fp8":
+        wq, ws = quantize_fp8_block(w)
+        w_deq = torch.stack([ref_fp8_weight(wq[e], ws[e]) for e in range(experts)])
+        q, s = ref_act_quant(x)
+        ref = ref_moe_gemm(q * s[:, torch.arange(k_in) // 128], w_deq, ids, wts, False)
+        launch = fp8_moe_gemm
+    else:
+        wq, ws = quantize_int4_group(w)
+        w_deq = torch.stack([ref_int4_weight(wq[e], ws[e]) for e in range(experts)])
+        ref = ref_moe_gemm(x, w_deq, ids, wts, False)
+        launch = int4_moe_gemm
+    out = torch.full((tokens * top_k, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    launch(x.to(DEV), wq.to(DEV), ws.to(DEV), ids.to(DEV), wts.to(DEV), out=out)
+    assert not torch.isnan(out).any()
+    assert rel(out, ref) < TOL
+
+
+@pytest.mark.parametrize("launch", ["fp8", "int4"])
+def test_split_k_semaphores_rearm(launch):
+    """The in-kernel split-K reduction leaves its semaphores at zero, so a second launch (and one with another
+    split) computes the same output; fresh NaN outputs each time."""
+    from wmtp.measure.kernels import quant_gemm as qg
+
+    gen = torch.Generator().manual_seed(12)
+    x = torch.randn(5, 1024, generator=gen).to(torch.bfloat16).to(DEV)
+    w = make_weight(gen, 96, 1024)
+    if launch == "fp8":
+        wq, ws = (t.to(DEV) for t in quantize_fp8_block(w))
+        fn, ref = fp8_gemm, ref_fp8_gemm(x.cpu(), wq.cpu(), ws.cpu())
+    else:
+        wq, ws = (t.to(DEV) for t in quantize_int4_group(w))
+        fn, ref = int4_gemm, ref_int4_gemm(x.cpu(), wq.cpu(), ws.cpu())
+    outs = []
+    for split in (4, 4, 8, 3):
+        out = torch.full((5, 96), float("nan"), dtype=torch.bfloat16, device=DEV)
+        fn(x, wq, ws, split_k=split, block_n=32, out=out)
+        outs.append(out)
+        assert int(qg._COUNTERS[str(x.device)].abs().sum()) == 0
+    assert torch.equal(outs[0], outs[1])
+    for out in outs:
+        assert not torch.isnan(out).any()
+        assert rel(out, ref) < TOL
 
 
 def test_moe_routing_weights_scale_rows():

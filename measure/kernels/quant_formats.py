@@ -19,7 +19,7 @@ _ACT_DTYPES = (torch.bfloat16, torch.float16)
 
 
 @triton.jit
-def _round_e4m3(y):
+def round_e4m3(y):
     """Round fp32 to the nearest e4m3 value, ties to even (normals: 3 mantissa bits; subnormals: steps of 2^-9)."""
     e = tl.floor(tl.log2(tl.maximum(tl.abs(y), 1e-30)))
     step = tl.exp2(tl.maximum(e, -6.0) - 3.0)
@@ -41,7 +41,7 @@ def _act_quant_kernel(X, Xq, Xs, K, stride_xm, stride_qm, stride_sm,
     s = tl.maximum(tl.max(tl.abs(x), 0), EPS) / FP8_MAX_C
     q = tl.minimum(tl.maximum(x / s, -FP8_MAX_C), FP8_MAX_C)
     if ROUND_FP32:
-        q = _round_e4m3(q)
+        q = round_e4m3(q)
     tl.store(Xq + m.to(tl.int64) * stride_qm + ks, q.to(Xq.dtype.element_ty), mask=ok)
     tl.store(Xs + m.to(tl.int64) * stride_sm + g, s)
 

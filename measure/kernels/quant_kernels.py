@@ -1,0 +1,217 @@
+"""Triton kernels of `wmtp.measure.kernels.quant_gemm` (launchers, formats and the method are documented there).
+
+One kernel, `quant_gemm_kernel`, serves the four GEMMs (FP8 block / int4 group x dense / grouped by expert):
+- rows: dense, a BLOCK_M tile of x; grouped with few pairs, the program finds its expert and its block of that
+  expert's token-expert pairs itself (`_moe_rows`: a histogram of the routed ids, an exclusive scan of the
+  blocks per expert, a scan of the ids for the block's pairs), so a MoE call is a single launch with no sort;
+  with many pairs that scan costs more than a sort, and the rows come sorted from the host (`_sorted_rows`).
+- K steps of 128 (the quantization group): FP8 quantizes the activation tile per row and group in registers
+  (`_fp8_act`, the same arithmetic as `quant_formats._act_quant_kernel`) unless it came pre-quantized;
+  int4 turns each nibble into a bf16 / fp16 number with one OR (`code | MAGIC` is the float 2^k + code, exact),
+  multiplies in the tensor cores and removes the 2^k + 8 offset with the row sums of x (`_int4_step`).
+- split-K: each split writes fp32 partials, counts itself on a per-tile semaphore, and the last split to
+  arrive sums the partials in split order (deterministic) and writes the output, then re-arms the semaphore
+  (`_finish`); no second launch.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from wmtp.measure.kernels.moe import find_expert
+from wmtp.measure.kernels.quant_formats import round_e4m3
+
+
+@triton.jit
+def _moe_rows(pid_m, ids, P, E, top_k, A_IS_PAIRS: tl.constexpr, E_BINS: tl.constexpr, CHUNK_P: tl.constexpr,
+              BLOCK_M: tl.constexpr):
+    """(live, expert, activation rows, output rows = pair ids, row mask) of row block `pid_m` of a grouped GEMM.
+    Blocks are numbered expert by expert (expert e owns ceil(count_e / BLOCK_M) blocks), pairs in index order."""
+    bins = tl.arange(0, E_BINS)
+    hist = tl.zeros([E_BINS], tl.int32)
+    for p0 in range(0, P, CHUNK_P):
+        ps = p0 + tl.arange(0, CHUNK_P)
+        e_p = tl.load(ids + ps, mask=ps < P, other=E_BINS - 1).to(tl.int32)  # padding -> the spare last bin
+        hist += tl.histogram(e_p, E_BINS)
+    hist = tl.where(bins < E, hist, 0)
+    blocks = (hist + BLOCK_M - 1) // BLOCK_M
+    cum = tl.cumsum(blocks, 0)  # inclusive
+    live = pid_m < tl.sum(blocks, 0)
+    e = tl.sum((cum <= pid_m).to(tl.int32), 0)  # first expert whose blocks run past pid_m
+    first = pid_m - tl.sum(tl.where(bins == e, cum - blocks, 0), 0)  # block index within the expert
+    want = first * BLOCK_M + tl.arange(0, BLOCK_M)  # ranks (among the expert's pairs) of this block's rows
+    pair = tl.zeros([BLOCK_M], tl.int32)
+    found = tl.zeros([BLOCK_M], tl.int32)
+    seen = e * 0
+    for p0 in range(0, P, CHUNK_P):
+        ps = p0 + tl.arange(0, CHUNK_P)
+        match = (tl.load(ids + ps, mask=ps < P, other=-1).to(tl.int32) == e).to(tl.int32)
+        rank = seen + tl.cumsum(match, 0) - 1
+        hit = (match[None, :] == 1) & (rank[None, :] == want[:, None])  # [BLOCK_M, CHUNK_P]
+        pair += tl.sum(tl.where(hit, ps[None, :], 0), 1)
+        found += tl.sum(hit.to(tl.int32), 1)
+        seen += tl.sum(match, 0)
+    r_ok = found > 0
+    if A_IS_PAIRS:
+        a_row = pair
+    else:
+        a_row = pair // top_k
+    return live, e, a_row.to(tl.int64), pair.to(tl.int64), r_ok
+
+
+@triton.jit
+def _sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k, A_IS_PAIRS: tl.constexpr,
+                 LOG_E: tl.constexpr, BLOCK_M: tl.constexpr):
+    """As `_moe_rows`, from pairs sorted by expert on the host side (`moe.route_pairs`): for many pairs."""
+    live = pid_m < tl.load(cum_blocks + E)
+    e = find_expert(cum_blocks, E, tl.minimum(pid_m, tl.load(cum_blocks + E) - 1), LOG_E)
+    rows = (pid_m - tl.load(cum_blocks + e)) * BLOCK_M + tl.arange(0, BLOCK_M)
+    r_ok = rows < tl.load(counts + e)
+    pair = tl.load(sorted_pairs + tl.load(starts + e) + rows, mask=r_ok, other=0)
+    if A_IS_PAIRS:
+        a_row = pair
+    else:
+        a_row = pair // top_k
+    return live, e, a_row.to(tl.int64), pair.to(tl.int64), r_ok
+
+
+@triton.jit
+def _fp8_act(a, q_ty: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
+    """Per-row quantization of one [BM, 128] group: s = max(|a|, eps) / 448, q = fp8(clamp(a / s))."""
+    af = a.to(tl.float32)
+    s = tl.maximum(tl.max(tl.abs(af), 1), EPS) / FP8_MAX_C
+    q = tl.minimum(tl.maximum(af / s[:, None], -FP8_MAX_C), FP8_MAX_C)
+    if ROUND_FP32:
+        q = round_e4m3(q)
+    return q.to(q_ty), s
+
+
+@triton.jit
+def _fp8_step(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am, stride_asm,
+              QUANT_A: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, ROUND_FP32: tl.constexpr,
+              FP8_MAX_C: tl.constexpr, EPS: tl.constexpr):
+    ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_ok = ks < K
+    w = tl.load(w_base + ks[:, None], mask=k_ok[:, None] & c_ok[None, :], other=0.0)  # [BK, BN] fp8
+    w_s = tl.load(ws_base + kb_s, mask=c_ok, other=0.0)
+    a = tl.load(A + a_row[:, None] * stride_am + ks[None, :], mask=r_ok[:, None] & k_ok[None, :], other=0.0)
+    if QUANT_A:
+        a, a_s = _fp8_act(a, w.dtype, FP8_MAX_C, EPS, ROUND_FP32)
+    else:
+        a_s = tl.load(A_s + a_row * stride_asm + kb_s, mask=r_ok, other=0.0)
+    if UPCAST:
+        a = a.to(tl.float32)
+        w = w.to(tl.float32)
+    return tl.dot(a, w) * a_s[:, None] * w_s[None, :]
+
+
+@triton.jit
+def _int4_step(A, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am,
+               BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, MAGIC: tl.constexpr, BIAS: tl.constexpr):
+    j = kb * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)  # byte column: elements 2j (low nibble) and 2j+1 (high)
+    j_ok = 2 * j < K
+    p = tl.load(w_base + j[:, None], mask=j_ok[:, None] & c_ok[None, :], other=0)  # [BK/2, BN] uint8
+    s = tl.load(ws_base + kb_s, mask=c_ok, other=0.0).to(tl.float32)
+    a_ptr = A + a_row[:, None] * stride_am + 2 * j[None, :]
+    a_ok = r_ok[:, None] & j_ok[None, :]
+    a_even = tl.load(a_ptr, mask=a_ok, other=0.0)
+    a_odd = tl.load(a_ptr + 1, mask=a_ok, other=0.0)
+    row_sum = tl.sum(a_even.to(tl.float32) + a_odd.to(tl.float32), 1)
+    lo = ((p & 0xF).to(tl.int16) | MAGIC).to(a_even.dtype, bitcast=True)  # 2^k + code, exact
+    hi = ((p >> 4).to(tl.int16) | MAGIC).to(a_even.dtype, bitcast=True)
+    if UPCAST:
+        a_even = a_even.to(tl.float32)
+        a_odd = a_odd.to(tl.float32)
+        lo = lo.to(tl.float32)
+        hi = hi.to(tl.float32)
+    part = tl.dot(a_even, lo)
+    part = tl.dot(a_odd, hi, part)
+    return (part - BIAS * row_sum[:, None]) * s[None, :]  # sum x (2^k + code) - (2^k + 8) sum x = sum x (code - 8)
+
+
+@triton.jit
+def _finish(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, tile, pid_k, n_split, stride_ps, stride_om,
+            SPLIT: tl.constexpr):
+    """Write the tile, or with split-K its fp32 partial; the last split of the tile sums them and writes."""
+    mask = r_ok[:, None] & c_ok[None, :]
+    out_ptr = Out + out_row[:, None] * stride_om + cols[None, :]
+    if SPLIT:
+        part_ptr = Part + out_row[:, None] * stride_om + cols[None, :]
+        tl.store(part_ptr + pid_k * stride_ps, acc, mask=mask)
+        tl.debug_barrier()  # every thread's partial is stored before the release below
+        done = tl.atomic_add(Count + tile, 1, sem="acq_rel", scope="gpu")
+        if done == n_split - 1:
+            total = tl.zeros_like(acc)
+            for s in range(0, n_split):
+                total += tl.load(part_ptr + s * stride_ps, mask=mask, other=0.0, cache_modifier=".cg")
+            tl.store(out_ptr, total.to(Out.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(Count + tile, 0, sem="relaxed", scope="gpu")  # re-arm for the next launch
+    else:
+        tl.store(out_ptr, acc.to(Out.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def quant_gemm_kernel(
+    A, A_s, W, W_s, Out, Part, Count, route_w, ids, sorted_pairs, counts, starts, cum_blocks,
+    M, N, K, E, top_k, kb_per_split, n_split,
+    stride_am, stride_asm, stride_we, stride_wn, stride_wse, stride_wsn, stride_ps, stride_om,
+    INT4: tl.constexpr, QUANT_A: tl.constexpr, GROUPED: tl.constexpr, A_IS_PAIRS: tl.constexpr,
+    SCALE: tl.constexpr, SPLIT: tl.constexpr, SORTED: tl.constexpr, LOG_E: tl.constexpr, E_BINS: tl.constexpr,
+    CHUNK_P: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr,
+    ROUND_FP32: tl.constexpr, MAGIC: tl.constexpr, BIAS: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr,
+):
+    """Out rows [M, N] (grouped: M = token-expert pairs) = rows of A @ dequant(W[e])^T; see the module docstring."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    if SORTED:
+        live, e, a_row, out_row, r_ok = _sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k,
+                                                     A_IS_PAIRS, LOG_E, BLOCK_M)
+    elif GROUPED:
+        live, e, a_row, out_row, r_ok = _moe_rows(pid_m, ids, M, E, top_k, A_IS_PAIRS, E_BINS, CHUNK_P, BLOCK_M)
+    else:
+        live = pid_m >= 0
+        e = pid_m * 0
+        out_row = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        r_ok = out_row < M
+        a_row = out_row
+    if not live:
+        return
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ok = cols < N
+    w_base = W + e.to(tl.int64) * stride_we + cols.to(tl.int64)[None, :] * stride_wn  # [1, BN]
+    if INT4:
+        ws_base = W_s + e.to(tl.int64) * stride_wse + cols.to(tl.int64) * stride_wsn  # one scale per row and group
+    else:
+        ws_base = W_s + e.to(tl.int64) * stride_wse + (cols // BLOCK_K) * stride_wsn  # one per 128 rows
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for i in range(0, kb_per_split):  # the last split may run past K: operands masked to 0 there
+        kb = pid_k * kb_per_split + i
+        kb_s = tl.minimum(kb, (K - 1) // BLOCK_K)  # scale column, kept in bounds
+        if INT4:
+            acc += _int4_step(A, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am,
+                              BLOCK_K, UPCAST, MAGIC, BIAS)
+        else:
+            acc += _fp8_step(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am, stride_asm,
+                             QUANT_A, BLOCK_K, UPCAST, ROUND_FP32, FP8_MAX_C, EPS)
+    if SCALE:
+        acc = acc * tl.load(route_w + out_row, mask=r_ok, other=0.0)[:, None]
+    _finish(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, pid_m * tl.num_programs(1) + pid_n, pid_k, n_split,
+            stride_ps, stride_om, SPLIT)
+
+
+@triton.jit
+def _copy_kernel(Src, Dst, numel, BLOCK: tl.constexpr):
+    """The benchmark's bandwidth ceiling: a plain streaming copy, timed by the same timer as the GEMMs."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < numel
+    tl.store(Dst + offs, tl.load(Src + offs, mask=ok), mask=ok)
+
+
+def copy_(dst, src, block: int = 8192) -> None:
+    """dst <- src (same numel, contiguous) with `_copy_kernel`."""
+    if dst.numel() != src.numel() or not (dst.is_contiguous() and src.is_contiguous()):
+        raise ValueError("copy_ needs two contiguous tensors of one size")
+    _copy_kernel[(triton.cdiv(src.numel(), block),)](src, dst, src.numel(), BLOCK=block, num_warps=8)
