@@ -24,7 +24,8 @@ WindowOpt = Annotated[str, typer.Option("--window", "-W", help="Draft window W (
 SinkOpt = Annotated[int, typer.Option("--sink", help="Attention-sink tokens n_sink.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-B", help="Concurrent requests B.")]
 KvOpt = Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache dtype: bf16 or fp8 (default: the model row's).")]
-WdOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight dtype: bf16, fp8 or nvfp4 (default: the model row's).")]
+WdOpt = Annotated[Optional[str], typer.Option(
+    "--weight-dtype", help="Weight dtype: bf16, fp8, int4 (W4A16, group 128) or nvfp4 (default: the model row's).")]
 AccOpt = Annotated[Optional[str], typer.Option(
     "--accept-length", help="Measured AL at --depth: one value for both methods, or NATIVE:WINDOW.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]

@@ -161,17 +161,19 @@ def _log(path: Path, step_ms: float, al: float, batch: int = 1, n: int = 40):
 
 
 def test_calibrate_from_logs_and_predict_with_framework(tmp_path):
-    runs = [f"{_log(tmp_path / f'd{d}.log', 1.19 * (d - 1) + 20.0, 3.0)}:{d}" for d in (3, 5, 7)]
+    # logged steps grow 2.5 ms per draft forward: faster than the kernel model of q35 on the H200 (NVFP4 priced as
+    # the measured 4-bit weight-only kernels, about 1.9 ms per depth at 1M), so the fitted overhead is positive
+    runs = [f"{_log(tmp_path / f'd{d}.log', 2.5 * (d - 1) + 30.0, 3.0)}:{d}" for d in (3, 5, 7)]
     args = ["calibrate", "--models", "q35", "--out", str(tmp_path)] + sum((["--from-logs", r] for r in runs), [])
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     fw = json.loads((tmp_path / "framework.json").read_text())
-    assert fw["t_iter_fit"]["t_fwd_ms"] == pytest.approx(1.19, rel=1e-2)  # medians from 0.1 %-wide bins
+    assert fw["t_iter_fit"]["t_fwd_ms"] == pytest.approx(2.5, rel=1e-2)  # medians from 0.1 %-wide bins
     base = json.loads(runner.invoke(app, ["predict", "--model", "q35", "--json"]).output)
     out = json.loads(runner.invoke(app, ["predict", "--model", "q35", "--json", "--framework",
                                          str(tmp_path / "framework.json")]).output)
     # With the framework profile the native step at d = 7 is the logged step (kernel + fitted overhead).
-    assert out["methods"]["native"]["step_ms"] == pytest.approx(1.19 * 6 + 20.0, rel=0.01)
+    assert out["methods"]["native"]["step_ms"] == pytest.approx(2.5 * 6 + 30.0, rel=0.01)
     assert out["methods"]["window"]["step_ms"] == pytest.approx(base["methods"]["window"]["step_ms"])
     assert any("framework" in c["source"] for c in out["methods"]["native"]["components"])
     bad = tmp_path / "x.json"

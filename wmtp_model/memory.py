@@ -16,6 +16,7 @@ from wmtp.engine_memory import EngineMemoryConfig, engine_memory
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
+from wmtp.weights import model_weight_bytes
 from wmtp import defaults
 
 DEFAULT_MEM_FRACTION = 0.85
@@ -74,8 +75,9 @@ def request_memory(spec: ModelSpec, method: str, ctx: int, window: int, sink: in
 
 
 def weights_bytes(spec: ModelSpec, with_mtp: bool) -> float:
-    params = spec.total_params if with_mtp else spec.target_params
-    return params * spec.weight_bytes_per_param
+    """The checkpoint's weights at their real sizes: quantized layers with their scales, and the layers it keeps in
+    bf16 (embeddings, lm_head, norms, routers, conv1d; `wmtp.weights`)."""
+    return model_weight_bytes(spec, with_mtp)
 
 
 def memory_report(

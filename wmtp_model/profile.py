@@ -81,6 +81,34 @@ def _component_problem(c) -> str | None:
     return None
 
 
+WEIGHT_KINDS = ("gemm", "moe", "lm_head")
+
+
+def launches(work: Work, comp: dict) -> float:
+    """Calls of a per-call fit one work item makes (a quantized-GEMM fit's constant and ranges are one GEMM
+    call's, `wmtp.calibrate.quant_fit`: the item's launches, a MoE layer's two grouped calls); 1 for the sweep's
+    fits, which timed whole work items."""
+    if not comp.get("const_per_kernel"):
+        return 1.0
+    return float(comp.get("const_launches") or max(work.kernels, 1))
+
+
+def weight_path(weight_dtype: str, hw: HardwareSpec) -> tuple[str | None, str]:
+    """Which measured kernel family prices weights of `weight_dtype` on `hw`: `fp8` (W8A8), `int4` (4-bit
+    weight-only) or None (the bf16 fit), and a note saying so where it is not the dtype's own. NVFP4 runs as a
+    4-bit weight-only GEMM on a GPU without FP4 tensor cores (Hopper: the 4-bit values are expanded to bf16 in the
+    kernel, e.g. vLLM's Marlin NVFP4 path), at NVFP4's bytes; on a GPU with them (Blackwell) it is an FP4
+    tensor-core GEMM, which no profile measured: the bf16 fit with bytes and flops at the FP4 rate."""
+    if weight_dtype in ("fp8", "int4"):
+        return weight_dtype, ""
+    if weight_dtype == "nvfp4":
+        if hw.fp4_tflops > 0:
+            return None, (f"nvfp4 on {hw.key}'s FP4 tensor cores: bf16 fit at FP4 bytes and flop rate, "
+                          "no FP4 kernel measured")
+        return "int4", f"nvfp4 as 4-bit weight-only: {hw.key} has no FP4 tensor cores"
+    return None, ""
+
+
 @lru_cache(maxsize=8)
 def _load_cached(path: str) -> dict:
     return load_profile(path)
@@ -123,9 +151,24 @@ class ProfileCostModel:
             raise ProfileError(f"profile for {self.hw_key} has no fit for {kind!r} components; recalibrate")
         return comp
 
+    def _weight_component(self, kind: str, spec: ModelSpec, hw: HardwareSpec) -> tuple[dict, str, str, str]:
+        """A weight-bound item's fit (`gemm`, `moe`, `lm_head`): the profile's fit of the row's weight path where it
+        measured one (`gemm@fp8`, `moe@int4`; `wmtp.calibrate.quant_fit`), else the bf16 fit. Returns (fit, compute
+        dtype it was measured at, compute dtype on `hw`, note for the source tag)."""
+        path, note = weight_path(spec.weight_dtype, hw)
+        comps = self.profile["components"]
+        # One quantized dense-GEMM fit prices the lm_head too (`wmtp.calibrate.quant_fit`), unless it has its own.
+        own = None
+        if path:
+            own = comps.get(f"{kind}@{path}") or (comps.get(f"gemm@{path}") if kind == "lm_head" else None)
+        if own is not None:
+            dtype = "fp8" if path == "fp8" else "bf16"  # int4 is weight-only: bf16 tensor-core math
+            return own, dtype, dtype, note
+        return self._component(kind), "bf16", spec.weight_dtype, note if path is None else ""
+
     def _ranges(self, kind: str, comp: dict) -> tuple:
-        """Measured ranges of bytes, flops and bytes per request (cached per kind)."""
-        key = ("ranges", kind)
+        """Measured ranges of bytes, flops and bytes per request (cached per fit)."""
+        key = ("ranges", kind, id(comp))
         if key not in self._cache:
             pts = comp["points"]
             per_req = [p["bytes"] / max(p.get("batch", 1.0), 1.0) for p in pts] or [0.0]
@@ -140,12 +183,13 @@ class ProfileCostModel:
                     and abs(pt.get("batch", 1.0) - batch) < 0.5):
                 return Source("measured", Origin.MEASURED)
         (lo, hi), (flo, fhi), (rlo, rhi) = self._ranges(work.kind, comp)
-        per_req = work.bytes / batch
+        calls = launches(work, comp)  # a per-call fit's ranges are one call's: compare one call of the item
+        per_req = work.bytes / batch / calls
 
         def inside(x, a, b):
             return a * 0.999 <= x <= b * 1.001
 
-        if inside(work.bytes, lo, hi) and inside(work.flops, flo, fhi) and inside(per_req, rlo, rhi):
+        if inside(work.bytes / calls, lo, hi) and inside(work.flops / calls, flo, fhi) and inside(per_req, rlo, rhi):
             return Source("interpolated", Origin.INTERPOLATED)
         return Source("extrapolated", Origin.EXTRAPOLATED)
 
@@ -160,24 +204,29 @@ class ProfileCostModel:
             coef = dict(zip(comp["features"], comp["coef_ms"]))
             t = coef.get("const", 0.0) + coef.get("bytes", 0.0) * work.bytes
             return Priced(work, t * work.count, self.tag(work, spec, comp))
-        comp = self._component(work.kind, spec.kv_dtype)
+        if work.kind in WEIGHT_KINDS:
+            comp, ref_dtype, dtype, note = self._weight_component(work.kind, spec, hw)
+        else:
+            comp, ref_dtype, dtype, note = self._component(work.kind, spec.kv_dtype), "bf16", "bf16", ""
         same_gpu = hw.key == self.hw_key
         sm = int(self.profile.get("provenance", {}).get("gpu_sm_count") or hw.sm_count) if same_gpu else hw.sm_count
         feats = work_features(work, spec, sm, self.backend)
+        feats["const"] = launches(work, comp)
         coef = dict(zip(comp["features"], comp["coef_ms"]))
         tag = self.tag(work, spec, comp)
         if not same_gpu:
             ref = self._hw_ref or get_hardware(self.hw_key)
             self._hw_ref = ref
             bw = ref.hbm_bw_tbps / hw.hbm_bw_tbps
-            dtype = spec.weight_dtype if work.kind in ("gemm", "moe", "lm_head") else "bf16"
-            fl = ref.tflops_for("bf16") / hw.tflops_for(dtype)
+            fl = ref.tflops_for(ref_dtype) / hw.tflops_for(dtype)
             for f in coef:
                 if f.endswith("bytes"):
                     coef[f] *= bw
                 elif f.endswith("flops"):
                     coef[f] *= fl
-            tag = Source(f"scaled from {self.hw_key} ({tag} there)", Origin.SCALED)
+            tag = Source(f"scaled from {self.hw_key} ({tag} there{'; ' + note if note else ''})", Origin.SCALED)
+        elif note:
+            tag = Source(f"{tag} ({note})", tag.origin)
         factor = comp.get("groups", {}).get(f"{spec.key}|{group_name(work.name, feats)}", 1.0)
         t = factor * sum(c * feats.get(f, 0.0) for f, c in coef.items())
         return Priced(work, t * work.count, tag)

@@ -10,15 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from wmtp.errors import WmtpError
+from wmtp.weights import bytes_per_param
 
 # Bounds that keep every count physical and every derived byte count finite: no real model comes
 # near them, and a config that does (num_hidden_layers: 1e9) is an error, not a minute of arithmetic.
 MAX_LAYERS = 10_000
 MAX_COUNT = 1 << 31  # any other width, head count or expert count
 
-# Bytes per stored element, per dtype name. nvfp4: 4-bit values plus one fp8 scale per 16.
+# Bytes per stored element, per dtype name (KV cache). Weights: `wmtp.weights.bytes_per_param`, scales included.
 DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "nvfp4": 0.5 + 1.0 / 16}
-WEIGHT_DTYPES = ("bf16", "fp8", "nvfp4")
+WEIGHT_DTYPES = ("bf16", "fp8", "int4", "nvfp4")
 KV_DTYPES = ("bf16", "fp8")
 LINEAR_KINDS = (None, "gdn", "mamba2")
 ATTN_KINDS = ("gqa", "mla")
@@ -83,6 +84,7 @@ class ModelSpec:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     tied_embeddings: bool = False
+    mtp_bf16: bool = False  # the checkpoint keeps its MTP block in bf16 (`wmtp.weights`)
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -250,7 +252,8 @@ class ModelSpec:
 
     @property
     def weight_bytes_per_param(self) -> float:
-        return dtype_bytes(self.weight_dtype)
+        """Bytes per parameter of the row's weight format, its scales included (`wmtp.weights.bytes_per_param`)."""
+        return bytes_per_param(self.weight_dtype)
 
     def with_dtypes(self, *, weight_dtype: str | None = None, kv_dtype: str | None = None) -> "ModelSpec":
         from dataclasses import replace

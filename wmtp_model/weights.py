@@ -1,0 +1,154 @@
+"""Weight storage formats and a checkpoint's weight bytes: values and scales at their real sizes, and the layers a
+quantized checkpoint keeps in bf16.
+
+Formats (bytes of one [N, K] matrix, N output rows, K the reduction dimension):
+
+- `bf16`: 2 N K.
+- `fp8` (fine-grained FP8, W8A8): e4m3 values, one fp32 scale per 128 x 128 block:
+  N K + 4 ceil(N/128) ceil(K/128). Source: Hugging Face Transformers, "Fine-grained FP8"
+  (huggingface.co/docs/transformers/quantization/finegrained_fp8: weights quantized per 2-D block,
+  weight_block_size = (128, 128), the scheme of the DeepSeek-V3 / Qwen FP8 releases); NVIDIA Transformer Engine,
+  "FP8 Blockwise Scaling" (one FP32 scale per 128 x 128 block). Our kernels read the same layout
+  (`wmtp.measure.kernels.quant_formats.weight_bytes('fp8_block', ...)`).
+- `int4` (4-bit weight-only, W4A16): two codes per byte, one bf16 (or fp16) scale per row and per 128 along K:
+  N ceil(K/2) + 2 N ceil(K/128) (`quant_formats.weight_bytes('int4_group', ...)`; GPTQ / AWQ group size 128).
+- `nvfp4`: e2m1 values two per byte, one fp8 e4m3 scale per 16 consecutive values along K, one fp32 scale per
+  tensor: N ceil(K/2) + N ceil(K/16) + 4. Source: Intel Neural Compressor, "NVFP4 Quantization" (element E2M1,
+  4 bits; scaling block 16; scale UE4M3, 8 bits; global tensor-wise scale FP32, 32 bits); NVIDIA NeMo AutoModel
+  `quantization.nvfp4` (the ModelOpt checkpoint layout: `weight_scale` e4m3 per 16 columns, `weight_scale_2`
+  fp32 per tensor, 0.5625 bytes per parameter).
+
+Which layers a quantized checkpoint keeps in bf16 (`BF16_PARTS`): the token embedding and the lm_head, every norm,
+the MoE routers (`mlp.gate`) and the linear-attention conv1d weights. Source: NVIDIA ModelOpt's `NVFP4_DEFAULT_CFG`
+disables quantization of `*lm_head*`, `*router*`, `*mlp.gate.*`, `*block_sparse_moe.gate*` and
+`*linear_attn.conv1d*` (as quoted by the natfii/Qwen3.6-27B-VLM-NVFP4-MTP model card); the Qwen3.6-35B-A3B NVFP4
+recipe of AEON-7 lists lm_head, embed_tokens, the MoE routing gates and all norms as preserved bf16; embeddings
+are looked up, not multiplied, so no GEMM format applies to them. Fine-grained FP8 releases are taken to keep the
+same layers in bf16 (as DeepSeek-V3's release does for lm_head, embeddings, routers and norms; an assumption for the
+Qwen FP8 releases, not re-read from their checkpoints here).
+
+Assumption (not a fact from a checkpoint we read): the MTP block's linear layers are stored in the checkpoint's
+format like the target's. Community NVFP4 checkpoints that graft the MTP head on keep `mtp.*` in bf16 (the natfii
+card above); a row can say so with `ModelSpec.mtp_bf16=True`.
+
+The latency model (`wmtp.latency`) still reads `bytes_per_param` of the row's weight dtype for every weight-bound
+work item, the lm_head and routers included: the shipped engine preset (sglang-b200-paper) was fitted that way, and
+pricing those items at bf16 bytes needs that preset refitted. This module is the memory side (`wmtp.memory`); the
+engine's memory accounting (`wmtp.engine_memory`) still counts parameters x `bytes_per_param`.
+"""
+
+from __future__ import annotations
+
+import math
+
+BLOCK_FP8 = 128  # fp8 scale block, both dimensions
+GROUP_INT4 = 128  # int4 scale group along K
+GROUP_NVFP4 = 16  # nvfp4 scale group along K
+SCALE_INT4_BYTES = 2  # bf16 / fp16 scale
+SCALE_FP8_BYTES = 4  # fp32 block scale
+SCALE_NVFP4_BYTES = 1  # fp8 e4m3 group scale
+TENSOR_SCALE_NVFP4_BYTES = 4  # fp32 per-tensor scale
+
+FORMATS = ("bf16", "fp16", "fp8", "int4", "nvfp4")
+BF16_PARTS = ("embed", "lm_head", "norms", "routers", "conv")
+
+
+def matrix_bytes(fmt: str, n: int, k: int) -> int:
+    """Bytes of one [N, K] weight matrix in `fmt`, values and scales (module docstring)."""
+    if n < 0 or k < 0:
+        raise ValueError(f"matrix dimensions must be >= 0, got {n} x {k}")
+    if fmt in ("bf16", "fp16"):
+        return 2 * n * k
+    if fmt == "fp8":
+        return n * k + SCALE_FP8_BYTES * math.ceil(n / BLOCK_FP8) * math.ceil(k / BLOCK_FP8)
+    if fmt == "int4":
+        return n * math.ceil(k / 2) + SCALE_INT4_BYTES * n * math.ceil(k / GROUP_INT4)
+    if fmt == "nvfp4":
+        return n * math.ceil(k / 2) + SCALE_NVFP4_BYTES * n * math.ceil(k / GROUP_NVFP4) + TENSOR_SCALE_NVFP4_BYTES
+    raise ValueError(f"unknown weight format {fmt!r}; known: {', '.join(FORMATS)}")
+
+
+def bytes_per_param(fmt: str) -> float:
+    """Bytes per parameter of a large matrix whose dimensions are multiples of the format's blocks (the per-tensor
+    nvfp4 scale, 4 bytes, is left to `model_weight_bytes`)."""
+    rates = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0 + SCALE_FP8_BYTES / BLOCK_FP8**2,
+             "int4": 0.5 + SCALE_INT4_BYTES / GROUP_INT4, "nvfp4": 0.5 + SCALE_NVFP4_BYTES / GROUP_NVFP4}
+    try:
+        return rates[fmt]
+    except KeyError:
+        raise ValueError(f"unknown weight format {fmt!r}; known: {', '.join(FORMATS)}") from None
+
+
+def _mats_per_ffn(spec) -> int:
+    return 3 if spec.ffn_act == "swiglu" else 2
+
+
+def _quantized_block(spec, attn: bool, linear: bool, moe: bool, dense: bool) -> tuple[float, int]:
+    """(params, matrices) of one decoder block's quantized linear layers."""
+    params, mats = 0.0, 0
+    if attn:
+        params, mats = params + spec.attn_params, mats + 4
+    if linear:
+        params, mats = params + spec.linear_params, mats + (3 if spec.linear_kind == "gdn" else 2)
+    if moe:
+        router = spec.hidden * spec.n_experts
+        params += spec.moe_dense_params - router + spec.n_experts * spec.expert_params
+        mats += _mats_per_ffn(spec) * (spec.n_experts + spec.n_shared) + (2 if spec.moe_latent else 0)
+    if dense:
+        params, mats = params + spec.dense_ffn_params, mats + _mats_per_ffn(spec)
+    return params, mats
+
+
+def weight_parts(spec) -> dict[str, float]:
+    """Bytes per part of the checkpoint: `target` and `mtp` quantized linear layers (values + scales), and the bf16
+    parts (`BF16_PARTS`; `mtp_bf16` the MTP block's own norms and router). The MTP head shares the target's
+    embedding and lm_head (Qwen3-Next / Qwen3.5 / DeepSeek-V3 MTP modules), so they are counted once."""
+    fmt = spec.weight_dtype
+    rate, per_tensor = bytes_per_param(fmt), (TENSOR_SCALE_NVFP4_BYTES if fmt == "nvfp4" else 0)
+    bf16 = bytes_per_param("bf16")
+    t_params, t_mats = 0.0, 0
+    for count, parts in ((spec.n_full_attn, (True, False)), (spec.n_linear, (False, True))):
+        p, m = _quantized_block(spec, *parts, False, False)
+        t_params, t_mats = t_params + count * p, t_mats + count * m
+    p, m = _quantized_block(spec, False, False, True, False) if spec.n_moe else (0.0, 0)
+    t_params, t_mats = t_params + spec.n_moe * p, t_mats + spec.n_moe * m
+    p, m = _quantized_block(spec, False, False, False, True) if spec.n_dense_ffn else (0.0, 0)
+    t_params, t_mats = t_params + spec.n_dense_ffn * p, t_mats + spec.n_dense_ffn * m
+    # Norms: two per Qwen / DeepSeek / GLM layer (input, post-attention), one per Nemotron-H block, one final.
+    norms_per_layer = 1 if spec.family == "nemotron_h" else 2
+    conv_ch = _conv_channels(spec)
+    out = {
+        "target": t_params * rate + t_mats * per_tensor,
+        "embed": spec.vocab * spec.hidden * bf16,
+        "lm_head": 0.0 if spec.tied_embeddings else spec.lm_head_params * bf16,
+        "norms": (norms_per_layer * spec.n_layers + 1) * spec.hidden * bf16,
+        "routers": spec.n_moe * spec.hidden * spec.n_experts * bf16,
+        "conv": spec.n_linear * conv_ch * spec.conv_kernel * bf16,
+    }
+    if spec.n_mtp:
+        # MTP block: eh projection (2h -> h), one attention layer, its FFN; norms enorm, hnorm, input, post, final.
+        p, m = _quantized_block(spec, True, False, spec.mtp_moe, not spec.mtp_moe)
+        p, m = p + 2 * spec.hidden * spec.hidden, m + 1
+        router = spec.hidden * spec.n_experts if spec.mtp_moe else 0
+        mtp_rate, mtp_tensor = (bf16, 0) if spec.mtp_bf16 else (rate, per_tensor)
+        out["mtp"] = spec.n_mtp * (p * mtp_rate + m * mtp_tensor)
+        out["mtp_bf16"] = spec.n_mtp * (router + 5 * spec.hidden) * bf16
+    else:
+        out["mtp"] = out["mtp_bf16"] = 0.0
+    return out
+
+
+def _conv_channels(spec) -> int:
+    if spec.linear_kind == "gdn":
+        return (2 * spec.lin_k_heads + spec.lin_v_heads) * spec.lin_head_dim
+    if spec.linear_kind == "mamba2":
+        return spec.lin_v_heads * spec.lin_head_dim + 2 * spec.ssm_groups * spec.ssm_state
+    return 0
+
+
+def model_weight_bytes(spec, with_mtp: bool) -> float:
+    """All weight bytes one copy of the checkpoint holds (`spec` may be a tensor-parallel slice: its counts are
+    the slice's), with the MTP block when `with_mtp`."""
+    parts = weight_parts(spec)
+    skip = () if with_mtp else ("mtp", "mtp_bf16")
+    return float(sum(v for k, v in parts.items() if k not in skip))
