@@ -210,3 +210,59 @@ def test_attention_errors():
 def test_attention_large_on_gpu(seq_lens, q_len, hq, hkv, hd):
     err = run_attention(seq_lens, [q_len] * len(seq_lens), hq, hkv, hd, torch.bfloat16, seed=11)
     assert err < TOL[torch.bfloat16]
+
+
+# ------------------------------------------------------------------ packed-rows kernel
+@pytest.mark.parametrize("d", [1, 2, 5, 9])
+@pytest.mark.parametrize("hq, hkv, hd", [(16, 2, 32), (32, 2, 16), (8, 1, 64)])
+def test_rows_kernel_verify(d, hq, hkv, hd):
+    # Three requests, one shorter than a split, all with d causal query rows.
+    err = run_attention([90, 33, d + 1], [d] * 3, hq, hkv, hd, torch.bfloat16, seed=17 + d, kernel="rows",
+                        num_splits=3, block_n=16)
+    assert err < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("max_rows, splits", [(16, 1), (32, 4), (None, 7)])
+def test_rows_kernel_row_blocks_and_mixed_lengths(max_rows, splits):
+    # 16 heads x 5 rows = 80 rows: several row blocks when max_rows < 80; requests of 1, 5 and 3 rows.
+    err = run_attention([40, 130, 9], [1, 5, 3], 32, 2, 32, torch.float16, seed=3, kernel="rows",
+                        max_rows=max_rows, num_splits=splits, block_n=16)
+    assert err < TOL[torch.float16]
+
+
+@pytest.mark.parametrize("index_mode", ["native", "window"])
+def test_rows_kernel_decode(index_mode):
+    err = run_attention([150, 20, 97], [1, 1, 1], 16, 2, 64, torch.bfloat16, index_mode, n_sink=4, window=32,
+                        kernel="rows", num_splits=5, block_n=16)
+    assert err < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("d", [1, 4])
+def test_rows_kernel_fp8_kv_with_scales(d):
+    gen = torch.Generator().manual_seed(40 + d)
+    hq, hkv, hd, n = 16, 2, 32, 77
+    k = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
+    v = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
+    ptr = torch.tensor([0, n], dtype=torch.int32)
+    idx = torch.randperm(n + 5, generator=gen)[:n].to(torch.int32)
+    qo = torch.tensor([0, d], dtype=torch.int32)
+    q = torch.randn(d, hq, hd, generator=gen).to(torch.bfloat16)
+    ref = ref_attention(q, k.double() * 0.25, v.double() * 0.5, ptr, idx, qo)  # dequantized K, V
+    out = torch.full_like(q, float("nan"), device=DEV)
+    paged_attention(q.to(DEV), k.to(DEV), v.to(DEV), ptr.to(DEV), idx.to(DEV), qo.to(DEV), d, n, out=out,
+                    kernel="rows", k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16)
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) < TOL[torch.bfloat16]
+
+
+def test_rows_kernel_errors():
+    k = torch.zeros(8, 2, 64, dtype=torch.float8_e4m3fn, device=DEV)
+    ptr = torch.tensor([0, 4], dtype=torch.int32, device=DEV)
+    idx = torch.arange(4, dtype=torch.int32, device=DEV)
+    q = torch.zeros(1, 4, 64, dtype=torch.bfloat16, device=DEV)
+    with pytest.raises(ValueError, match="rows kernel"):
+        decode_attention(q, k, k, ptr, idx, 4, kernel="v1")
+    with pytest.raises(ValueError, match="unknown attention kernel"):
+        decode_attention(q, k, k, ptr, idx, 4, kernel="tiles")
+    with pytest.raises(ValueError, match="share q's dtype"):
+        decode_attention(q, k, k.to(torch.float8_e5m2), ptr, idx, 4, kernel="rows")

@@ -73,12 +73,13 @@ def rows_tiling(group: int, q_len: int, head_dim: int, max_rows: int | None = No
     cap = max_rows or ROWS_MAX
     block_m = max(16, _next_pow2(min(rows, cap)))
     m_blocks = -(-rows // block_m)
+    # Tile options: the fastest of the tuning variants at 1M, B = 1 on the H200
+    # (measure/results/h200-kernels-v2, step "tune").
     if block_m <= 16:
-        block_n = 64 if head_dim < 256 else 32
-        return block_m, m_blocks, block_n, 4, 3
+        return block_m, m_blocks, 64 if head_dim < 256 else 32, 4, 2
     if block_m <= 64:
-        return block_m, m_blocks, 32, 4, 3
-    return block_m, m_blocks, 32, 8, 2 if head_dim >= 256 else 3
+        return block_m, m_blocks, 64 if head_dim < 256 else 32, 4, 3
+    return block_m, m_blocks, 64, 8 if head_dim >= 256 else 4, 3
 
 
 def balanced_splits(max_kv: int, batch: int, kv_heads: int, m_blocks: int, sm_count: int, waves: int = 4,
@@ -101,9 +102,12 @@ def rows_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, 
     return AttentionPlan(0, m_blocks, block_m, num_splits, block_n or bn, num_warps or nw, num_stages or ns, "rows")
 
 
-def default_kernel(group: int, q_len: int, head_dim: int) -> str:
-    """Which paged-attention kernel a shape runs by default."""
-    return "v1"
+def default_kernel(batch: int, group: int, q_len: int, head_dim: int) -> str:
+    """Which paged-attention kernel a shape runs by default, from measure/results/h200-kernels-v2 (H200):
+    the rows kernel for decode (as fast as v1 or faster everywhere; 27 % faster at B = 16, where v1's
+    rounded-up split count leaves a tail wave) and for verify at B >= 16 (up to 1.5x faster); v1 for
+    verify at smaller batches (rows is up to 40 % slower there at 64K-256K)."""
+    return "rows" if q_len == 1 or batch >= 16 else "v1"
 
 
 def fa2_cta_tile_q(packed_rows: int, head_dim: int) -> int:
@@ -153,7 +157,10 @@ def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_d
     if backend == "flashinfer":
         return flashinfer_attention_features(batch, kv_heads, group, q_len, head_dim, keys, sm_count,
                                              kv_bytes_per_token)
-    plan = attention_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
+    if default_kernel(batch, group, q_len, head_dim) == "rows":
+        plan = rows_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
+    else:
+        plan = attention_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
     kv_bytes = batch * keys * kv_bytes_per_token
     return {
         "tiling": f"{plan.block_m}x{plan.m_blocks}",

@@ -258,7 +258,7 @@ def _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr):
 
 def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict) -> AttentionPlan:
     """The launch plan of `kernel` ("v1", "rows", or None: the default for the shape)."""
-    kernel = kernel or default_kernel(group, max_q, hd)
+    kernel = kernel or default_kernel(bsz, group, max_q, hd)
     if kernel == "rows":
         return rows_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
     if kernel != "v1":
