@@ -35,6 +35,7 @@ from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2
                                                 quantize_act_fp8, quantize_fp8_block, quantize_int4_group,
                                                 weight_bytes)
 from wmtp.measure.kernels.moe import route_pairs
+from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
 
 _FP8 = torch.float8_e4m3fn
@@ -43,6 +44,12 @@ _MAGIC = {torch.bfloat16: (0x4300, 136.0), torch.float16: (0x6400, 1032.0)}  # 2
 _CTAS_PER_SM = 4
 _CHUNK_P = 256  # routed ids read per step by the in-kernel router (>= the threads of 8 warps)
 _ROUTE_IN_KERNEL_MAX = 256  # pairs up to which grouped GEMMs route in the kernel; above, `moe.route_pairs`
+# path='auto' takes the GEMV kernel (`quant_gemv`) up to these rows (dense) and mean rows per routed expert (grouped;
+# 0: never), from measure/results/h200-quant-v3 (the rows where it beat the tensor-core kernel on most shapes)
+GEMV_MAX_M = {"fp8_block": 1, "int4_group": 2}
+GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
+_GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
+_PATHS = ("auto", "gemv", "dot")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,6 +160,79 @@ def _launch(x, x_scale, w, w_scale, out, ids, route_w, rows, m_tiles, block_m, b
     return out
 
 
+def _use_gemv(path, fmt, rows, k, limits=GEMV_MAX_M):
+    """Whether the call takes the GEMV kernel: 'gemv', or 'auto' with rows <= GEMV_MAX_M; int4 needs K % 8 == 0
+    (whole int32 words of codes per row)."""
+    if path not in _PATHS:
+        raise ValueError(f"path must be one of {', '.join(_PATHS)}, got {path!r}")
+    if path == "gemv":
+        if fmt == "int4_group" and k % 8:
+            raise ValueError(f"the int4 GEMV path reads 8 codes per int32 word: K must be a multiple of 8, got {k}")
+        if rows > _GEMV_ROWS_MAX:
+            raise ValueError(f"the GEMV path takes at most {_GEMV_ROWS_MAX} rows per tile, got {rows}")
+        return True
+    return path == "auto" and rows <= limits[fmt] and (fmt == "fp8_block" or k % 8 == 0)
+
+
+def _moe_gemv(path, fmt, w, topk_ids, k):
+    """`_use_gemv` for a grouped GEMM: rows = mean pairs per routed expert."""
+    pairs = topk_ids.numel()
+    return _use_gemv(path, fmt, triton.cdiv(pairs, max(1, min(w.shape[0], pairs))), k, GEMV_MAX_MOE_ROWS)
+
+
+def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt):
+    """(block_n, G = 128-groups per step, split, groups per split) of the GEMV kernel: 32-wide tiles (16 where
+    they leave SMs idle), steps of 512 K (int4 with <= 2 rows: 1024), split-K as `_split_plan` with each split a
+    whole number of steps when automatic."""
+    groups = triton.cdiv(k, GROUP)
+    g_step = 8 if fmt == "int4_group" and rows <= 2 else 4
+    sm = _sm_count(device)
+    if block_n is None:
+        block_n = 32 if live_tiles * triton.cdiv(n, 32) >= sm else 16
+    if fmt == "fp8_block" and block_n > GROUP:
+        raise ValueError(f"the fp8 GEMV path needs block_n <= {GROUP} (one weight scale block per tile)")
+    n_tiles = triton.cdiv(n, block_n)
+    if split_k is None:
+        want = triton.cdiv(_CTAS_PER_SM * sm, live_tiles * n_tiles)
+        cap = max(1, w_bytes // (4 * 8 * max(rows * n, 1)))
+        per = triton.cdiv(triton.cdiv(groups, max(1, min(want, groups, cap))), g_step) * g_step
+    elif not 1 <= split_k <= max(groups, 1):
+        raise ValueError(f"split_k must be in [1, {groups}] (K blocks of {GROUP}), got {split_k}")
+    else:
+        per = triton.cdiv(groups, split_k)
+    return block_n, min(g_step, triton.next_power_of_2(per)), triton.cdiv(groups, per), per
+
+
+def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, live_tiles, m_tiles, block_n,
+                 split_k, w_bytes, fmt, grouped, a_is_pairs, top_k, num_warps, num_stages):
+    """Plan and launch `quant_gemv_kernel` once (x bf16 / fp16, or fp8 with x_scale); returns `out`."""
+    n, k = out.shape[1], x.shape[1]
+    int4 = fmt == "int4_group"
+    block_n, g_step, split, per = _gemv_plan(tile_rows, live_tiles, n, k, w_bytes, x.device, split_k, block_n, fmt)
+    n_tiles = triton.cdiv(n, block_n)
+    part = torch.empty((split, rows, n), dtype=torch.float32, device=x.device) if split > 1 else out
+    count = _counters(x.device, m_tiles * n_tiles) if split > 1 else out
+    wv = w.view(torch.int32) if int4 else w  # [.., N, K/8] words of 8 codes
+    n_exp = w.shape[0] if grouped else 1
+    block_m = triton.next_power_of_2(tile_rows)
+    sort = grouped and rows > _ROUTE_IN_KERNEL_MAX
+    routing = route_pairs(ids, n_exp, block_m) if sort else (out,) * 4
+    quant_gemv_kernel[(m_tiles, n_tiles, split)](
+        x, x_scale if x_scale is not None else x, wv, w_scale, out, part, count,
+        route_w if route_w is not None else out, ids if ids is not None else out, *routing,
+        rows, n, k, n_exp, top_k, per, split,
+        x.stride(0), x_scale.stride(0) if x_scale is not None else 0, wv.stride(0) if grouped else 0,
+        wv.stride(-2), w_scale.stride(0) if grouped else 0, w_scale.stride(-2),
+        part.stride(0) if split > 1 else 0, out.stride(0),
+        INT4=int4, A_FP8=x_scale is not None, GROUPED=grouped, A_IS_PAIRS=a_is_pairs,
+        SCALE=route_w is not None, SPLIT=split > 1, SORTED=sort, LOG_E=max(1, int(n_exp).bit_length()),
+        E_BINS=triton.next_power_of_2(n_exp + 1), CHUNK_P=_CHUNK_P, ROWS=tile_rows if not grouped else block_m,
+        BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MAGIC=MAGIC_F32, ROUND_FP32=interpreting(),
+        FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, num_warps=num_warps or 4, num_stages=num_stages,
+    )
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # input checks
 
@@ -225,11 +305,17 @@ def _check_routing(x, topk_ids, topk_weights, a_is_pairs):
 
 
 def _dense(x, x_scale, w, w_scale, out, out_dtype, fmt, block_m, block_n, split_k, num_warps, num_stages,
-           quant_a=False):
+           quant_a=False, gemv=False):
     m, k = x.shape
     n = w.shape[0]
     if m == 0 or n == 0 or k == 0:
         raise ValueError(f"empty problem: M, N, K = {m}, {n}, {k}")
+    if gemv:  # one program holds all M rows (block_m unused)
+        _check_block(None, block_n)
+        out = _output(out, (m, n), out_dtype, x.device)
+        w_bytes = weight_bytes(fmt, n, k, scale_bytes=w_scale.element_size())
+        return _launch_gemv(x, x_scale, w, w_scale, out, None, None, m, m, 1, 1, block_n, split_k, w_bytes, fmt,
+                            False, False, 1, num_warps, num_stages)
     block_m = block_m or _default_block_m(m)
     _check_block(block_m, block_n)
     m_tiles = triton.cdiv(m, block_m)
@@ -243,32 +329,35 @@ def _dense(x, x_scale, w, w_scale, out, out_dtype, fmt, block_m, block_n, split_
 def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: torch.Tensor | None = None,
              out_dtype: torch.dtype = torch.bfloat16, split_k: int | None = None, block_m: int | None = None,
              block_n: int | None = None, num_warps: int | None = None, num_stages: int = 4,
-             out: torch.Tensor | None = None, fuse_act_quant: bool = False) -> torch.Tensor:
-    """y [M, N] = x [M, K] @ dequant(w [N, K], w_scale)^T with x quantized per 1x128 group (W8A8)."""
+             out: torch.Tensor | None = None, fuse_act_quant: bool = False, path: str = "auto") -> torch.Tensor:
+    """y [M, N] = x [M, K] @ dequant(w [N, K], w_scale)^T with x quantized per 1x128 group (W8A8). path: 'dot'
+    (tensor cores), 'gemv' (M <= 16; activations always quantized inside the kernel) or 'auto' (by M)."""
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [M, K], got {tuple(x.shape)}")
     if out_dtype not in _ACT_DTYPES + (torch.float32,):
         raise ValueError(f"out_dtype must be bf16, fp16 or fp32, got {out_dtype}")
     _check_fp8_weight(w, w_scale, x.shape[1], grouped=False)
     _same_device(x, w, w_scale)
-    x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant)
+    gemv = _use_gemv(path, "fp8_block", x.shape[0], x.shape[1])
+    x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant or gemv)
     return _dense(x, x_scale, w, w_scale, out, out_dtype, "fp8_block", block_m, block_n, split_k, num_warps,
-                  num_stages, quant_a)
+                  num_stages, quant_a, gemv)
 
 
 def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: int | None = None,
               block_m: int | None = None, block_n: int | None = None, num_warps: int = 4, num_stages: int = 4,
-              out: torch.Tensor | None = None) -> torch.Tensor:
-    """y [M, N] = x [M, K] @ dequant(w [N, K/2] uint8, w_scale [N, K/128])^T, W4A16, output in x.dtype."""
+              out: torch.Tensor | None = None, path: str = "auto") -> torch.Tensor:
+    """y [M, N] = x [M, K] @ dequant(w [N, K/2] uint8, w_scale [N, K/128])^T, W4A16, output in x.dtype.
+    path: 'dot' (tensor cores), 'gemv' (M <= 16, K % 8 == 0) or 'auto' (by M)."""
     check_2d("x", x, _ACT_DTYPES)
     _check_int4_weight(w, w_scale, x.shape[1], grouped=False)
     _same_device(x, w, w_scale)
     return _dense(x, None, w, w_scale, out, x.dtype, "int4_group", block_m, block_n, split_k, num_warps,
-                  num_stages)
+                  num_stages, gemv=_use_gemv(path, "int4_group", x.shape[0], x.shape[1]))
 
 
 def _grouped(x, x_scale, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, out_dtype, fmt, block_m, block_n,
-             split_k, num_warps, num_stages, quant_a=False):
+             split_k, num_warps, num_stages, quant_a=False, gemv=False):
     t_len, top_k = _check_routing(x, topk_ids, topk_weights, a_is_pairs)
     n_exp, n, k = w.shape[0], w.shape[1], x.shape[1]
     pairs = t_len * top_k
@@ -276,6 +365,13 @@ def _grouped(x, x_scale, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, ou
     if pairs == 0 or n == 0:
         return out
     routed = max(1, min(n_exp, pairs))  # experts read at most
+    if gemv:  # rows of an expert per program: about the mean
+        _check_block(None, block_n)
+        rows = triton.next_power_of_2(triton.cdiv(pairs, routed))
+        w_bytes = routed * weight_bytes(fmt, n, k, scale_bytes=w_scale.element_size())
+        return _launch_gemv(x, x_scale, w, w_scale, out, topk_ids, topk_weights, pairs, rows,
+                            triton.cdiv(pairs, rows), triton.cdiv(pairs, rows) + routed, block_n, split_k, w_bytes,
+                            fmt, True, a_is_pairs, top_k, num_warps, num_stages)
     block_m = block_m or _default_block_m(triton.cdiv(pairs, routed))  # mean rows per routed expert
     _check_block(block_m, block_n)
     m_tiles = triton.cdiv(pairs, block_m) + routed  # >= the row blocks of any routing; the rest exit at once
@@ -289,8 +385,8 @@ def fp8_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_i
                  topk_weights: torch.Tensor | None = None, a_is_pairs: bool = False,
                  out_dtype: torch.dtype = torch.bfloat16, split_k: int | None = None, block_m: int | None = None,
                  block_n: int | None = None, num_warps: int | None = None, num_stages: int = 4,
-                 out: torch.Tensor | None = None, fuse_act_quant: bool = False) -> torch.Tensor:
-    """Grouped W8A8: out [T*k, N], row p = t*k + j is x[t] (x[p] if a_is_pairs) @ dequant(w[e])^T, e = topk_ids[t, j],
+                 out: torch.Tensor | None = None, fuse_act_quant: bool = False, path: str = "auto") -> torch.Tensor:
+    """Grouped W8A8 (path as in `fp8_gemm`, by the mean rows per routed expert): out [T*k, N], row p = t*k + j is x[t] (x[p] if a_is_pairs) @ dequant(w[e])^T, e = topk_ids[t, j],
     times topk_weights[t, j] when given. w [E, N, K] fp8, w_scale [E, ceil(N/128), ceil(K/128)]. Expert ids must lie
     in [0, E) (not checked: that would cost a host sync; others route nowhere and leave their rows unwritten)."""
     if x.dim() != 2:
@@ -299,18 +395,20 @@ def fp8_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_i
         raise ValueError(f"out_dtype must be bf16, fp16 or fp32, got {out_dtype}")
     _check_fp8_weight(w, w_scale, x.shape[1], grouped=True)
     _same_device(x, w, w_scale)
-    x, x_scale, quant_a = _fp8_inputs(x, None, fuse_act_quant)
+    gemv = _moe_gemv(path, "fp8_block", w, topk_ids, x.shape[1])
+    x, x_scale, quant_a = _fp8_inputs(x, None, fuse_act_quant or gemv)
     return _grouped(x, x_scale, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, out_dtype, "fp8_block",
-                    block_m, block_n, split_k, num_warps, num_stages, quant_a)
+                    block_m, block_n, split_k, num_warps, num_stages, quant_a, gemv)
 
 
 def int4_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_ids: torch.Tensor,
                   topk_weights: torch.Tensor | None = None, a_is_pairs: bool = False, split_k: int | None = None,
                   block_m: int | None = None, block_n: int | None = None, num_warps: int = 4, num_stages: int = 4,
-                  out: torch.Tensor | None = None) -> torch.Tensor:
-    """Grouped W4A16, rows as in `fp8_moe_gemm`: w [E, N, K/2] uint8, w_scale [E, N, ceil(K/128)]; out in x.dtype."""
+                  out: torch.Tensor | None = None, path: str = "auto") -> torch.Tensor:
+    """Grouped W4A16, rows and path as in `fp8_moe_gemm`: w [E, N, K/2] uint8, w_scale [E, N, ceil(K/128)]; out in x.dtype."""
     check_2d("x", x, _ACT_DTYPES)
     _check_int4_weight(w, w_scale, x.shape[1], grouped=True)
     _same_device(x, w, w_scale)
     return _grouped(x, None, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, x.dtype, "int4_group",
-                    block_m, block_n, split_k, num_warps, num_stages)
+                    block_m, block_n, split_k, num_warps, num_stages, gemv=_moe_gemv(path, "int4_group", w, topk_ids,
+                                                                                     x.shape[1]))

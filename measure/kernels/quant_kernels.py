@@ -2,16 +2,16 @@
 
 One kernel, `quant_gemm_kernel`, serves the four GEMMs (FP8 block / int4 group x dense / grouped by expert):
 - rows: dense, a BLOCK_M tile of x; grouped with few pairs, the program finds its expert and its block of that
-  expert's token-expert pairs itself (`_moe_rows`: a histogram of the routed ids, an exclusive scan of the
+  expert's token-expert pairs itself (`moe_rows`: a histogram of the routed ids, an exclusive scan of the
   blocks per expert, a scan of the ids for the block's pairs), so a MoE call is a single launch with no sort;
-  with many pairs that scan costs more than a sort, and the rows come sorted from the host (`_sorted_rows`).
+  with many pairs that scan costs more than a sort, and the rows come sorted from the host (`sorted_rows`).
 - K steps of 128 (the quantization group): FP8 quantizes the activation tile per row and group in registers
   (`_fp8_act`, the same arithmetic as `quant_formats._act_quant_kernel`) unless it came pre-quantized;
   int4 turns each nibble into a bf16 / fp16 number with one OR (`code | MAGIC` is the float 2^k + code, exact),
   multiplies in the tensor cores and removes the 2^k + 8 offset with the row sums of x (`_int4_step`).
 - split-K: each split writes fp32 partials, counts itself on a per-tile semaphore, and the last split to
   arrive sums the partials in split order (deterministic) and writes the output, then re-arms the semaphore
-  (`_finish`); no second launch.
+  (`finish_tile`); no second launch.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from wmtp.measure.kernels.quant_formats import round_e4m3
 
 
 @triton.jit
-def _moe_rows(pid_m, ids, P, E, top_k, A_IS_PAIRS: tl.constexpr, E_BINS: tl.constexpr, CHUNK_P: tl.constexpr,
+def moe_rows(pid_m, ids, P, E, top_k, A_IS_PAIRS: tl.constexpr, E_BINS: tl.constexpr, CHUNK_P: tl.constexpr,
               BLOCK_M: tl.constexpr):
     """(live, expert, activation rows, output rows = pair ids, row mask) of row block `pid_m` of a grouped GEMM.
     Blocks are numbered expert by expert (expert e owns ceil(count_e / BLOCK_M) blocks), pairs in index order."""
@@ -61,9 +61,9 @@ def _moe_rows(pid_m, ids, P, E, top_k, A_IS_PAIRS: tl.constexpr, E_BINS: tl.cons
 
 
 @triton.jit
-def _sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k, A_IS_PAIRS: tl.constexpr,
+def sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k, A_IS_PAIRS: tl.constexpr,
                  LOG_E: tl.constexpr, BLOCK_M: tl.constexpr):
-    """As `_moe_rows`, from pairs sorted by expert on the host side (`moe.route_pairs`): for many pairs."""
+    """As `moe_rows`, from pairs sorted by expert on the host side (`moe.route_pairs`): for many pairs."""
     live = pid_m < tl.load(cum_blocks + E)
     e = find_expert(cum_blocks, E, tl.minimum(pid_m, tl.load(cum_blocks + E) - 1), LOG_E)
     rows = (pid_m - tl.load(cum_blocks + e)) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -131,7 +131,7 @@ def _int4_step(A, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am,
 
 
 @triton.jit
-def _finish(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, tile, pid_k, n_split, stride_ps, stride_om,
+def finish_tile(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, tile, pid_k, n_split, stride_ps, stride_om,
             SPLIT: tl.constexpr):
     """Write the tile, or with split-K its fp32 partial; the last split of the tile sums them and writes."""
     mask = r_ok[:, None] & c_ok[None, :]
@@ -167,10 +167,10 @@ def quant_gemm_kernel(
     pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
     if SORTED:
-        live, e, a_row, out_row, r_ok = _sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k,
+        live, e, a_row, out_row, r_ok = sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k,
                                                      A_IS_PAIRS, LOG_E, BLOCK_M)
     elif GROUPED:
-        live, e, a_row, out_row, r_ok = _moe_rows(pid_m, ids, M, E, top_k, A_IS_PAIRS, E_BINS, CHUNK_P, BLOCK_M)
+        live, e, a_row, out_row, r_ok = moe_rows(pid_m, ids, M, E, top_k, A_IS_PAIRS, E_BINS, CHUNK_P, BLOCK_M)
     else:
         live = pid_m >= 0
         e = pid_m * 0
@@ -198,7 +198,7 @@ def quant_gemm_kernel(
                              QUANT_A, BLOCK_K, UPCAST, ROUND_FP32, FP8_MAX_C, EPS)
     if SCALE:
         acc = acc * tl.load(route_w + out_row, mask=r_ok, other=0.0)[:, None]
-    _finish(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, pid_m * tl.num_programs(1) + pid_n, pid_k, n_split,
+    finish_tile(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, pid_m * tl.num_programs(1) + pid_n, pid_k, n_split,
             stride_ps, stride_om, SPLIT)
 
 

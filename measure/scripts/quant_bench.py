@@ -26,8 +26,10 @@ Method
   inside the call), wmtp_fp8_block_gemm (the same GEMM on pre-quantized activations),
   wmtp_int4_group (W4A16, group 128, bf16 scales), torch_bf16 (F.linear), torch_scaled_mm_tensor /
   _rowwise (torch._scaled_mm, activations pre-quantized per tensor / per row, not timed),
-  torch_int4pack_mm (torch._weight_int4pack_mm, tinygemm layout, group 128);
-  MoE: wmtp_fp8_moe / wmtp_int4_moe, up (x [M, K] -> [M*k, N_up]) and down ([M*k, F] -> [M*k, K_out],
+  torch_int4pack_mm (torch._weight_int4pack_mm, tinygemm layout, group 128). Ours are timed per path:
+  wmtp_* forced to the tensor-core kernel (path='dot', round 1), wmtp_*_gemv forced to the GEMV kernel
+  (path='gemv', M <= 16 only; fp8 activations quantized inside that one launch);
+  MoE: wmtp_fp8_moe / wmtp_int4_moe (and _gemv), up (x [M, K] -> [M*k, N_up]) and down ([M*k, F] -> [M*k, K_out],
   routing weights applied) projections, each call one launch including routing and, for fp8,
   activation quantization. A shape a kernel cannot run is a row with its error.
 - Before timing, every kernel is checked at one real shape per model against fp32 torch on the
@@ -54,8 +56,8 @@ from wmtp.measure.kernels import quant_gemm as qg
 from wmtp.measure.provenance import atomic_write_text, collect, write_meta
 from wmtp.measure.scripts.quant_report import SUMMARY_COLUMNS, csv_text, error_text, summary_md, summary_rows
 from wmtp.measure.kernels.quant_kernels import copy_ as triton_copy
-from wmtp.measure.scripts.quant_peers import (DENSE_KERNELS, dense_format, dense_fns, dense_prepare, dense_ref,
-                                              moe_ref, weight_set)
+from wmtp.measure.scripts.quant_peers import (DENSE_KERNELS, GEMV_MAX_ROWS, dense_format, dense_fns, dense_prepare,
+                                              dense_ref, moe_ref, weight_set)
 from wmtp.measure.scripts.quant_shapes import dense_shapes, moe_shapes
 from wmtp.models import get_model
 
@@ -180,6 +182,8 @@ def run_dense(b: Bench, model, comp, n, k, ms, check_m):
                 b.check(kernel, model, comp, check_m, n, k, 1, 1, lambda exc=exc: _raise(exc), None)
             continue
         for m in sorted(set(ms) | ({check_m} if check_m else set())):
+            if kernel.endswith("_gemv") and m > GEMV_MAX_ROWS:
+                continue
             x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
             try:
                 fn = dense_fns(x)[kernel]
@@ -227,27 +231,31 @@ def run_moe(b: Bench, model, comp, n, k, n_exp, top_k, ms, check_m):
         for dst, t in zip((fp8_q, fp8_s, i4_p, i4_s), qg.quantize_fp8_block(w) + qg.quantize_int4_group(w)):
             dst.append(t)
         del w
-    fmts = {"wmtp_fp8_moe": ("fp8_e4m3", "fp8_block", torch.cat(fp8_q), torch.cat(fp8_s), qg.fp8_moe_gemm,
-                             qg.dequantize_fp8_block),
-            "wmtp_int4_moe": ("int4", "int4_group", torch.cat(i4_p), torch.cat(i4_s), qg.int4_moe_gemm,
-                              qg.dequantize_int4_group)}
+    fp8_w, i4_w = (torch.cat(fp8_q), torch.cat(fp8_s)), (torch.cat(i4_p), torch.cat(i4_s))
+    fmts = {name: (dtype, fmt, *ws, launch, deq, path)
+            for path, tail in (("dot", ""), ("gemv", "_gemv"))
+            for name, dtype, fmt, ws, launch, deq in (
+                ("wmtp_fp8_moe" + tail, "fp8_e4m3", "fp8_block", fp8_w, qg.fp8_moe_gemm, qg.dequantize_fp8_block),
+                ("wmtp_int4_moe" + tail, "int4", "int4_group", i4_w, qg.int4_moe_gemm, qg.dequantize_int4_group))}
     del fp8_q, fp8_s, i4_p, i4_s
     for m in sorted(set(ms) | ({check_m} if check_m else set())):
         ids = torch.rand(m, n_exp, device=b.dev, generator=gen).topk(top_k, dim=1).indices.to(torch.int32)
         wts = torch.softmax(torch.randn(m, top_k, device=b.dev, generator=gen), -1)
         x = torch.randn(m * top_k if down else m, k, device=b.dev, generator=gen).to(torch.bfloat16)
         used = ids.unique()
-        for kernel, (dtype, fmt, w, ws, launch, deq) in fmts.items():
+        for kernel, (dtype, fmt, w, ws, launch, deq, path) in fmts.items():
             nbytes = used.numel() * qg.weight_bytes(fmt, n, k)
+            if path == "gemv" and m > GEMV_MAX_ROWS:
+                continue
 
-            def fn(launch=launch, w=w, ws=ws, x=x, ids=ids, wts=wts):
-                return launch(x, w, ws, ids, wts if down else None, a_is_pairs=down)
+            def fn(launch=launch, w=w, ws=ws, x=x, ids=ids, wts=wts, path=path):
+                return launch(x, w, ws, ids, wts if down else None, a_is_pairs=down, path=path)
 
             if m == check_m:
                 w_deq = deq(w[used.long()], ws[used.long()])
                 pos = torch.searchsorted(used, ids)
                 ref = moe_ref(x, w_deq, pos, wts, down)
-                if kernel == "wmtp_fp8_moe":
+                if kernel.startswith("wmtp_fp8_moe"):
                     ref = moe_ref(qg.dequantize_fp8_block(*qg.quantize_act_fp8(x), (1, 128)), w_deq, pos, wts, down)
                 b.check(kernel, model, comp, m, n, k, n_exp, top_k, fn, ref)
             if m in ms:
@@ -281,6 +289,8 @@ def main(argv=None) -> int:
     ap.add_argument("--components", default=",".join(DENSE_DEFAULT),
                     help="dense components, or 'all' (attn_qkv, attn_o, lin_in, lin_ba, lin_out, shared_up, "
                          "shared_down, latent_in, latent_out, lm_head)")
+    ap.add_argument("--ms", default=",".join(map(str, M_ALL)), help="rows M of the dense GEMMs")
+    ap.add_argument("--ms-moe", default=",".join(map(str, M_MOE)), help="tokens M of the MoE GEMMs")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timer", choices=("graph", "do_bench"), default="graph")
@@ -303,7 +313,7 @@ def main(argv=None) -> int:
         return _report(b, args.out)
     run_copy(b)
     models = ["q35"] if args.quick else [m.strip() for m in args.models.split(",") if m.strip()]
-    ms, ms_moe = ((1, 16), (1, 16)) if args.quick else (M_ALL, M_MOE)
+    ms, ms_moe = ((1, 16), (1, 16)) if args.quick else (_ints(args.ms), _ints(args.ms_moe))
     comps = ["lin_in"] if args.quick else [c.strip() for c in args.components.split(",") if c.strip()]
     if args.quick:
         args.reps = min(args.reps, 5)
@@ -325,6 +335,13 @@ def main(argv=None) -> int:
         write_outputs(b, args.out, final=False)
     write_outputs(b, args.out, final=True)
     return _report(b, args.out)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise SystemExit(f"error: expected a comma-separated list of integers, got {text!r}") from None
 
 
 def _report(b: Bench, out_dir: Path) -> int:

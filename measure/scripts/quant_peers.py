@@ -18,8 +18,10 @@ def weight_set(n, k, dev, gen):
     return {"bf16": w, "fp8": (fq, fs), "int4": (ip, is_)}
 
 
-DENSE_KERNELS = ("wmtp_fp8_block", "wmtp_fp8_block_gemm", "wmtp_int4_group", "torch_bf16", "torch_scaled_mm_tensor",
-                 "torch_scaled_mm_rowwise", "torch_int4pack_mm")
+DENSE_KERNELS = ("wmtp_fp8_block", "wmtp_fp8_block_gemm", "wmtp_int4_group", "wmtp_fp8_block_gemv",
+                 "wmtp_int4_group_gemv", "torch_bf16", "torch_scaled_mm_tensor", "torch_scaled_mm_rowwise",
+                 "torch_int4pack_mm")
+GEMV_MAX_ROWS = 16  # our GEMV kernels are timed up to this M
 
 
 def dense_format(kernel, n, k):
@@ -40,7 +42,7 @@ def dense_prepare(kernel, w):
     """Weight operands of `kernel` from one weight set."""
     if "fp8_block" in kernel:
         return w["fp8"]
-    if kernel == "wmtp_int4_group":
+    if kernel.startswith("wmtp_int4_group"):
         return w["int4"]
     if kernel == "torch_scaled_mm_tensor":
         return _tensor_scaled(w)
@@ -52,16 +54,19 @@ def dense_prepare(kernel, w):
 
 
 def dense_fns(x):
-    """kernel -> fn(*weight operands) for activations x [M, K] bf16 (fp8 baselines get x pre-quantized here)."""
+    """kernel -> fn(*weight operands) for activations x [M, K] bf16 (fp8 baselines get x pre-quantized here).
+    wmtp_*: the tensor-core kernel (path 'dot', round 1); wmtp_*_gemv: the GEMV kernel (M <= 16)."""
     xq, xs = qg.quantize_act_fp8(x)
     amax = x.float().abs().amax().clamp_min(1e-6)
     x_t, sa_t = (x.float() * (448.0 / amax)).to(torch.float8_e4m3fn), (amax / 448.0).reshape(())
     row_amax = x.float().abs().amax(1, keepdim=True).clamp_min(1e-6)
     x_r, sa_r = (x.float() * (448.0 / row_amax)).to(torch.float8_e4m3fn), row_amax / 448.0
     return {
-        "wmtp_fp8_block": lambda q, s: qg.fp8_gemm(x, q, s),
-        "wmtp_fp8_block_gemm": lambda q, s: qg.fp8_gemm(xq, q, s, x_scale=xs),
-        "wmtp_int4_group": lambda p, s: qg.int4_gemm(x, p, s),
+        "wmtp_fp8_block": lambda q, s: qg.fp8_gemm(x, q, s, path="dot"),
+        "wmtp_fp8_block_gemm": lambda q, s: qg.fp8_gemm(xq, q, s, x_scale=xs, path="dot"),
+        "wmtp_int4_group": lambda p, s: qg.int4_gemm(x, p, s, path="dot"),
+        "wmtp_fp8_block_gemv": lambda q, s: qg.fp8_gemm(x, q, s, path="gemv"),
+        "wmtp_int4_group_gemv": lambda p, s: qg.int4_gemm(x, p, s, path="gemv"),
         "torch_bf16": lambda w: F.linear(x, w),
         "torch_scaled_mm_tensor": lambda q, s: torch._scaled_mm(x_t, q.t(), scale_a=sa_t, scale_b=s,
                                                                 out_dtype=torch.bfloat16),

@@ -1,0 +1,155 @@
+"""The GEMV path of the quantized-weight GEMMs (`quant_gemv`, few rows, no tl.dot) against the fp64 references of
+test_kernels_quant (written independently of the module), and its dispatch and errors."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from test_kernels_quant import (DEV, TOL, _routing, make_weight, ref_act_quant, ref_fp8_gemm,  # noqa: E402
+                                ref_fp8_weight, ref_int4_gemm, ref_int4_weight, ref_moe_gemm, rel)
+from wmtp.measure.kernels import quant_gemm as qg  # noqa: E402
+from wmtp.measure.kernels.quant_gemm import (fp8_gemm, fp8_moe_gemm, int4_gemm, int4_moe_gemm,  # noqa: E402
+                                             quantize_act_fp8, quantize_fp8_block, quantize_int4_group)
+
+pytestmark = pytest.mark.kernels
+
+# M = 1, 3, 8; N not a multiple of the 16 / 32 tiles nor of 128; K = 8 groups + 8 (past one 1024 step, and a
+# last group of one int32 word), 2 groups + 8, 3 groups + 8
+GEMV_SHAPES = [(1, 200, 1032), (3, 70, 264), (8, 130, 392)]
+
+
+@pytest.mark.parametrize("split_k", [None, 2])
+@pytest.mark.parametrize("m, n, k", GEMV_SHAPES)
+def test_int4_gemv_matches_reference(m, n, k, split_k):
+    gen = torch.Generator().manual_seed(4000 * m + n + k)
+    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    packed, s = quantize_int4_group(make_weight(gen, n, k))
+    ref = ref_int4_gemm(x, packed, s)
+    assert ref.abs().max() > 1e-2
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), split_k=split_k, out=out, path="gemv")
+    assert not torch.isnan(out).any()
+    assert rel(out, ref) < TOL
+
+
+@pytest.mark.parametrize("split_k", [None, 3])
+@pytest.mark.parametrize("m, n, k", GEMV_SHAPES)
+def test_fp8_gemv_matches_reference(m, n, k, split_k):
+    """W8A8 like the tensor-core path: activations quantized per 1x128 group inside the kernel."""
+    gen = torch.Generator().manual_seed(5000 * m + n + k)
+    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    wq, ws = quantize_fp8_block(make_weight(gen, n, k))
+    ref = ref_fp8_gemm(x, wq, ws)
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), split_k=split_k, out=out, path="gemv")
+    assert not torch.isnan(out).any()
+    assert rel(out, ref) < TOL
+    xq, xs = quantize_act_fp8(x.to(DEV))  # pre-quantized activations: the same numbers, so the same output
+    assert torch.equal(fp8_gemm(xq, wq.to(DEV), ws.to(DEV), x_scale=xs, split_k=split_k, path="gemv"), out)
+
+
+def test_gemv_fp32_out_and_fp16_scales():
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(2, 512, generator=gen).to(torch.float16)
+    packed, s = quantize_int4_group(make_weight(gen, 48, 512), scale_dtype=torch.float16)
+    out = int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), path="gemv")
+    assert out.dtype == torch.float16 and rel(out, ref_int4_gemm(x, packed, s)) < TOL
+    wq, ws = quantize_fp8_block(make_weight(gen, 48, 512))
+    out = fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), out_dtype=torch.float32, path="gemv")
+    assert out.dtype == torch.float32 and rel(out, ref_fp8_gemm(x, wq, ws)) < 1e-4  # no output rounding
+
+
+MOE_GEMV_CASES = [  # tokens, experts, top_k, expert taking all tokens, per-pair input, routing weights
+    (1, 16, 4, None, False, True),  # M = 1: 4 of 16 experts, one row each
+    (5, 8, 2, 3, False, True),  # expert 3 takes all 5 tokens (3 blocks of 2 rows), at most 6 experts used
+    (3, 6, 2, None, True, False),  # per-pair input (down projection), repeated experts likely
+]
+
+
+@pytest.mark.parametrize("fmt", ["fp8", "int4"])
+@pytest.mark.parametrize("tokens, experts, top_k, all_to, a_is_pairs, scale", MOE_GEMV_CASES)
+def test_moe_gemv_matches_reference(fmt, tokens, experts, top_k, all_to, a_is_pairs, scale):
+    gen = torch.Generator().manual_seed(6000 * tokens + 10 * experts + top_k)
+    k_in, n = 264, 40
+    ids, wts = _routing(gen, tokens, experts, top_k, all_to)
+    if all_to is not None:
+        assert (ids == all_to).sum(1).tolist() == [1] * tokens
+    assert ids.unique().numel() < experts  # some experts unused
+    x = torch.randn(tokens * top_k if a_is_pairs else tokens, k_in, generator=gen).to(torch.bfloat16)
+    w = make_weight(gen, experts, n, k_in)
+    if fmt == "fp8":
+        wq, ws = quantize_fp8_block(w)
+        w_deq = torch.stack([ref_fp8_weight(wq[e], ws[e]) for e in range(experts)])
+        q, s = ref_act_quant(x)
+        ref = ref_moe_gemm(q * s[:, torch.arange(k_in) // 128], w_deq, ids, wts if scale else None, a_is_pairs)
+        launch = fp8_moe_gemm
+    else:
+        wq, ws = quantize_int4_group(w)
+        w_deq = torch.stack([ref_int4_weight(wq[e], ws[e]) for e in range(experts)])
+        ref = ref_moe_gemm(x, w_deq, ids, wts if scale else None, a_is_pairs)
+        launch = int4_moe_gemm
+    out = torch.full((tokens * top_k, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    launch(x.to(DEV), wq.to(DEV), ws.to(DEV), ids.to(DEV), wts.to(DEV) if scale else None,
+           a_is_pairs=a_is_pairs, out=out, path="gemv")
+    assert not torch.isnan(out).any()
+    assert rel(out, ref) < TOL
+
+
+class _Spy:
+    """Stands in for a Triton kernel: records that it was launched and launches nothing."""
+
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.log.append(self.name)
+
+
+def test_auto_dispatch_by_rows(monkeypatch):
+    """path='auto': the GEMV kernel up to GEMV_MAX_M rows (dense) / GEMV_MAX_MOE_ROWS mean rows per routed expert,
+    the tensor-core kernel above; int4 with K % 8 != 0 always the tensor-core kernel."""
+    log = []
+    monkeypatch.setattr(qg, "quant_gemv_kernel", _Spy(log, "gemv"))
+    monkeypatch.setattr(qg, "quant_gemm_kernel", _Spy(log, "dot"))
+    gen = torch.Generator().manual_seed(9)
+    packed, s = (t.to(DEV) for t in quantize_int4_group(make_weight(gen, 96, 1024)))
+    wq, ws = (t.to(DEV) for t in quantize_fp8_block(make_weight(gen, 96, 1024)))
+    x = torch.randn(20, 1024, generator=gen).to(torch.bfloat16).to(DEV)
+    for fmt, launch, w in (("int4_group", int4_gemm, (packed, s)), ("fp8_block", fp8_gemm, (wq, ws))):
+        top = qg.GEMV_MAX_M[fmt]
+        for m, want in ((1, "gemv" if top >= 1 else "dot"), (top, "gemv"), (top + 1, "dot")):
+            if m:
+                log.clear()
+                launch(x[:m], *w)
+                assert log[-1] == want, (fmt, m)
+    p2, s2 = (torch.stack([t, t]) for t in (packed, s))
+    for tokens, ids in ((1, [[0, 1]]), (2, [[0, 1], [1, 0]])):  # 1 and 2 rows per routed expert
+        log.clear()
+        int4_moe_gemm(x[:tokens], p2, s2, torch.tensor(ids, device=DEV))
+        assert log[-1] == ("gemv" if tokens <= qg.GEMV_MAX_MOE_ROWS["int4_group"] else "dot")
+    log.clear()
+    int4_gemm(x[:1, :996], packed[:, :498], s[:, :8])  # K = 996: not whole words
+    assert log == ["dot"]
+
+
+def test_gemv_errors():
+    x = torch.zeros(2, 264, dtype=torch.bfloat16, device=DEV)
+    p = torch.zeros(32, 132, dtype=torch.uint8, device=DEV)
+    s = torch.ones(32, 3, dtype=torch.bfloat16, device=DEV)
+    wq = torch.zeros(256, 264, dtype=torch.float8_e4m3fn, device=DEV)
+    ws = torch.ones(2, 3, device=DEV)
+    with pytest.raises(ValueError, match="path must be one of"):
+        int4_gemm(x, p, s, path="fast")
+    with pytest.raises(ValueError, match="multiple of 8"):
+        int4_gemm(x[:, :260], p[:, :130], s, path="gemv")
+    with pytest.raises(ValueError, match="at most 16 rows"):
+        int4_gemm(torch.zeros(17, 264, dtype=torch.bfloat16, device=DEV), p, s, path="gemv")
+    with pytest.raises(ValueError, match="block_n <= 128"):
+        fp8_gemm(x, wq, ws, block_n=256, path="gemv")
+    with pytest.raises(ValueError, match="split_k must be in"):
+        fp8_gemm(x, wq, ws, split_k=4, path="gemv")
+    out = int4_gemm(x[:, :260], p[:, :130], s)  # auto: K % 8 != 0 takes the tensor-core kernel
+    assert out.shape == (2, 32) and not torch.isnan(out).any()
