@@ -22,7 +22,8 @@ def test_dense_attention_model_by_hand():
     spec = get_model("mimo7b")  # no recurrent state: rest = mfs * M0 - weights; R = 48 with speculation
     e = engine_memory(spec, H200, "native", 2**20, 7, PAPER)
     m0 = H200.hbm_bytes - CUDA_CONTEXT_BYTES
-    rest = 0.85 * m0 - spec.target_params * spec.weight_bytes_per_param
+    norms = (2 * 36 + 1) * 4096  # two RMSNorm vectors per layer and the final one (not in target_params)
+    rest = 0.85 * m0 - (spec.target_params + norms) * 2  # a bf16 checkpoint: 2 bytes per parameter
     cell = spec.n_full_attn * spec.kv_bytes_per_token_layer  # 36 layers x 8 heads x 128 x 2 x 2 B = 147456
     assert cell == 36 * 8 * 128 * 2 * 2
     n_tok = math.floor(rest / cell)

@@ -254,8 +254,8 @@ def test_window_seats_one_more_1m_request_kernel_level(key):
 @pytest.mark.parametrize("fid", [
     case("extra_request_q35", "the engine memory model seats as many native as window requests on q35"),
     case("oom_d9_native_q122"),
-    case("oom_d9_native_nem", "the engine memory model still seats one native 1M request at d 9 on nem"),
-    case("oom_d8_native_q122", "the engine memory model still seats one native 1M request at d 8 on q122"),
+    case("oom_d9_native_nem"),  # fits no longer since the mixed-precision checkpoints weigh what they ship
+    case("oom_d8_native_q122"),
 ])
 def test_engine_memory_limits(fid):
     assert_in_range(fid)

@@ -5,7 +5,7 @@ and the arithmetic checked against the paper in calibrate/engines/sglang-facts.m
 
     M0        free memory after start-up (HBM - CUDA context)                              [bytes]
     mfs       mem_fraction_static (SGLang's default heuristic, or the value the run set)
-    rest      = mfs * M0 - target weights                                                  (model_runner, profile_max_num_token)
+    rest      = mfs * M0 - target weights (values, scales and the bf16 layers; wmtp.weights)  (model_runner, profile_max_num_token)
     rest     -= m * R * d      speculative only: intermediate recurrent states per draft token
                                (m = recurrent state per request, R = max_running_requests)  (handle_max_mamba_cache)
     rest     -= m * C          recurrent-state pool, C = R state slots (radix cache off)
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
+from wmtp.weights import model_weight_bytes
 
 MiB = 1024**2
 GiB = 1024**3
@@ -126,8 +127,8 @@ def engine_memory(spec: ModelSpec, hw: HardwareSpec, method: str, ctx: int, dept
     d = depth if speculative else 1
     m0 = hw.hbm_bytes - CUDA_CONTEXT_BYTES
     mfs = cfg.mem_fraction_static or default_mem_fraction(hw, cfg, tp, speculative)
-    w_target = spec.target_params * spec.weight_bytes_per_param  # `spec` is already the per-GPU slice
-    w_draft = spec.mtp_params * spec.weight_bytes_per_param if speculative else 0.0
+    w_target = model_weight_bytes(spec, with_mtp=False)  # `spec` is already the per-GPU slice
+    w_draft = model_weight_bytes(spec, with_mtp=True) - w_target if speculative else 0.0
     m = spec.n_linear * spec.state_bytes_per_layer
     rest = mfs * m0 - w_target
     if cfg.max_running_requests is not None or speculative:

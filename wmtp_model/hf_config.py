@@ -8,7 +8,8 @@ wrong type, negative, non-finite or absurdly large (more than `MAX_LAYERS` layer
 
 `load_config` takes a config.json, a local model folder holding one, or a Hugging Face repo id
 (`Qwen/Qwen3-Next-80B-A3B-Instruct`), read through `huggingface_hub` (optional: imported only then)
-from its cache first, so `HF_HUB_OFFLINE=1` and a warm cache work without a network.
+from its cache first, so `HF_HUB_OFFLINE=1` and a warm cache work without a network. The weight formats come
+from the config's `quantization_config` (`wmtp.quant_config`); an unquantized config is bf16.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from wmtp.errors import ConfigError, WmtpError
+from wmtp.quant_config import weight_formats
 from wmtp.specs import MAX_COUNT, MAX_LAYERS, ModelSpec
 
 FAMILIES = ("qwen3_next", "qwen3_5_moe", "nemotron_h", "deepseek_v3", "glm4_moe", "mimo", "qwen2")
@@ -196,14 +199,17 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
     archs = cfg.get("architectures")
     name = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else family
     f = _Fields(cfg, family, path)
+    formats = weight_formats(cfg, path)  # the checkpoint's quantization_config (wmtp.quant_config)
     try:
         if family in ("qwen3_next", "qwen3_5_moe"):
-            return _qwen_hybrid(f, key, name)
-        if family == "nemotron_h":
-            return _nemotron_h(f, key, name)
-        if family in ("deepseek_v3", "glm4_moe"):
-            return _moe_first_dense(f, key, name, mla=family == "deepseek_v3")
-        return _dense(f, key, name)
+            spec = _qwen_hybrid(f, key, name)
+        elif family == "nemotron_h":
+            spec = _nemotron_h(f, key, name)
+        elif family in ("deepseek_v3", "glm4_moe"):
+            spec = _moe_first_dense(f, key, name, mla=family == "deepseek_v3")
+        else:
+            spec = _dense(f, key, name)
+        return replace(spec, **formats) if formats else spec
     except ConfigError:
         raise
     except WmtpError as e:  # ModelSpec validation

@@ -19,6 +19,7 @@ from wmtp.engine import EngineOverhead, extra_ms, index_walks
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
+from wmtp.weights import bytes_per_param
 from wmtp.tp import per_gpu_spec, tp_collectives
 from wmtp.provenance import Origin, Source, combine, source
 from wmtp.work import CostModel, Priced, Work
@@ -28,8 +29,14 @@ METHODS = ("dense", "native", "window")
 INDEX_BYTES_PER_ENTRY = 8  # int32 read from req_to_token + int32 written to kv_indices
 
 
-def _compute_dtype(spec: ModelSpec) -> str:
-    return spec.weight_dtype
+def _compute_dtype(spec: ModelSpec, work: Work | None = None) -> str:
+    """The format a weight-bound item's weights are stored in (its `wdtype`; the row's weight dtype otherwise)."""
+    return (work.shape.get("wdtype") if work is not None else None) or spec.weight_dtype
+
+
+def _wb(spec: ModelSpec, part: str) -> float:
+    """Bytes per parameter of one kind of weight (`ModelSpec.weight_format`), scales included."""
+    return bytes_per_param(spec.weight_format(part))
 
 
 class SpeedOfLight:
@@ -47,7 +54,7 @@ class SpeedOfLight:
         bw = hw.hbm_bw_tbps * 1e12 * hw.bw_eff
         if work.shape.get("l2_resident"):
             bw = hw.l2_bw_tbps * 1e12 * hw.bw_eff
-        dtype = _compute_dtype(spec) if work.kind in ("gemm", "moe", "lm_head") else "bf16"
+        dtype = _compute_dtype(spec, work) if work.kind in ("gemm", "moe", "lm_head") else "bf16"
         rate = hw.tflops_for(dtype) * 1e12 * hw.flop_eff
         t_s = max(work.bytes / bw, work.flops / rate) + work.kernels * hw.kernel_overhead_us * 1e-6
         return Priced(work, t_s * 1e3 * work.count, Source("speed-of-light", Origin.SPEED_OF_LIGHT))
@@ -76,31 +83,40 @@ def experts_touched(spec: ModelSpec, tokens: int) -> float:
     return e * (1.0 - (1.0 - k / e) ** tokens)
 
 
-def _ffn_work(spec: ModelSpec, tokens: int, prefix: str, moe: bool, count: int) -> list[Work]:
-    wb = spec.weight_bytes_per_param
+def _ffn_work(spec: ModelSpec, tokens: int, prefix: str, moe: bool, count: int, mtp: bool = False) -> list[Work]:
+    part = "mtp_" if mtp else ""
     act = 2.0 * tokens * spec.hidden * 2  # bf16 activations in and out
     if moe:
         touched = experts_touched(spec, tokens)
-        params = touched * spec.expert_params + spec.moe_dense_params
+        router = spec.hidden * spec.n_experts  # kept in bf16 by quantized checkpoints (wmtp.weights)
+        dense_wb = _wb(spec, part + "dense")
+        weights = (touched * spec.expert_params * _wb(spec, part + "experts")
+                   + (spec.moe_dense_params - router) * dense_wb + router * bytes_per_param("bf16"))
         flops = 2.0 * tokens * (spec.top_k * spec.expert_params + spec.moe_dense_params)
-        return [Work("moe", f"{prefix}.moe", params * wb + act, flops, 4, count,
-                     {"tokens": tokens, "experts_touched": touched})]
+        return [Work("moe", f"{prefix}.moe", weights + act, flops, 4, count,
+                     {"tokens": tokens, "experts_touched": touched, "wdtype": spec.weight_format(part + "experts")})]
     params = spec.dense_ffn_params
-    return [Work("gemm", f"{prefix}.ffn", params * wb + act, 2.0 * tokens * params, 2, count, {"tokens": tokens})]
+    return [Work("gemm", f"{prefix}.ffn", params * _wb(spec, part + "dense") + act, 2.0 * tokens * params, 2, count,
+                 {"tokens": tokens, "wdtype": spec.weight_format(part + "dense")})]
+
+
+def _lm_head_work(spec: ModelSpec, tokens: int, prefix: str) -> Work:
+    return Work("lm_head", f"{prefix}.lm_head", spec.lm_head_params * _wb(spec, "lm_head") + tokens * spec.vocab * 4,
+                2.0 * tokens * spec.lm_head_params, 1, 1, {"tokens": tokens, "wdtype": spec.weight_format("lm_head")})
 
 
 def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
     """Target forward over B*d tokens: F attention layers over S keys, linear layers, FFNs, lm_head."""
     tokens = batch * d
     kv = spec.kv_bytes_per_token_layer
-    wb = spec.weight_bytes_per_param
+    wb, wdtype = _wb(spec, "dense"), spec.weight_format("dense")
     act = 2.0 * tokens * spec.hidden * 2
     items = [
         Work("verify_attn", "verify.attention", batch * (ctx * kv + d * kv),
              batch * attention_flops(spec, d, ctx), 2, spec.n_full_attn,
              {"ctx": ctx, "d": d, "batch": batch}),
         Work("gemm", "verify.attn_proj", spec.attn_params * wb + act, 2.0 * tokens * spec.attn_params, 2,
-             spec.n_full_attn, {"tokens": tokens}),
+             spec.n_full_attn, {"tokens": tokens, "wdtype": wdtype}),
     ]
     if spec.n_linear:
         state = spec.ssm_state_bytes_per_layer
@@ -108,35 +124,32 @@ def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
             Work("linear_state", f"verify.{spec.linear_kind}_state", batch * 2 * state,
                  batch * d * 6.0 * state / 4, 2, spec.n_linear, {"batch": batch, "d": d}),
             Work("gemm", f"verify.{spec.linear_kind}_proj", spec.linear_params * wb + act,
-                 2.0 * tokens * spec.linear_params, 2, spec.n_linear, {"tokens": tokens}),
+                 2.0 * tokens * spec.linear_params, 2, spec.n_linear, {"tokens": tokens, "wdtype": wdtype}),
         ]
     if spec.n_moe:
         items += _ffn_work(spec, tokens, "verify", True, spec.n_moe)
     if spec.n_dense_ffn:
         items += _ffn_work(spec, tokens, "verify", False, spec.n_dense_ffn)
-    items.append(Work("lm_head", "verify.lm_head", spec.lm_head_params * wb + tokens * spec.vocab * 4,
-                      2.0 * tokens * spec.lm_head_params, 1, 1, {"tokens": tokens}))
+    items.append(_lm_head_work(spec, tokens, "verify"))
     return items
 
 
 def _mtp_dense_work(spec: ModelSpec, tokens: int, prefix: str) -> list[Work]:
-    wb = spec.weight_bytes_per_param
     params = 2 * spec.hidden * spec.hidden + spec.attn_params
     act = 2.0 * tokens * spec.hidden * 2
-    return [Work("gemm", f"{prefix}.mtp_proj", params * wb + act, 2.0 * tokens * params, 3, 1, {"tokens": tokens})]
+    return [Work("gemm", f"{prefix}.mtp_proj", params * _wb(spec, "mtp_dense") + act, 2.0 * tokens * params, 3, 1,
+                 {"tokens": tokens, "wdtype": spec.weight_format("mtp_dense")})]
 
 
 def draft_fwd_work(spec: ModelSpec, s_eff: int, batch: int, l2_resident: bool = False) -> list[Work]:
     """One draft forward: 1-query attention over S_eff keys, MTP projections, its FFN, lm_head."""
     kv = spec.kv_bytes_per_token_layer
-    wb = spec.weight_bytes_per_param
     items = [
         Work("decode_attn", "fwd.attention", batch * s_eff * kv, batch * attention_flops(spec, 1, s_eff), 2, 1,
              {"ctx": s_eff, "batch": batch, "l2_resident": l2_resident}),
         *_mtp_dense_work(spec, batch, "fwd"),
-        *_ffn_work(spec, batch, "fwd", spec.mtp_moe, 1),
-        Work("lm_head", "fwd.lm_head", spec.lm_head_params * wb + batch * spec.vocab * 4,
-             2.0 * batch * spec.lm_head_params, 1, 1, {"tokens": batch}),
+        *_ffn_work(spec, batch, "fwd", spec.mtp_moe, 1, mtp=True),
+        _lm_head_work(spec, batch, "fwd"),
     ]
     return items
 
@@ -152,7 +165,7 @@ def draft_ctx_work(spec: ModelSpec, s_eff: int, batch: int, accept_length: float
         Work("extend_attn", "ctx.extend_attention", batch * (s_eff * kv + q * kv),
              batch * attention_flops(spec, q, s_eff), 2, 1, {"ctx": s_eff, "d": q, "batch": batch}),
         *_mtp_dense_work(spec, tokens, "ctx"),
-        *_ffn_work(spec, tokens, "ctx", spec.mtp_moe, 1),
+        *_ffn_work(spec, tokens, "ctx", spec.mtp_moe, 1, mtp=True),
     ]
 
 

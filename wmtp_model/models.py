@@ -3,6 +3,19 @@
 Facts from `shared/reference/architectures.md` (gathered from the published configs). Weight dtype
 is the checkpoint a long-context deployment would run on one GPU: the paper's NVFP4 checkpoints for
 q35 / q122 / nem, the official FP8 release where one exists, else bf16. `--weight-dtype` overrides.
+
+How the paper's NVFP4 checkpoints store their layers (`dense_weight_dtype`, `mtp_bf16`; `wmtp.weights`):
+- nvidia's ModelOpt releases (q122: nvidia/Qwen3.5-122B-A10B-NVFP4; nem: nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-
+  NVFP4) are `quant_algo: MIXED_PRECISION`: routed experts NVFP4 (group 16), the other linear layers FP8
+  (attention q/k/v/o, linear-attention and Mamba `mixer.in_proj` / `out_proj`, Nemotron's shared experts), as
+  their `hf_quant_config.json` `quantized_layers` list them (seen as mirrored by third-party loaders' tests of
+  these configs: aiconfigurator's ModelOpt MIXED_PRECISION cases, a C++ loader's copy of nvidia/Qwen3.6-35B-A3B-
+  NVFP4's config); the model cards tag the NVFP4 repos "8-bit precision" for that reason. The Qwen recipe lists
+  `exclude_modules: ["mtp*"]`: the MTP block stays bf16 (q122). Not re-read from q122's own file: its recipe is
+  taken to be that of nvidia's Qwen3.6 NVFP4 release. The Qwen recipe keeps the shared expert NVFP4; this row
+  prices it with the FP8 layers (0.45 B parameters, about 0.2 GB more).
+- RedHatAI/Qwen3.6-35B-A3B-NVFP4 (q35, llm-compressor) is taken as uniform NVFP4 with its MTP block quantized
+  like the target: its layout was not read.
 """
 
 from __future__ import annotations
@@ -49,7 +62,8 @@ MODELS: Mapping[str, ModelSpec] = build_registry(
             q_heads=32, kv_heads=2, head_dim=256, attn_out_gate=True,
             linear_kind="gdn", lin_k_heads=16, lin_v_heads=64, lin_head_dim=128, conv_kernel=4,
             n_experts=256, top_k=8, expert_ffn=1024, n_shared=1, shared_ffn=1024,
-            weight_dtype="nvfp4", source=f"{_ARCH}; paper checkpoint NVFP4",
+            weight_dtype="nvfp4", dense_weight_dtype="fp8", mtp_bf16=True,
+            source=f"{_ARCH}; paper checkpoint NVFP4 (ModelOpt mixed: experts NVFP4, other layers FP8, MTP bf16)",
         ),
         ModelSpec(
             key="nem", name="Nemotron-3-Super-120B-A12B", family="nemotron_h",
@@ -57,7 +71,8 @@ MODELS: Mapping[str, ModelSpec] = build_registry(
             q_heads=32, kv_heads=2, head_dim=128,
             linear_kind="mamba2", lin_v_heads=128, lin_head_dim=64, ssm_state=128, ssm_groups=8, conv_kernel=4,
             n_experts=512, top_k=22, expert_ffn=2688, moe_latent=1024, n_shared=1, shared_ffn=5376,
-            ffn_act="relu2", weight_dtype="nvfp4", source=f"{_ARCH}; paper checkpoint NVFP4",
+            ffn_act="relu2", weight_dtype="nvfp4", dense_weight_dtype="fp8",
+            source=f"{_ARCH}; paper checkpoint NVFP4 (ModelOpt mixed: experts NVFP4, other layers FP8)",
         ),
         ModelSpec(
             key="qnext", name="Qwen3-Next-80B-A3B", family="qwen3_next",

@@ -151,11 +151,11 @@ class ProfileCostModel:
             raise ProfileError(f"profile for {self.hw_key} has no fit for {kind!r} components; recalibrate")
         return comp
 
-    def _weight_component(self, kind: str, spec: ModelSpec, hw: HardwareSpec) -> tuple[dict, str, str, str]:
-        """A weight-bound item's fit (`gemm`, `moe`, `lm_head`): the profile's fit of the row's weight path where it
-        measured one (`gemm@fp8`, `moe@int4`; `wmtp.calibrate.quant_fit`), else the bf16 fit. Returns (fit, compute
-        dtype it was measured at, compute dtype on `hw`, note for the source tag)."""
-        path, note = weight_path(spec.weight_dtype, hw)
+    def _weight_component(self, kind: str, wdtype: str, hw: HardwareSpec) -> tuple[dict, str, str, str]:
+        """A weight-bound item's fit (`gemm`, `moe`, `lm_head`): the profile's fit of the item's weight path (its
+        storage format `wdtype`) where it measured one (`gemm@fp8`, `moe@int4`; `wmtp.calibrate.quant_fit`), else the
+        bf16 fit. Returns (fit, compute dtype it was measured at, compute dtype on `hw`, note for the source tag)."""
+        path, note = weight_path(wdtype, hw)
         comps = self.profile["components"]
         # One quantized dense-GEMM fit prices the lm_head too (`wmtp.calibrate.quant_fit`), unless it has its own.
         own = None
@@ -164,7 +164,7 @@ class ProfileCostModel:
         if own is not None:
             dtype = "fp8" if path == "fp8" else "bf16"  # int4 is weight-only: bf16 tensor-core math
             return own, dtype, dtype, note
-        return self._component(kind), "bf16", spec.weight_dtype, note if path is None else ""
+        return self._component(kind), "bf16", wdtype, note if path is None else ""
 
     def _ranges(self, kind: str, comp: dict) -> tuple:
         """Measured ranges of bytes, flops and bytes per request (cached per fit)."""
@@ -205,7 +205,8 @@ class ProfileCostModel:
             t = coef.get("const", 0.0) + coef.get("bytes", 0.0) * work.bytes
             return Priced(work, t * work.count, self.tag(work, spec, comp))
         if work.kind in WEIGHT_KINDS:
-            comp, ref_dtype, dtype, note = self._weight_component(work.kind, spec, hw)
+            comp, ref_dtype, dtype, note = self._weight_component(
+                work.kind, work.shape.get("wdtype") or spec.weight_dtype, hw)
         else:
             comp, ref_dtype, dtype, note = self._component(work.kind, spec.kv_dtype), "bf16", "bf16", ""
         same_gpu = hw.key == self.hw_key

@@ -85,6 +85,10 @@ class ModelSpec:
     kv_dtype: str = "bf16"
     tied_embeddings: bool = False
     mtp_bf16: bool = False  # the checkpoint keeps its MTP block in bf16 (`wmtp.weights`)
+    # Mixed-precision checkpoints (ModelOpt MIXED_PRECISION): the routed experts in `weight_dtype`, every other
+    # linear layer (attention, linear-attention / Mamba projections, shared experts, latent projections, dense FFNs)
+    # in this format; None: all linear layers in `weight_dtype` (`wmtp.weights`).
+    dense_weight_dtype: str | None = None
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -127,6 +131,8 @@ class ModelSpec:
             problems.append(f"ffn_act must be one of {FFN_ACTS}")
         if self.weight_dtype not in WEIGHT_DTYPES:
             problems.append(f"weight_dtype must be one of {WEIGHT_DTYPES}")
+        if self.dense_weight_dtype is not None and self.dense_weight_dtype not in WEIGHT_DTYPES:
+            problems.append(f"dense_weight_dtype must be one of {WEIGHT_DTYPES} (or unset)")
         if self.kv_dtype not in KV_DTYPES:
             problems.append(f"kv_dtype must be one of {KV_DTYPES}")
         if self.mtp_moe and self.n_mtp and self.n_experts <= 0:
@@ -255,11 +261,30 @@ class ModelSpec:
         """Bytes per parameter of the row's weight format, its scales included (`wmtp.weights.bytes_per_param`)."""
         return bytes_per_param(self.weight_dtype)
 
+    def weight_format(self, part: str) -> str:
+        """The storage format of one kind of weight: `experts` (routed experts), `dense` (every other linear layer of
+        the target), `mtp_experts` / `mtp_dense` (the MTP block's), `lm_head`. Quantized checkpoints keep the lm_head
+        in bf16 (`wmtp.weights.BF16_PARTS`)."""
+        quantized = self.weight_dtype not in ("bf16", "fp16")
+        if part == "lm_head":
+            return "bf16" if quantized else self.weight_dtype
+        if part.startswith("mtp_") and self.mtp_bf16:
+            return "bf16"
+        if part.endswith("experts"):
+            return self.weight_dtype
+        if part.endswith("dense"):
+            return self.dense_weight_dtype or self.weight_dtype
+        raise WmtpError(f"unknown weight part {part!r}")
+
     def with_dtypes(self, *, weight_dtype: str | None = None, kv_dtype: str | None = None) -> "ModelSpec":
+        """The row with another weight or KV dtype. Another weight dtype means a checkpoint stored uniformly in it
+        (a mixed-precision row's `dense_weight_dtype` is dropped)."""
         from dataclasses import replace
 
+        new_w = weight_dtype or self.weight_dtype
         return replace(
             self,
-            weight_dtype=weight_dtype or self.weight_dtype,
+            weight_dtype=new_w,
+            dense_weight_dtype=self.dense_weight_dtype if new_w == self.weight_dtype else None,
             kv_dtype=kv_dtype or self.kv_dtype,
         )

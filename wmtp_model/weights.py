@@ -83,55 +83,64 @@ def _mats_per_ffn(spec) -> int:
     return 3 if spec.ffn_act == "swiglu" else 2
 
 
-def _quantized_block(spec, attn: bool, linear: bool, moe: bool, dense: bool) -> tuple[float, int]:
-    """(params, matrices) of one decoder block's quantized linear layers."""
+def _quantized_block(spec, attn: bool, linear: bool, moe: bool, dense: bool) -> dict[str, tuple[float, int]]:
+    """{"dense": (params, matrices), "experts": (params, matrices)} of one decoder block's quantized linear layers:
+    routed experts apart from the rest (a mixed-precision checkpoint stores them in another format)."""
     params, mats = 0.0, 0
     if attn:
         params, mats = params + spec.attn_params, mats + 4
     if linear:
         params, mats = params + spec.linear_params, mats + (3 if spec.linear_kind == "gdn" else 2)
+    experts = (0.0, 0)
     if moe:
         router = spec.hidden * spec.n_experts
-        params += spec.moe_dense_params - router + spec.n_experts * spec.expert_params
-        mats += _mats_per_ffn(spec) * (spec.n_experts + spec.n_shared) + (2 if spec.moe_latent else 0)
+        params += spec.moe_dense_params - router
+        mats += _mats_per_ffn(spec) * spec.n_shared + (2 if spec.moe_latent else 0)
+        experts = (float(spec.n_experts * spec.expert_params), _mats_per_ffn(spec) * spec.n_experts)
     if dense:
         params, mats = params + spec.dense_ffn_params, mats + _mats_per_ffn(spec)
-    return params, mats
+    return {"dense": (params, mats), "experts": experts}
+
+
+def _stored(parts: dict[str, tuple[float, int]], spec, prefix: str = "") -> float:
+    """Bytes of a block's quantized layers, each kind in its own format (`ModelSpec.weight_format`)."""
+    total = 0.0
+    for kind, (params, mats) in parts.items():
+        fmt = spec.weight_format(prefix + kind)
+        total += params * bytes_per_param(fmt) + mats * (TENSOR_SCALE_NVFP4_BYTES if fmt == "nvfp4" else 0)
+    return total
 
 
 def weight_parts(spec) -> dict[str, float]:
-    """Bytes per part of the checkpoint: `target` and `mtp` quantized linear layers (values + scales), and the bf16
-    parts (`BF16_PARTS`; `mtp_bf16` the MTP block's own norms and router). The MTP head shares the target's
-    embedding and lm_head (Qwen3-Next / Qwen3.5 / DeepSeek-V3 MTP modules), so they are counted once."""
-    fmt = spec.weight_dtype
-    rate, per_tensor = bytes_per_param(fmt), (TENSOR_SCALE_NVFP4_BYTES if fmt == "nvfp4" else 0)
+    """Bytes per part of the checkpoint: the `target`'s and the `mtp` block's quantized linear layers (values +
+    scales; routed experts in `weight_dtype`, the other layers in `dense_weight_dtype` where the checkpoint is mixed
+    precision), and the bf16 parts (`BF16_PARTS`; `mtp_bf16` the MTP block's own norms and router). The MTP head
+    shares the target's embedding and lm_head (Qwen3-Next / Qwen3.5 / DeepSeek-V3 MTP modules), so they are
+    counted once."""
     bf16 = bytes_per_param("bf16")
-    t_params, t_mats = 0.0, 0
-    for count, parts in ((spec.n_full_attn, (True, False)), (spec.n_linear, (False, True))):
-        p, m = _quantized_block(spec, *parts, False, False)
-        t_params, t_mats = t_params + count * p, t_mats + count * m
-    p, m = _quantized_block(spec, False, False, True, False) if spec.n_moe else (0.0, 0)
-    t_params, t_mats = t_params + spec.n_moe * p, t_mats + spec.n_moe * m
-    p, m = _quantized_block(spec, False, False, False, True) if spec.n_dense_ffn else (0.0, 0)
-    t_params, t_mats = t_params + spec.n_dense_ffn * p, t_mats + spec.n_dense_ffn * m
+    target = 0.0
+    for count, flags in ((spec.n_full_attn, (True, False, False, False)), (spec.n_linear, (False, True, False, False)),
+                         (spec.n_moe, (False, False, True, False)), (spec.n_dense_ffn, (False, False, False, True))):
+        if count:
+            target += count * _stored(_quantized_block(spec, *flags), spec)
     # Norms: two per Qwen / DeepSeek / GLM layer (input, post-attention), one per Nemotron-H block, one final.
     norms_per_layer = 1 if spec.family == "nemotron_h" else 2
     conv_ch = _conv_channels(spec)
     out = {
-        "target": t_params * rate + t_mats * per_tensor,
+        "target": target,
         "embed": spec.vocab * spec.hidden * bf16,
-        "lm_head": 0.0 if spec.tied_embeddings else spec.lm_head_params * bf16,
+        "lm_head": 0.0 if spec.tied_embeddings else spec.lm_head_params * bytes_per_param(spec.weight_format("lm_head")),
         "norms": (norms_per_layer * spec.n_layers + 1) * spec.hidden * bf16,
         "routers": spec.n_moe * spec.hidden * spec.n_experts * bf16,
         "conv": spec.n_linear * conv_ch * spec.conv_kernel * bf16,
     }
     if spec.n_mtp:
         # MTP block: eh projection (2h -> h), one attention layer, its FFN; norms enorm, hnorm, input, post, final.
-        p, m = _quantized_block(spec, True, False, spec.mtp_moe, not spec.mtp_moe)
-        p, m = p + 2 * spec.hidden * spec.hidden, m + 1
+        block = _quantized_block(spec, True, False, spec.mtp_moe, not spec.mtp_moe)
+        p, m = block["dense"]
+        block["dense"] = (p + 2 * spec.hidden * spec.hidden, m + 1)
         router = spec.hidden * spec.n_experts if spec.mtp_moe else 0
-        mtp_rate, mtp_tensor = (bf16, 0) if spec.mtp_bf16 else (rate, per_tensor)
-        out["mtp"] = spec.n_mtp * (p * mtp_rate + m * mtp_tensor)
+        out["mtp"] = spec.n_mtp * _stored(block, spec, "mtp_")
         out["mtp_bf16"] = spec.n_mtp * (router + 5 * spec.hidden) * bf16
     else:
         out["mtp"] = out["mtp_bf16"] = 0.0

@@ -1,0 +1,125 @@
+"""A checkpoint's weight formats, read from the `quantization_config` of its config.json.
+
+What the tool needs (`wmtp.specs.ModelSpec`): the format of the routed experts (`weight_dtype`), of the other linear
+layers when the checkpoint is mixed precision (`dense_weight_dtype`), and whether the MTP block was left out of the
+quantization (`mtp_bf16`). Formats are `wmtp.weights.FORMATS`. Producers read (their config.json fields):
+
+- `compressed-tensors` (llm-compressor; e.g. RedHatAI's NVFP4 / FP8 releases): `config_groups.*.weights` with
+  `num_bits`, `type` (`float` / `int`) and `group_size`: 4-bit float in groups of 16 = nvfp4, 4-bit int = int4,
+  8-bit float = fp8; `ignore` lists modules left unquantized.
+- `modelopt` (NVIDIA ModelOpt): `quant_algo` `NVFP4`, `FP8` or `MIXED_PRECISION`; a mixed checkpoint's
+  `config_groups` (as above) say which modules each format covers (`targets`), or `quantized_layers` maps module
+  names to their `quant_algo`; `ignore` / `exclude_modules` list modules left unquantized.
+- `fp8` (Hugging Face fine-grained FP8, `weight_block_size` 128 x 128; DeepSeek-V3 / Qwen FP8 releases).
+- `gptq`, `awq`: `bits` 4 = int4.
+
+A routed expert is a module path with `experts` in it that is not a shared expert. Anything else (another
+method, 8-bit integer weights, a field of the wrong type) is a `ConfigError` that says to pass `--weight-dtype`.
+"""
+
+from __future__ import annotations
+
+from wmtp.errors import ConfigError
+
+_WEIGHT_DTYPE_HINT = "pass --weight-dtype (bf16, fp8, int4, nvfp4) to say how the weights are stored"
+
+
+def _format_of(weights: object, where: str) -> str:
+    """The format of one compressed-tensors / ModelOpt `weights` description."""
+    if not isinstance(weights, dict):
+        raise ConfigError(f"{where}: `weights` must be an object; {_WEIGHT_DTYPE_HINT}")
+    bits, kind, group = weights.get("num_bits"), weights.get("type", "int"), weights.get("group_size")
+    if bits == 4 and kind == "float" and group in (16, None):
+        return "nvfp4"
+    if bits == 4 and kind == "int":
+        return "int4"
+    if bits == 8 and kind == "float":
+        return "fp8"
+    raise ConfigError(f"{where}: {bits!r}-bit {kind!r} weights are not a supported format; {_WEIGHT_DTYPE_HINT}")
+
+
+def _algo_format(algo: object, where: str) -> str:
+    text = str(algo).upper() if isinstance(algo, str) else ""
+    if "NVFP4" in text:
+        return "nvfp4"
+    if text.startswith("FP8") or text == "MXFP8":
+        return "fp8"
+    if text in ("W4A16_AWQ", "INT4_AWQ", "W4A8_AWQ"):
+        return "int4"
+    raise ConfigError(f"{where}: quant_algo {algo!r} is not a supported format; {_WEIGHT_DTYPE_HINT}")
+
+
+def _is_routed_expert(module: str) -> bool:
+    return "experts" in module and "shared_expert" not in module
+
+
+def _names(value: object, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where} must be a list of module names")
+    return value
+
+
+def _mixed(per_module: list[tuple[str, str]], where: str) -> tuple[str, str | None]:
+    """(experts format, other layers' format or None) from (module, format) pairs."""
+    experts = {fmt for mod, fmt in per_module if _is_routed_expert(mod)}
+    other = {fmt for mod, fmt in per_module if not _is_routed_expert(mod)}
+    if len(experts) > 1 or len(other) > 1:
+        raise ConfigError(f"{where}: more than one format per kind of layer ({sorted(experts | other)}); "
+                          f"{_WEIGHT_DTYPE_HINT}")
+    if not experts and not other:
+        raise ConfigError(f"{where}: no quantized layers listed; {_WEIGHT_DTYPE_HINT}")
+    e = next(iter(experts or other))
+    o = next(iter(other)) if other else None
+    return e, (o if o != e else None)
+
+
+def _groups(groups: object, where: str) -> list[tuple[str, str]]:
+    if not isinstance(groups, dict) or not groups:
+        raise ConfigError(f"{where}.config_groups must be a non-empty object")
+    pairs = []
+    for name, g in groups.items():
+        if not isinstance(g, dict):
+            raise ConfigError(f"{where}.config_groups.{name} must be an object")
+        fmt = _format_of(g.get("weights"), f"{where}.config_groups.{name}")
+        targets = _names(g.get("targets"), f"{where}.config_groups.{name}.targets") or ["Linear"]
+        pairs += [(t, fmt) for t in targets]
+    return pairs
+
+
+def weight_formats(cfg: dict, path: str = "config.json") -> dict:
+    """{} for an unquantized checkpoint, else {weight_dtype, dense_weight_dtype, mtp_bf16} (module docstring)."""
+    q = cfg.get("quantization_config")
+    if q is None:
+        return {}
+    where = f"{path}: quantization_config"
+    if not isinstance(q, dict):
+        raise ConfigError(f"{where} must be an object")
+    method = q.get("quant_method")
+    skipped = _names(q.get("ignore"), f"{where}.ignore") + _names(q.get("exclude_modules"), f"{where}.exclude_modules")
+    mtp_bf16 = any("mtp" in m.lower() for m in skipped)
+    dense: str | None = None
+    if method == "fp8":
+        experts = "fp8"
+    elif method in ("gptq", "awq"):
+        if q.get("bits") != 4:
+            raise ConfigError(f"{where}: {method} with bits={q.get('bits')!r} is not supported; {_WEIGHT_DTYPE_HINT}")
+        experts = "int4"
+    elif method == "compressed-tensors":
+        experts, dense = _mixed(_groups(q.get("config_groups"), where), where)
+    elif method == "modelopt":
+        algo = q.get("quant_algo")
+        if algo == "MIXED_PRECISION":
+            layers = q.get("quantized_layers")
+            if isinstance(layers, dict) and layers:
+                pairs = [(m, _algo_format(v.get("quant_algo") if isinstance(v, dict) else None, f"{where}.{m}"))
+                         for m, v in layers.items()]
+            else:
+                pairs = _groups(q.get("config_groups"), where)
+            experts, dense = _mixed(pairs, where)
+        else:
+            experts = _algo_format(algo, where)
+    else:
+        raise ConfigError(f"{where}: quant_method {method!r} is not supported; {_WEIGHT_DTYPE_HINT}")
+    return {"weight_dtype": experts, "dense_weight_dtype": dense, "mtp_bf16": mtp_bf16}
