@@ -1,19 +1,74 @@
 """`wmtp calibrate` on a GPU: run the measurement sweep (`wmtp.measure.run.run_sweep`), then fit it
 into a profile (`wmtp.calibrate.fitting`). The profile's provenance is the sweep's: GPU, versions,
-timer, and the attention backend with its library versions."""
+timer, and the attention backend with its library versions.
+
+`--parts` re-measures part of the sweep (after a kernel change: `attention,loop`) and fits it together with the
+other parts' rows of an earlier run (`--base-raw`, e.g. the shipped `h200.raw.csv.gz`): the new run's rows replace
+the base's rows of the re-measured kinds and its ceilings; `raw.merged.csv` is what gets fitted, and its sidecar
+names both runs."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
-from wmtp.calibrate.fitting import fit_raw_to_profile
+from wmtp.calibrate.fitting import fit_raw_to_profile, read_raw
+from wmtp.errors import WmtpError
+from wmtp.fileio import atomic_write_text
 from wmtp.specs import ModelSpec
+
+# The rows each part of the sweep writes (`kernel` column); the ceilings (copy, gemm_peak) belong to every run.
+PART_KINDS = {"attention": ("decode_attn", "verify_attn", "extend_attn", "index_build"),
+              "components": ("gemm", "moe", "lm_head", "linear_state", "component"),
+              "loop": ("draft_loop",)}
+CEILING_KINDS = ("copy", "gemm_peak")
+
+
+def parse_parts(text: str | None) -> tuple[str, ...] | None:
+    """`attention,loop` -> ('attention', 'loop'); None or empty: the whole sweep."""
+    if not text:
+        return None
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    bad = [p for p in parts if p not in PART_KINDS]
+    if bad or not parts:
+        raise WmtpError(f"unknown sweep part(s) {', '.join(bad) or repr(text)}; known: {', '.join(PART_KINDS)}")
+    return parts
+
+
+def merge_raw(new_raw: Path, base_raw: Path, parts: tuple[str, ...], out: Path) -> tuple[Path, dict]:
+    """The base run's rows of the parts not re-measured, plus every row of the new run, written to `out`."""
+    import pandas as pd
+
+    new, base = read_raw(new_raw), read_raw(base_raw)
+    replaced = {k for p in parts for k in PART_KINDS[p]} | set(CEILING_KINDS)
+    kept = base[~base["kernel"].isin(replaced)]
+    merged = pd.concat([kept, new[base.columns.intersection(new.columns)]], ignore_index=True)
+    atomic_write_text(out, merged.to_csv(index=False))
+    info = {"base_raw": str(base_raw), "base_sha256": hashlib.sha256(base_raw.read_bytes()).hexdigest(),
+            "base_rows_kept": int(len(kept)), "new_rows": int(len(new)), "remeasured_parts": list(parts),
+            "replaced_kinds": sorted(replaced)}
+    return out, info
 
 
 def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume: bool = False,
-                  backend: str = "wmtp", console=None) -> Path:
-    """Sweep on this GPU (out/raw.csv, appended as measured), fit, write out/profile.json. Returns its path."""
+                  backend: str = "wmtp", console=None, parts: tuple[str, ...] | None = None,
+                  base_raw: Path | None = None) -> Path:
+    """Sweep on this GPU (out/raw.csv, appended as measured), fit, write out/profile.json. Returns its path.
+    With `parts` short of the whole sweep, `base_raw` supplies the other parts (module docstring)."""
     from wmtp.measure.run import run_sweep
 
-    raw, meta = run_sweep(specs, out, quick=quick, resume=resume, backend=backend, console=console)
-    return fit_raw_to_profile(raw, out / "profile.json", meta, [s.key for s in specs])
+    partial = parts is not None and set(parts) != set(PART_KINDS)
+    if partial and base_raw is None:
+        raise WmtpError("--parts re-measures part of the sweep: give --base-raw, the raw data of a full run "
+                        "whose other parts it completes")
+    if base_raw is not None and not Path(base_raw).exists():
+        raise WmtpError(f"no base raw data at {base_raw}")
+    raw, meta = run_sweep(specs, out, quick=quick, resume=resume, backend=backend, console=console, parts=parts)
+    if not partial:
+        return fit_raw_to_profile(raw, out / "profile.json", meta, [s.key for s in specs])
+    merged, info = merge_raw(raw, Path(base_raw), parts, out / "raw.merged.csv")
+    meta = {**meta, "merged_from": info, "command": meta.get("command", "wmtp calibrate")
+            + f" --parts {','.join(parts)} --base-raw {base_raw}"}
+    atomic_write_text(out / "raw.merged.meta.json", json.dumps(meta, indent=1) + "\n")
+    return fit_raw_to_profile(merged, out / "profile.json", meta, [s.key for s in specs])

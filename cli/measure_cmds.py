@@ -65,6 +65,12 @@ def calibrate(
     method: Annotated[str, typer.Option(help="With --from-logs: native, window or dense.")] = "native",
     min_gamma: Annotated[Optional[int], typer.Option(help="With --from-logs: fit only gamma >= this.")] = None,
     backend: BackendOpt = "wmtp",
+    parts: Annotated[Optional[str], typer.Option(
+        "--parts", help="Re-measure only these parts of the sweep (comma-separated: attention, components, loop), "
+                        "e.g. after a kernel change; needs --base-raw for the rest.")] = None,
+    base_raw: Annotated[Optional[Path], typer.Option(
+        "--base-raw", help="With --parts: the raw data of a full run (e.g. the shipped "
+                           "wmtp_model/data/profiles/h200.raw.csv.gz) whose other parts complete the fit.")] = None,
 ) -> None:
     """Sweep the latency components on this GPU and fit a profile (or refit one with --from-raw, or fit a
     framework profile from serving logs with --from-logs)."""
@@ -98,10 +104,11 @@ def calibrate(
 
             path = refit_raw(from_raw, out / "profile.json", [s.key for s in specs], hw)
         else:
-            from wmtp.calibrate.sweep_run import run_calibrate
+            from wmtp.calibrate.sweep_run import parse_parts, run_calibrate
             from wmtp.measure.backends import check_name
 
-            path = run_calibrate(specs, out, quick=quick, resume=resume, backend=check_name(backend, attention=True))
+            path = run_calibrate(specs, out, quick=quick, resume=resume, backend=check_name(backend, attention=True),
+                                 parts=parse_parts(parts), base_raw=base_raw)
     except KeyboardInterrupt:
         fail(f"interrupted: the samples taken so far are in {out / 'raw.csv'}; `wmtp calibrate --resume` continues")
     typer.echo(f"wrote {path} and {path.with_suffix('.md')}")

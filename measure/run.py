@@ -45,15 +45,17 @@ def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out
 
 
 def run_sweep(specs: list[ModelSpec], out_dir: Path, *, quick: bool = False, resume: bool = False,
-              backend: str = "wmtp", command: str = "wmtp calibrate", console=None) -> tuple[Path, dict]:
-    """The calibration sweep on this GPU: raw.csv (rows appended as measured) and raw.meta.json.
-    Returns the CSV's path and its provenance (fitting it is `wmtp.calibrate`'s)."""
+              backend: str = "wmtp", command: str = "wmtp calibrate", console=None,
+              parts: tuple[str, ...] | None = None) -> tuple[Path, dict]:
+    """The calibration sweep on this GPU: raw.csv (rows appended as measured) and raw.meta.json; `parts` (default:
+    all of `wmtp.measure.sweep.PARTS`) limits it to some of the sweep. Returns the CSV's path and its provenance
+    (fitting it is `wmtp.calibrate`'s)."""
     require_gpu()
     from wmtp.measure.backends import get_backend
     from wmtp.measure.harness import ceiling_rows
     from wmtp.measure.provenance import collect
     from wmtp.measure.steps import recorded_run
-    from wmtp.measure.sweep import SweepConfig, sweep_plan
+    from wmtp.measure.sweep import PARTS, SweepConfig, sweep_plan
 
     impl = get_backend(backend)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -61,11 +63,13 @@ def run_sweep(specs: list[ModelSpec], out_dir: Path, *, quick: bool = False, res
     if not resume:
         done.unlink(missing_ok=True)
     cfg = SweepConfig.quick() if quick else SweepConfig()
+    parts = tuple(parts or PARTS)
     meta = collect(TIMER, {
         "command": command + (" --quick" if quick else "") + (f" --backend {backend}" if backend != "wmtp" else ""),
         "models": [s.key for s in specs], **backend_provenance(impl),
-        "sweep": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}, "status": "running"})
-    steps = [("ceilings", ceiling_rows)] + sweep_plan(specs, cfg, impl)
+        "sweep": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}, "parts": list(parts),
+        "status": "running"})
+    steps = [("ceilings", ceiling_rows)] + sweep_plan(specs, cfg, impl, parts)
     recorded_run(steps, raw, done, out_dir / "raw.meta.json", meta, resume, console,
                  "`wmtp calibrate --resume` continues")
     return raw, meta

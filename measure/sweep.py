@@ -31,6 +31,9 @@ from wmtp.specs import ModelSpec
 
 K = 1024
 Step = tuple[str, Callable[[RowWriter], None]]
+# The sweep's parts: attention kernels and index builds (through the backend), the non-attention components (the
+# same torch calls for every backend), the in-place draft loop (attention + MTP head, gamma forwards).
+PARTS = ("attention", "components", "loop")
 
 
 @dataclass
@@ -178,11 +181,16 @@ def _draft_loop(writer: RowWriter, spec: ModelSpec, cfg: SweepConfig, backend: A
     _empty_cache()
 
 
-def sweep_plan(specs: list[ModelSpec], cfg: SweepConfig, backend: AttentionBackend | None = None) -> list[Step]:
+def sweep_plan(specs: list[ModelSpec], cfg: SweepConfig, backend: AttentionBackend | None = None,
+               parts: tuple[str, ...] = PARTS) -> list[Step]:
+    """The sweep's steps for `parts` (`wmtp.calibrate.sweep_run.PART_KINDS` says which rows each part writes)."""
     backend = backend or get_backend()
     steps: list[Step] = []
     for spec in specs:
-        steps += list(attention_steps(spec, cfg, backend))
-        steps += list(component_steps(spec, cfg))
-        steps += list(draft_loop_steps(spec, cfg, backend))
+        if "attention" in parts:
+            steps += list(attention_steps(spec, cfg, backend))
+        if "components" in parts:
+            steps += list(component_steps(spec, cfg))
+        if "loop" in parts:
+            steps += list(draft_loop_steps(spec, cfg, backend))
     return steps

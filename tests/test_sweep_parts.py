@@ -1,0 +1,44 @@
+"""Re-measuring part of the calibration sweep (`wmtp calibrate --parts ... --base-raw ...`): what replaces what."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from wmtp.calibrate.sweep_run import merge_raw, parse_parts, run_calibrate
+from wmtp.errors import WmtpError
+from wmtp.measure.harness import COLUMNS
+
+
+def _rows(kinds_times: list[tuple[str, float]]) -> pd.DataFrame:
+    rows = []
+    for kernel, t in kinds_times:
+        row = {c: "" for c in COLUMNS}
+        row.update(kernel=kernel, impl="wmtp", model="q35", time_ms=t, bytes=1.0, flops=0.0, status="ok")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def test_new_rows_replace_the_remeasured_kinds_and_the_ceilings(tmp_path):
+    base = _rows([("decode_attn", 1.0), ("verify_attn", 1.0), ("gemm", 2.0), ("moe", 3.0), ("draft_loop", 4.0),
+                  ("copy", 5.0), ("gemm_peak", 6.0)])
+    new = _rows([("decode_attn", 0.5), ("decode_attn", 0.6), ("draft_loop", 0.7), ("copy", 0.8)])
+    base.to_csv(tmp_path / "base.csv", index=False)
+    new.to_csv(tmp_path / "new.csv", index=False)
+    out, info = merge_raw(tmp_path / "new.csv", tmp_path / "base.csv", ("attention", "loop"), tmp_path / "m.csv")
+    merged = pd.read_csv(out)
+    # kept from the base: the components only (gemm 2.0, moe 3.0); everything else is the new run's
+    assert sorted(zip(merged["kernel"], merged["time_ms"])) == sorted(
+        [("gemm", 2.0), ("moe", 3.0), ("decode_attn", 0.5), ("decode_attn", 0.6), ("draft_loop", 0.7), ("copy", 0.8)])
+    assert info["base_rows_kept"] == 2 and info["new_rows"] == 4
+    assert "verify_attn" in info["replaced_kinds"] and "gemm" not in info["replaced_kinds"]
+
+
+def test_parts_are_checked_before_any_measurement(tmp_path):
+    assert parse_parts(None) is None and parse_parts("attention, loop") == ("attention", "loop")
+    with pytest.raises(WmtpError, match="unknown sweep part"):
+        parse_parts("attention,kernels")
+    with pytest.raises(WmtpError, match="--base-raw"):
+        run_calibrate([], tmp_path, parts=("attention",))
+    with pytest.raises(WmtpError, match="no base raw"):
+        run_calibrate([], tmp_path, parts=("attention",), base_raw=tmp_path / "missing.csv.gz")
