@@ -103,11 +103,12 @@ def rows_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, 
 
 
 def default_kernel(batch: int, group: int, q_len: int, head_dim: int) -> str:
-    """Which paged-attention kernel a shape runs by default, from measure/results/h200-kernels-v2 (H200):
-    the rows kernel for decode (as fast as v1 or faster everywhere; 27 % faster at B = 16, where v1's
-    rounded-up split count leaves a tail wave) and for verify at B >= 16 (up to 1.5x faster); v1 for
-    verify at smaller batches (rows is up to 40 % slower there at 64K-256K)."""
-    return "rows" if q_len == 1 or batch >= 16 else "v1"
+    """Which paged-attention kernel a shape runs by default (H200): the rows kernel at B >= 16, decode and verify
+    (measure/results/h200-kernels-v2: decode 27 % faster at B = 16, where v1's rounded-up split count leaves a
+    tail wave; verify up to 1.5x faster); v1 below. Alone, rows decodes as fast as v1 at B = 1..8, but inside
+    composed steps it did not: with rows as the decode default, the dense q35 step at 1M measured 12.27 ms against
+    10.53 ms with v1 (measure/results/h200-remeasure-rows); verify at B < 16 is up to 40 % slower with rows."""
+    return "rows" if batch >= 16 else "v1"
 
 
 def fa2_cta_tile_q(packed_rows: int, head_dim: int) -> int:
