@@ -194,7 +194,6 @@ class ProfileCostModel:
         return Source("extrapolated", Origin.EXTRAPOLATED)
 
     def price(self, work: Work, hw: HardwareSpec, spec: ModelSpec) -> Priced:
-        from wmtp.hardware import get_hardware
         from wmtp.latency import price_allreduce
 
         if work.kind == "allreduce":
@@ -205,10 +204,25 @@ class ProfileCostModel:
             t = coef.get("const", 0.0) + coef.get("bytes", 0.0) * work.bytes
             return Priced(work, t * work.count, self.tag(work, spec, comp))
         if work.kind in WEIGHT_KINDS:
-            comp, ref_dtype, dtype, note = self._weight_component(
-                work.kind, work.shape.get("wdtype") or spec.weight_dtype, hw)
-        else:
-            comp, ref_dtype, dtype, note = self._component(work.kind, spec.kv_dtype), "bf16", "bf16", ""
+            wdtype = work.shape.get("wdtype") or spec.weight_dtype
+            comp, ref_dtype, dtype, note = self._weight_component(work.kind, wdtype, hw)
+            quant = self._priced(work, hw, spec, comp, ref_dtype, dtype, note)
+            bf16 = self._component(work.kind)
+            if comp is bf16:
+                return quant
+            # The measured quantized kernel stands in for the engine's. Where the bf16 kernel reads the same bytes
+            # faster, the measured quantized kernel is the slower implementation, not the format's cost: price
+            # the bytes at the bf16 kernel's rate and say so.
+            alt = self._priced(work, hw, spec, bf16, "bf16", dtype,
+                               f"bf16 kernel's rate at {wdtype} bytes: the measured {wdtype} kernel is slower")
+            return alt if alt.time_ms < quant.time_ms else quant
+        comp, ref_dtype, dtype, note = self._component(work.kind, spec.kv_dtype), "bf16", "bf16", ""
+        return self._priced(work, hw, spec, comp, ref_dtype, dtype, note)
+
+    def _priced(self, work: Work, hw: HardwareSpec, spec: ModelSpec, comp: dict, ref_dtype: str, dtype: str,
+                note: str) -> Priced:
+        from wmtp.hardware import get_hardware
+
         same_gpu = hw.key == self.hw_key
         sm = int(self.profile.get("provenance", {}).get("gpu_sm_count") or hw.sm_count) if same_gpu else hw.sm_count
         feats = work_features(work, spec, sm, self.backend)
