@@ -210,3 +210,22 @@ def test_each_framework_file_is_read_once(tmp_path, monkeypatch):
     assert engine.memory_config("q35", [str(copy)]).mem_fraction_static == 0.85
     assert engine.kernel_profile([str(copy)]) == "h200-flashinfer"
     assert len(reads) == 1
+
+
+def test_verify_factor_is_one_where_the_engine_kernel_was_measured_on_that_architecture():
+    """The fitted verify_attn_factor relates the engine's verify on the target GPU to the measured kernel scaled by
+    bandwidth: on a GPU of the measured one's architecture (H100 beside an H200 FlashInfer profile) it is 1; on
+    another architecture (B200) and over wmtp's own kernels it applies."""
+    from types import SimpleNamespace
+
+    from wmtp.engine import extra_ms, verify_factor_applies
+
+    fi_h200 = SimpleNamespace(backend="flashinfer", hw_key="h200")
+    own_h200 = SimpleNamespace(backend="wmtp", hw_key="h200")
+    assert not verify_factor_applies(fi_h200, get_hardware("h100-sxm"))
+    assert not verify_factor_applies(fi_h200, get_hardware("h200"))
+    assert verify_factor_applies(fi_h200, get_hardware("b200"))
+    assert verify_factor_applies(own_h200, get_hardware("h100-sxm"))
+    ov = EngineOverhead("t", host_step_ms=1.0, verify_attn_factor=1.5)
+    assert extra_ms(ov, "verify", "native", 4.0, 1, 1000) == pytest.approx(1.0 + 0.5 * 4.0)
+    assert extra_ms(ov, "verify", "native", 4.0, 1, 1000, verify_factor=False) == pytest.approx(1.0)

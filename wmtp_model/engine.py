@@ -89,18 +89,34 @@ class EngineOverhead:
                 raise WmtpError(f"engine overhead ({self.source}): {f} must be an integer in 0..64, got {v!r}")
 
 
-def extra_ms(ov: EngineOverhead, phase: str, method: str, attn_ms: float, batch: int, s_eff: int) -> float:
-    """The engine's host time (and v1 factors) in one phase, given the kernels' attention time in that phase."""
+def extra_ms(ov: EngineOverhead, phase: str, method: str, attn_ms: float, batch: int, s_eff: int,
+             verify_factor: bool = True) -> float:
+    """The engine's host time (and v1 factors) in one phase, given the kernels' attention time in that phase.
+    `verify_factor` False: the cost model measured the engine's own verify kernel on this GPU's architecture, so
+    the factor (the engine's verify on the target GPU over that measurement scaled by bandwidth) is 1 there."""
     if phase == "verify":
         if method == "dense":
             return ov.host_step_ms + ov.dense_step_ms
-        return ov.host_step_ms + ov.step_ms + ov.request_ms * batch + (ov.verify_attn_factor - 1.0) * attn_ms
+        factor = ov.verify_attn_factor if verify_factor else 1.0
+        return ov.host_step_ms + ov.step_ms + ov.request_ms * batch + (factor - 1.0) * attn_ms
     if phase == "ctx":
         return ov.index_ns_per_token * batch * s_eff * 1e-6 + (ov.draft_attn_factor - 1.0) * attn_ms
     if phase == "fwd":
         plan = ov.plan_fwd_ms if method == "native" else 0.0
         return ov.fwd_ms + plan + (ov.draft_attn_factor - 1.0) * attn_ms
     raise WmtpError(f"unknown phase {phase!r}")
+
+
+def verify_factor_applies(cost, hw) -> bool:
+    """Whether an engine's verify_attn_factor applies on `hw` with `cost`: not when `cost` measured an engine's
+    kernels (a FlashInfer profile) on a GPU of `hw`'s architecture: there the measurement is the engine's kernel.
+    Over wmtp's own kernels the factor also says how far the engine's kernel is from ours, so it always applies."""
+    from wmtp.hardware import HARDWARE
+
+    if getattr(cost, "backend", "wmtp") == "wmtp":
+        return True
+    measured_on = HARDWARE.get(getattr(cost, "hw_key", ""))
+    return not (measured_on is not None and measured_on.arch and measured_on.arch == hw.arch)
 
 
 def index_walks(ov: EngineOverhead, phase: str, method: str) -> int:

@@ -37,6 +37,7 @@ class HardwareSpec:
     flop_eff: float = 0.69
     kernel_overhead_us: float = 2.5  # per kernel inside a CUDA graph (preset)
     source: str = ""
+    arch: str = ""  # GPU architecture (hopper, blackwell, cdna3): the same kernels run alike within one
 
     def __post_init__(self) -> None:
         bad = [
@@ -64,19 +65,21 @@ _NV = "NVIDIA datasheet"
 HARDWARE: Mapping[str, HardwareSpec] = build_registry(
     [
         HardwareSpec("h100-sxm", "NVIDIA H100 SXM 80GB", 80 * GiB, 3.35, 989, 1979, 0, 50e6, 132, 8.4,
-                     source=f"{_NV} (H100 SXM); fractions from the lent H200"),
+                     source=f"{_NV} (H100 SXM); fractions from the lent H200", arch="hopper"),
         HardwareSpec("h200", "NVIDIA H200 141GB", 143771 * 1024**2, 4.8, 989, 1979, 0, 60 * 1024**2, 132, 12.0,
-                     source=f"{_NV} (H200 SXM); HBM as nvidia-smi reports it; fractions measured on the lent H200"),
+                     source=f"{_NV} (H200 SXM); HBM as nvidia-smi reports it; fractions measured on the lent H200",
+                     arch="hopper"),
         HardwareSpec("b200", "NVIDIA B200 180GB", 183359 * 1024**2, 7.68, 2250, 4500, 9000, 126e6, 148, 20.0, 900.0,
                      6.0, source=f"{_NV} (HGX B200, per GPU) for flops and links; HBM as nvidia-smi reports it "
                                  "(183359 MiB); bandwidth from the driver's 7680-bit bus at 3996 MHz (7.68 TB/s, "
-                                 "not the datasheet's 8; pytorch/ao PR #4002); fractions from the lent H200"),
+                                 "not the datasheet's 8; pytorch/ao PR #4002); fractions from the lent H200",
+                     arch="blackwell"),
         HardwareSpec("gb200", "NVIDIA GB200 (per GPU)", 186e9, 8.0, 2500, 5000, 10000, 126e6, 148, 20.0, 900.0, 6.0,
-                     source=f"{_NV} (GB200 NVL72, per GPU); fractions from the lent H200"),
+                     source=f"{_NV} (GB200 NVL72, per GPU); fractions from the lent H200", arch="blackwell"),
         HardwareSpec("b300", "NVIDIA B300 288GB", 288e9, 8.0, 2250, 4500, 13500, 126e6, 160, 20.0, 900.0, 6.0,
-                     source=f"{_NV} (HGX B300, per GPU); fractions from the lent H200"),
+                     source=f"{_NV} (HGX B300, per GPU); fractions from the lent H200", arch="blackwell"),
         HardwareSpec("mi300x", "AMD Instinct MI300X", 192e9, 5.3, 1307, 2615, 0, 256e6, 304, 13.0, 448.0, 10.0,
-                     source="AMD datasheet (L2 = 256 MB Infinity Cache); fractions from the lent H200"),
+                     source="AMD datasheet (L2 = 256 MB Infinity Cache); fractions from the lent H200", arch="cdna3"),
     ],
     "hardware",
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from wmtp.engine import EngineOverhead, extra_ms, index_walks
+from wmtp.engine import EngineOverhead, extra_ms, index_walks, verify_factor_applies
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
@@ -252,6 +252,7 @@ def step_cost(
 
     full, spec = spec, per_gpu_spec(spec, tp)
     attn_kind = {"verify": "verify_attn", "ctx": "extend_attn", "fwd": "decode_attn"}
+    factor = overhead is not None and verify_factor_applies(cost, hw)
 
     def priced(items, phase, tokens, s_eff):
         items = list(items) + tp_collectives(full, tp, phase, tokens)
@@ -263,7 +264,7 @@ def step_cost(
                 out += (cost.price(Work("index_build", f"{phase}.engine_index", batch * keys * INDEX_BYTES_PER_ENTRY,
                                         0.0, 1, walks, {"ctx": keys, "batch": batch}), hw, spec),)
             attn = sum(p.time_ms for p in out if p.work.kind == attn_kind[phase])
-            ms = extra_ms(overhead, phase, method, attn, batch, s_eff)
+            ms = extra_ms(overhead, phase, method, attn, batch, s_eff, factor)
             out += (Priced(Work("engine", f"{phase}.engine", 0.0, 0.0, 0), ms, source(overhead.source)),)
         return Phase(out)
 
