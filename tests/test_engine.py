@@ -136,7 +136,8 @@ def test_resolve_presets_and_framework_profiles(tmp_path):
     shutil.copy(engines_dir() / "sglang-b200-paper-v1.json", copy)
     assert resolve("q35", "b200", [str(copy)])[0]["native"].index_ns_per_token > 0  # v1: a fitted index term
     v2 = resolve("q35", "b200", ["sglang-b200-paper"])[0]["native"]
-    assert (v2.verify_index_walks, v2.draft_index_walks, v2.index_ns_per_token) == (1, 4, 0.0)  # v2: structural
+    # v2: structural counts (the draft build measured as 3 walks on the H200: measure/results/h200-draft-index)
+    assert (v2.verify_index_walks, v2.draft_index_walks, v2.index_ns_per_token) == (1, 3, 0.0)
 
 
 def test_cli_uses_engine_presets():
