@@ -18,8 +18,8 @@ def collect(path, gap_s: float = 60.0) -> tuple:
     events = {"retraction": 0, "oom": 0, "preemption": 0}
     event_lines: list[int] = []
     add_run = runs.add
-    for r in stream(path, stats):
-        if type(r) is DecodeLine or type(r) is PrefillLine:
+    for r in stream(path, stats, decode=runs.decode):  # most decode lines go to runs.decode, not through here
+        if type(r) is PrefillLine or type(r) is DecodeLine:
             add_run(r)
         elif isinstance(r, Value):
             summ.add(r)

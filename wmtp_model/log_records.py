@@ -89,16 +89,43 @@ class ParseStats:
     other: int = 0  # prefill, throughput, summary values, events
 
 
+class CheckedField(dict):
+    """text -> checked value, for a field with few distinct texts (a batch size, an accept len, a queue):
+    float(text) converted and range-checked once, then looked up. A text outside [lo, hi] raises
+    ValueError, or reads None with `else_none`; what raises is not remembered."""
+
+    def __init__(self, lo: float, hi: float, to_int: bool = False, else_none: bool = False):
+        super().__init__()
+        self.lo, self.hi, self.to_int, self.else_none = lo, hi, to_int, else_none
+
+    def __missing__(self, text: str):
+        x = float(text)
+        if self.lo <= x <= self.hi:
+            x = int(x) if self.to_int else x
+        elif self.else_none:
+            x = None
+        else:
+            raise ValueError(text)
+        if len(self) < 65536:
+            self[text] = x
+        return x
+
+
 def finite(x: float | None, lo: float = 0.0, hi: float = MAX_VALUE) -> float | None:
     return x if x is not None and lo <= x <= hi else None  # NaN fails both comparisons
 
 
 def num(v: str | None) -> float | None:
+    """float(v), else the first number in v (`535.49 tokens/s`, `75.6%`); NaN for an infinite one."""
     if v is None:
         return None
-    try:
-        x = float(v)
-    except ValueError:
+    x = None
+    if not isinstance(v, str) or (" " not in (s := v.strip()) and "%" not in s):  # else float() would refuse it:
+        try:  # spare the (slow) exception
+            x = float(v)
+        except ValueError:
+            pass
+    if x is None:
         m = NUM_RE.search(v)
         if not m:
             return None

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
-from wmtp.log_records import (MAX_VALUE, DecodeLine, Event, ParseStats, PrefillLine, Value, VllmSpecLine,  # noqa: F401
-                              VllmThroughput, after, finite, num)
+from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
+                              VllmSpecLine, VllmThroughput, after, finite, num)
 
 _MAX, _num, _finite, _after = MAX_VALUE, num, finite, after  # the parsers' short local names
 
@@ -107,11 +107,57 @@ def _opt(v: str | None) -> float | None:
 
 _SGL_KEYS = ("#token: ", "#full token: ", "accept len: ", "accept rate: ", "#retracted-req: ", "#queue-req: ",
              "cuda graph: ")
+# The common decode layouts (dense, speculative, hybrid `#full token`/`mamba`), matched from `Decode batch`
+# to the end of the line in one regex call: the fast path. A value here holds no `,` and no `:`, so every key
+# the general path looks for occurs only where this pattern puts it, and both read the same text for it (a
+# value with markdown fails its conversion; the prefix must be free of it: the general path strips it).
+_V, _U = r"([^,:]*)", r"[^,:]*"
+_DECODE = re.compile(
+    rf"Decode batch(?:\.|,| \[\d+\],) #running-req: {_V}, (?:#token: {_V}, token usage: {_U}|"
+    rf"#full token: {_V}, full token usage: {_U}(?:, mamba num: {_U}, mamba usage: {_U})?), "
+    rf"(?:accept len: {_V}, )?(?:accept rate: {_V}, )?(?:cuda graph: (True|False), )?"
+    rf"gen throughput \(token/s\): {_V}(?:, #queue-req: {_V})?,? ?\s*$")
+
+
+# `parse_sglang`'s checks and conversions of each field, remembered by text
+_RUNNING, _AL, _RATE = CheckedField(0, 1e7, to_int=True), CheckedField(1, 1000), CheckedField(0, _MAX)
+_QUEUE = CheckedField(0, _MAX, to_int=True, else_none=True)
+_CUDA_GRAPH = {None: None, "True": True, "False": False}
+_GENERAL = object()  # `_decode_fast`'s answer for a line it leaves to the general path
+
+
+def _decode_fast(line: str, d: int, make, n: int, ts: str | None, secs: float | None, pid: str | None, dp: int | None):
+    """make(DecodeLine's fields) for a decode line in a common layout whose numbers all pass
+    `parse_sglang`'s checks, or _GENERAL: the general path decides."""
+    m = _DECODE.match(line, d)
+    if m is None:
+        return _GENERAL
+    running, tokens, full, al, rate, cg, thr, queue = m.groups()
+    try:
+        running, thr, tokens = _RUNNING[running], float(thr), float(full if tokens is None else tokens)
+        al = None if al is None else _AL[al]
+        rate = None if rate is None else _RATE[rate]
+        queue = None if queue is None else _QUEUE[queue]
+    except ValueError:
+        return _GENERAL
+    if not (0 <= thr <= _MAX and 0 <= tokens <= _MAX):
+        return _GENERAL
+    return make(n, ts, running, int(tokens), al, rate, thr, _CUDA_GRAPH[cg], queue, secs, pid, dp)
 
 
 def parse_sglang(line: str, line_no: int) -> DecodeLine | None:
     """One scheduler decode line, or None when it lost #running-req or gen throughput or holds nonsense
-    (string finds, no regex on the body: this runs on every line of multi-GB logs)."""
+    (the common layouts in one regex call, `_decode_fast`; any other by string finds)."""
+    d = line.find("Decode batch")
+    pre = line[:d]
+    rec = _GENERAL
+    if d >= 0 and "*" not in pre and "`" not in pre:
+        rec = _decode_fast(line, d, DecodeLine, line_no, *_prefix(pre))
+    return _parse_sglang_general(line, line_no) if rec is _GENERAL else rec
+
+
+def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
+    """`parse_sglang` for any layout: keys found by string finds, in any order, markdown stripped."""
     if "*" in line or "`" in line:  # markdown emphasis / code around keys or values
         line = line.replace("*", "").replace("`", "")
     d = line.find("Decode batch")
@@ -162,6 +208,18 @@ def parse_sglang(line: str, line_no: int) -> DecodeLine | None:
                       None if retr is None else int(retr))
 
 
+def _vllm_name(key: str) -> str | None:
+    """The field a vLLM spec-metrics key names (by keyword, so the typo variants and orders read the same)."""
+    key = key.lower()
+    return ("emitted" if "emitted" in key else "k" if "speculative tokens" in key or "spec tokens" in key
+            else "rate" if "acceptance rate" in key else "mean_al" if "acceptance length" in key
+            else None if "throughput" in key or "efficiency" in key
+            else "accepted" if "accepted" in key else "drafted" if "draft" in key else None)
+
+
+_VLLM_NAMES: dict = {}  # key text -> _vllm_name(key)
+
+
 def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
     """A V1 `SpecDecoding metrics:` or V0 `Speculative metrics:` line (fields found by keyword, so the
     known typo variants and orders read the same)."""
@@ -182,11 +240,11 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
         x = _num(val) if sep else None
         if x is None:
             continue
-        key = key.lower()
-        name = ("emitted" if "emitted" in key else "k" if "speculative tokens" in key or "spec tokens" in key
-                else "rate" if "acceptance rate" in key else "mean_al" if "acceptance length" in key
-                else None if "throughput" in key or "efficiency" in key
-                else "accepted" if "accepted" in key else "drafted" if "draft" in key else None)
+        name = _VLLM_NAMES.get(key, _vllm_name)
+        if name is _vllm_name:  # a key not seen before (the same few recur on every line)
+            name = _vllm_name(key)
+            if len(_VLLM_NAMES) < 4096:
+                _VLLM_NAMES[key] = name
         if name and name not in f:
             f[name] = x
     acc, dr = f.get("accepted"), f.get("drafted")
@@ -334,18 +392,34 @@ def open_text(path: str | Path):
     return _open(Path(path))
 
 
-def stream(path: str | Path, stats: ParseStats | None = None) -> Iterator:
-    """Parsed records of one file, in order; `stats` counts what was read, skipped and garbled."""
+def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> Iterator:
+    """Parsed records of one file, in order; `stats` counts what was read, skipped and garbled. With
+    `decode`, the SGLang decode lines that `parse_sglang` reads on its fast path are handed to it as
+    DecodeLine's fields (in field order, `retracted` left out) instead of being yielded: `wmtp logs`'s
+    path, with no record built for most lines of a multi-GB log."""
     stats = stats if stats is not None else ParseStats()
     p = Path(path)
     if p.is_dir():
         raise WmtpError(f"{p} is a folder, not a log file")
     f = _open(p)
-    n = 0
+    n = fast = 0
+    make = DecodeLine if decode is None else decode
+    last_pre, clean, ts, secs, pid, dp = None, False, None, None, None, None  # consecutive lines share a prefix
     try:
         for n, line in enumerate(f, 1):
-            if "Decode batch" in line:
-                rec = parse_sglang(line, n)
+            d = line.find("Decode batch")
+            if d >= 0:
+                pre = line[:d]
+                if pre != last_pre:
+                    last_pre, clean = pre, "*" not in pre and "`" not in pre
+                    ts, secs, pid, dp = _prefix(pre)
+                rec = _decode_fast(line, d, make, n, ts, secs, pid, dp) if clean else _GENERAL
+                if rec is not _GENERAL:
+                    fast += 1
+                    if rec is not None:
+                        yield rec
+                    continue
+                rec = _parse_sglang_general(line, n)
                 if rec is None:
                     stats.garbled += 1
                 else:
@@ -372,4 +446,5 @@ def stream(path: str | Path, stats: ParseStats | None = None) -> Iterator:
         raise WmtpError(f"{p}: undecodable text ({e})") from None
     finally:
         stats.lines = n
+        stats.decode += fast
         f.close()

@@ -29,6 +29,7 @@ from typing import Iterable
 from wmtp.logs import DecodeLine, PrefillLine, VllmThroughput
 
 _R = math.log(1.001)
+_log = math.log
 MAX_ROWS = 200  # rows of per-window / per-event detail kept for display (counts are always complete)
 
 
@@ -104,8 +105,9 @@ class TpotBins:
                 f"{min(counts)}-{max(counts)} (ramp or drain)")
 
 
-@dataclass
+@dataclass(slots=True)
 class _PerBatch:
+    log_ms: float  # log(batch * 1e3): per-line TPOT in ms = exp(log_ms - log(throughput))
     seen: int = 0
     bins: dict = field(default_factory=dict)  # T_iter bin -> [count, sum accept_len]
     thr: dict = field(default_factory=dict)  # throughput bin -> count
@@ -149,14 +151,15 @@ class SegmentEstimate:
         return {**asdict(self), "step_ms": self.step_ms}
 
 
-_LOG_MS: dict = {}  # log(running * 1e3) by batch size (a few distinct values per log)
 _LOG_AL: dict = {}  # log(accept len) by value (logged with two decimals: few distinct values)
 
 
 class _Segment:
-    def __init__(self, index: int, first: DecodeLine):
-        self.index, self.first_line, self.last_line, self.lines = index, first.line_no, first.line_no, 0
-        self.speculative = first.speculative
+    """One run's evidence; `SglangRuns.decode` fills it, `estimate` reads it."""
+
+    def __init__(self, index: int, line_no: int, speculative: bool):
+        self.index, self.first_line, self.last_line, self.lines = index, line_no, line_no, 0
+        self.speculative = speculative
         self.per_batch: dict[int, _PerBatch] = {}
         self.ranks: dict = {}  # DP rank -> pid
         self.tpot, self.after_prefill = TpotBins(), TpotBins()
@@ -164,64 +167,6 @@ class _Segment:
         self.rate = [0.0, 0]
         self.dropped = self.stalls = self.retracted = 0
         self.stall_lines: list[int] = []
-
-    def add(self, r: DecodeLine, after_prefill: bool, stall: bool) -> None:
-        self.lines += 1
-        self.last_line = r.line_no
-        if r.dp not in self.ranks:
-            self.ranks[r.dp] = r.pid
-        if r.retracted and r.retracted > self.retracted:
-            self.retracted = r.retracted
-        al = r.accept_len
-        if al is not None:
-            self.al[2] += al
-            self.al[3] += 1
-        if r.accept_rate is not None:
-            self.rate[0] += r.accept_rate
-            self.rate[1] += 1
-        if r.tokens == 0 or r.running <= 0:
-            return
-        thr = r.gen_throughput
-        if stall or thr <= 0:
-            self.stalls += 1
-            if len(self.stall_lines) < MAX_ROWS:
-                self.stall_lines.append(r.line_no)
-            return
-        # one log per line: bins of per-line TPOT, of the artifact's T_iter and of the throughput
-        lt = math.log(thr)
-        b = (self.after_prefill if after_prefill else self.tpot).by_batch.setdefault(r.running, {})
-        lr = _LOG_MS.get(r.running)
-        if lr is None:
-            lr = math.log(r.running * 1e3)
-            if len(_LOG_MS) < 4096:
-                _LOG_MS[r.running] = lr
-        k = round((lr - lt) / _R)
-        b[k] = b.get(k, 0) + 1
-        if after_prefill:
-            self.dropped += 1
-        elif al is not None:
-            self.al[0] += al
-            self.al[1] += 1
-        pb = self.per_batch.get(r.running)
-        if pb is None:
-            pb = self.per_batch[r.running] = _PerBatch()
-        pb.seen += 1
-        if pb.seen <= 2:  # the first 2 lines at a batch size are warm-up (dropped if it is B_eff)
-            return
-        if al is None:
-            al = 1.0
-        la = _LOG_AL.get(al)
-        if la is None:
-            la = math.log(al)
-            if len(_LOG_AL) < 4096:
-                _LOG_AL[al] = la
-        b = pb.bins.get(k := round((la - lt) / _R))
-        if b is None:
-            b = pb.bins[k] = [0, 0.0]
-        b[0] += 1
-        b[1] += al
-        k = round(lt / _R)
-        pb.thr[k] = pb.thr.get(k, 0) + 1
 
     def estimate(self, requested_batch: int | None) -> SegmentEstimate:
         est = SegmentEstimate(**self._artifact_estimate(requested_batch))
@@ -282,35 +227,101 @@ def _median_bin(bins: dict) -> int:
 
 
 class SglangRuns:
-    """Collects SGLang decode and prefill lines into runs (feed records in order, then `estimates`)."""
+    """Collects SGLang decode and prefill lines into runs (feed them in order, then `estimates`): records
+    through `add`, or the fields alone through `prefill` and `decode` (what `wmtp.logs.stream` hands on)."""
 
     def __init__(self, gap_s: float = 60.0):
         self.gap_s = gap_s
         self.segs: list[_Segment] = []
         self.cur: _Segment | None = None
         self.last_t: float | None = None
-        self.state: dict = {}  # (pid, dp) -> [after_prefill, last tokens, last throughput]
+        self.state: dict = {}  # (pid, dp) -> [after a prefill, last #token, last throughput]
 
     def add(self, r) -> None:
-        key = (r.pid, r.dp)
-        st = self.state.get(key)
-        if st is None:
-            st = self.state[key] = [False, None, None]  # after a prefill, last #token, last throughput
         if type(r) is PrefillLine:
+            self.prefill(r.pid, r.dp)
+        else:
+            self.decode(r.line_no, r.time, r.running, r.tokens, r.accept_len, r.accept_rate, r.gen_throughput,
+                        r.cuda_graph, r.queue, r.secs, r.pid, r.dp, r.retracted)
+
+    def prefill(self, pid: str | None, dp: int | None) -> None:
+        st = self.state.get((pid, dp))
+        if st is None:
+            self.state[(pid, dp)] = [True, None, None]
+        else:
             st[0] = True
-            return
-        t, cur = r.secs, self.cur
-        spec = r.accept_len is not None or r.accept_rate is not None
+
+    def decode(self, line_no: int, time, running: int, tokens: int | None, al: float | None, rate: float | None,
+               thr: float, cuda_graph, queue, secs: float | None, pid: str | None, dp: int | None,
+               retracted: int | None = None) -> None:
+        """One decode line, as DecodeLine's fields (positional, in its order). The whole line in one
+        function, the run's bins included: this runs on every line of multi-GB logs."""
+        st = self.state.get((pid, dp))
+        if st is None:
+            st = self.state[(pid, dp)] = [False, None, None]
+        cur, last_t = self.cur, self.last_t
+        spec = al is not None or rate is not None
         if (cur is None or spec != cur.speculative
-                or (t is not None and self.last_t is not None and (t < self.last_t - 2 or t - self.last_t > self.gap_s))
-                or (r.pid is not None and cur.ranks.get(r.dp, r.pid) != r.pid)):
-            self.cur = cur = _Segment(len(self.segs), r)
+                or (secs is not None and last_t is not None and (secs < last_t - 2 or secs - last_t > self.gap_s))
+                or (pid is not None and cur.ranks.get(dp, pid) != pid)):
+            self.cur = cur = _Segment(len(self.segs), line_no, spec)
             self.segs.append(cur)
-        tokens, thr = r.tokens, r.gen_throughput
-        cur.add(r, st[0], tokens is not None and tokens == st[1] and st[2] is not None and thr < 0.5 * st[2])
+        if secs is not None:
+            self.last_t = secs
+        after_prefill, last_tokens, last_thr = st
         st[0], st[1], st[2] = False, tokens, thr
-        if t is not None:
-            self.last_t = t
+        cur.lines += 1
+        cur.last_line = line_no
+        if dp not in cur.ranks:
+            cur.ranks[dp] = pid
+        if retracted and retracted > cur.retracted:
+            cur.retracted = retracted
+        if al is not None:
+            cur.al[2] += al
+            cur.al[3] += 1
+        if rate is not None:
+            cur.rate[0] += rate
+            cur.rate[1] += 1
+        if tokens == 0 or running <= 0:
+            return
+        if thr <= 0 or (last_thr is not None and thr < 0.5 * last_thr and tokens is not None and tokens == last_tokens):
+            cur.stalls += 1  # #token frozen while the throughput collapsed (or no throughput at all)
+            if len(cur.stall_lines) < MAX_ROWS:
+                cur.stall_lines.append(line_no)
+            return
+        # one log per line: bins of per-line TPOT, of the artifact's T_iter and of the throughput
+        lt = _log(thr)
+        pb = cur.per_batch.get(running)
+        if pb is None:
+            pb = cur.per_batch[running] = _PerBatch(_log(running * 1e3))
+        by_batch = (cur.after_prefill if after_prefill else cur.tpot).by_batch
+        b = by_batch.get(running)
+        if b is None:
+            b = by_batch[running] = {}
+        k = round((pb.log_ms - lt) / _R)
+        b[k] = b.get(k, 0) + 1
+        if after_prefill:
+            cur.dropped += 1
+        elif al is not None:
+            cur.al[0] += al
+            cur.al[1] += 1
+        pb.seen += 1
+        if pb.seen <= 2:  # the first 2 lines at a batch size are warm-up (dropped if it is B_eff)
+            return
+        if al is None:
+            al = 1.0
+        la = _LOG_AL.get(al)
+        if la is None:
+            la = _log(al)
+            if len(_LOG_AL) < 4096:
+                _LOG_AL[al] = la
+        b = pb.bins.get(k := round((la - lt) / _R))
+        if b is None:
+            b = pb.bins[k] = [0, 0.0]
+        b[0] += 1
+        b[1] += al
+        k = round(lt / _R)
+        pb.thr[k] = pb.thr.get(k, 0) + 1
 
     def estimates(self, requested_batch: int | None = None) -> list[SegmentEstimate]:
         return [s.estimate(requested_batch) for s in self.segs]
