@@ -359,3 +359,66 @@ def test_errors():
         int4_moe_gemm(x[:1], we, se, ids)
     with pytest.raises(ValueError, match="topk_weights"):
         int4_moe_gemm(x, we, se, ids, torch.ones(2, 1, dtype=torch.float64, device=DEV))
+
+
+# ---------------------------------------------------------------------------------------------
+# wide K steps (block_k = 2 or 4 groups of 128; int4 optionally prefetching one step ahead)
+
+WIDE = [(256, False), (512, False), (256, True), (512, True)]
+
+
+@pytest.mark.parametrize("block_k, prefetch", WIDE)
+@pytest.mark.parametrize("m, n, k, split_k", [(3, 48, 1030, None), (17, 40, 2688, 5), (1, 64, 640, 2)])
+def test_wide_k_steps_match_reference(m, n, k, split_k, block_k, prefetch):
+    """K = 8 groups + 6, 21 groups (no multiple of 2 or 4) and 5 groups; split_k 5 / 2 end splits inside a step,
+    so masked groups sit at the end of K and at split ends."""
+    gen = torch.Generator().manual_seed(4000 * m + n + k + block_k)
+    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    w = make_weight(gen, n, k)
+    wq, ws = quantize_fp8_block(w)
+    packed, s = quantize_int4_group(w)
+    for fn, ops, ref, extra in ((fp8_gemm, (wq, ws), ref_fp8_gemm(x, wq, ws), {}),
+                                (int4_gemm, (packed, s), ref_int4_gemm(x, packed, s), {"prefetch": prefetch})):
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+        fn(x.to(DEV), *(t.to(DEV) for t in ops), split_k=split_k, out=out, path="dot", block_k=block_k, **extra)
+        assert not torch.isnan(out).any()
+        assert rel(out, ref) < TOL
+
+
+@pytest.mark.parametrize("block_k, prefetch", WIDE)
+def test_wide_k_steps_moe(block_k, prefetch):
+    gen = torch.Generator().manual_seed(17 + block_k)
+    tokens, experts, top_k, k_in, n = 5, 6, 2, 300, 40  # K = 2 groups + 44
+    ids, wts = _routing(gen, tokens, experts, top_k)
+    x = torch.randn(tokens, k_in, generator=gen).to(torch.bfloat16)
+    w = make_weight(gen, experts, n, k_in)
+    wq, ws = quantize_fp8_block(w)
+    pq, ps = quantize_int4_group(w)
+    q, sa = ref_act_quant(x)
+    fp8_ref = ref_moe_gemm(q * sa[:, torch.arange(k_in) // 128],
+                           torch.stack([ref_fp8_weight(wq[e], ws[e]) for e in range(experts)]), ids, wts, False)
+    int4_ref = ref_moe_gemm(x, torch.stack([ref_int4_weight(pq[e], ps[e]) for e in range(experts)]), ids, wts, False)
+    for fn, ops, ref, extra in ((fp8_moe_gemm, (wq, ws), fp8_ref, {}),
+                                (int4_moe_gemm, (pq, ps), int4_ref, {"prefetch": prefetch})):
+        for split_k in (None, 2):
+            out = fn(x.to(DEV), *(t.to(DEV) for t in ops), ids.to(DEV), wts.to(DEV), split_k=split_k, path="dot",
+                     block_k=block_k, **extra)
+            assert rel(out, ref) < TOL
+
+
+def test_wide_k_split_plan_and_errors():
+    from wmtp.measure.kernels import quant_gemm as qg
+
+    dev = torch.device("cpu")
+    for groups in (1, 5, 21, 64):
+        for g_step in (1, 2, 4):
+            split, per = qg._split_plan(1, 1, groups, 1, 64, 1 << 30, dev, None, g_step)
+            assert per % g_step == 0 and (split - 1) * per < groups <= split * per  # whole steps, no empty split
+    assert qg._split_plan(1, 1, 21, 1, 64, 1 << 30, dev, 5, 4) == (5, 5)  # explicit: 128-groups, not steps
+    assert qg._dot_config("fp8_block", 16, 128, 512, None, 4) == (512, False, 4)  # 3 x 72 KiB buffers fit
+    assert qg._dot_config("fp8_block", 64, 128, 512, None, 4)[2] == 2  # wgmma stages all 4: 96 KiB each
+    assert qg._dot_config("fp8_block", 16, 64, 256, True, 4)[1] is False  # prefetch is int4 only
+    x = torch.zeros(2, 256, dtype=torch.bfloat16, device=DEV)
+    with pytest.raises(ValueError, match="block_k must be 128, 256 or 512"):
+        int4_gemm(x, torch.zeros(8, 128, dtype=torch.uint8, device=DEV),
+                  torch.ones(8, 2, dtype=torch.bfloat16, device=DEV), block_k=384, path="dot")

@@ -12,10 +12,11 @@ Formats (what the launchers accept; `quantize_*` in `quant_formats` produce them
   low nibble, 2j+1 in the high nibble), symmetric with zero point 8: w = (code - 8) * s, one scale
   per output row and group of 128 along K, scales [N, ceil(K/128)] (bf16 by default; fp16 / fp32
   accepted). Activations bf16 / fp16; the codes enter the tensor cores exactly (as 2^k + code) and
-  the group scale multiplies the partial sum (BLOCK_K = group), so no rounding of dequantized weights.
+  the group scale multiplies each group's partial sum, so no rounding of dequantized weights.
 
 Decode is bandwidth-bound: each weight byte must be streamed once at full bandwidth. One program owns a
-BLOCK_M x BLOCK_N output tile (BLOCK_M 16..128 by M, BLOCK_N by N) and a share of K; the launchers split K
+BLOCK_M x BLOCK_N output tile (BLOCK_M 16..128 by M, BLOCK_N by N) and a share of K, walked in steps of
+`block_k` (1, 2 or 4 groups of 128, `BLOCK_K_AUTO` by default; int4 optionally one step ahead); the launchers split K
 (`split_k`, automatic by default) until the tiles give about `_CTAS_PER_SM` programs per SM, and the kernel
 reduces the splits itself (a per-tile semaphore; the last split sums, in split order). Every call is one
 launch: FP8 activations are quantized in the kernel, grouped GEMMs route in the kernel (`quant_kernels`).
@@ -50,6 +51,8 @@ GEMV_MAX_M = {"fp8_block": 1, "int4_group": 2}
 GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 _GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
 _PATHS = ("auto", "gemv", "dot")
+# (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`)
+BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,17 +109,34 @@ def _default_block_n(n: int, m_tiles: int, device, fmt: str) -> int:
     return next((bn for bn in (128, 64) if 2 * m_tiles * triton.cdiv(n, bn) >= sm), 32)
 
 
-def _split_plan(m_tiles, n_tiles, k_blocks, rows, n, w_bytes, device, split_k):
-    """(split, K blocks per split). Auto: split K until about `_CTAS_PER_SM` programs per SM stream weights,
-    while the fp32 partials (written and read once, 4 B each) stay under a quarter of the weight bytes."""
+def _split_plan(m_tiles, n_tiles, k_blocks, rows, n, w_bytes, device, split_k, g_step=1):
+    """(split, 128-groups per split). Auto: split K until about `_CTAS_PER_SM` programs per SM stream weights,
+    while the fp32 partials (written and read once, 4 B each) stay under a quarter of the weight bytes; each split
+    a whole number of `g_step`-group steps. An explicit split_k counts 128-groups (a split may end mid-step)."""
     if split_k is None:
         want = triton.cdiv(_CTAS_PER_SM * _sm_count(device), m_tiles * n_tiles)
         cap = max(1, w_bytes // (4 * 8 * max(rows * n, 1)))
-        split_k = max(1, min(want, k_blocks, cap))
+        per = triton.cdiv(triton.cdiv(k_blocks, max(1, min(want, k_blocks, cap))), g_step) * g_step
+        return triton.cdiv(k_blocks, per), per
     if not 1 <= split_k <= max(k_blocks, 1):
         raise ValueError(f"split_k must be in [1, {k_blocks}] (K blocks of {GROUP}), got {split_k}")
-    kb_per_split = triton.cdiv(k_blocks, split_k)
-    return triton.cdiv(k_blocks, kb_per_split), kb_per_split  # no empty splits
+    per = triton.cdiv(k_blocks, split_k)
+    return triton.cdiv(k_blocks, per), per  # no empty splits
+
+
+def _dot_config(fmt, block_m, block_n, block_k, prefetch, num_stages):
+    """(block_k, prefetch, num_stages) of the tensor-core kernel: block_k 128 / 256 / 512 (None: `BLOCK_K_AUTO`);
+    prefetch (int4 only; None: with the auto block_k); fp8 stages reduced until the staged operands fit in 216 KiB
+    of shared memory (Triton stages num_stages - 1 buffers for mma.sync tiles, num_stages for wgmma, BLOCK_M >= 64)."""
+    auto_k, auto_pf = BLOCK_K_AUTO[fmt]
+    block_k = block_k or auto_k
+    if block_k not in (GROUP, 2 * GROUP, 4 * GROUP):
+        raise ValueError(f"block_k must be 128, 256 or 512, got {block_k}")
+    prefetch = (auto_pf if prefetch is None else prefetch) and fmt == "int4_group"
+    if fmt == "fp8_block":
+        while num_stages > 2 and (num_stages - (block_m < 64)) * block_k * (block_n + block_m) > 216 << 10:
+            num_stages -= 1
+    return block_k, bool(prefetch), num_stages
 
 
 def _output(out, shape, dtype, device):
@@ -130,11 +150,14 @@ def _output(out, shape, dtype, device):
 
 
 def _launch(x, x_scale, w, w_scale, out, ids, route_w, rows, m_tiles, block_m, block_n, split_k, w_bytes,
-            int4, grouped, a_is_pairs, top_k, num_warps, num_stages, quant_a=False):
+            int4, grouped, a_is_pairs, top_k, num_warps, num_stages, quant_a=False, block_k=None, prefetch=None):
     """Plan split-K and launch `quant_gemm_kernel` once; returns `out`."""
     n, k = out.shape[1], x.shape[1]
     n_tiles = triton.cdiv(n, block_n)
-    split, kb_per_split = _split_plan(m_tiles, n_tiles, triton.cdiv(k, GROUP), rows, n, w_bytes, x.device, split_k)
+    block_k, prefetch, num_stages = _dot_config("int4_group" if int4 else "fp8_block", block_m, block_n, block_k,
+                                                prefetch, num_stages)
+    split, g_per_split = _split_plan(m_tiles, n_tiles, triton.cdiv(k, GROUP), rows, n, w_bytes, x.device, split_k,
+                                     block_k // GROUP)
     part = torch.empty((split, rows, n), dtype=torch.float32, device=x.device) if split > 1 else out
     count = _counters(x.device, m_tiles * n_tiles) if split > 1 else out
     n_exp = w.shape[0] if grouped else 1
@@ -146,14 +169,14 @@ def _launch(x, x_scale, w, w_scale, out, ids, route_w, rows, m_tiles, block_m, b
     quant_gemm_kernel[(m_tiles, n_tiles, split)](
         x, x_scale if x_scale is not None else x, w, w_scale, out, part, count,
         route_w if route_w is not None else out, ids if ids is not None else out, *routing,
-        rows, n, k, n_exp, top_k, kb_per_split, split,
+        rows, n, k, n_exp, top_k, g_per_split, split,
         x.stride(0), x_scale.stride(0) if x_scale is not None else 0, w.stride(0) if grouped else 0,
         w.stride(-2), w_scale.stride(0) if grouped else 0, w_scale.stride(-2),
         part.stride(0) if split > 1 else 0, out.stride(0),
         INT4=int4, QUANT_A=quant_a, GROUPED=grouped, A_IS_PAIRS=a_is_pairs,
         SCALE=route_w is not None, SPLIT=split > 1, SORTED=sort, LOG_E=max(1, int(n_exp).bit_length()),
         E_BINS=triton.next_power_of_2(n_exp + 1), CHUNK_P=_CHUNK_P,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=GROUP,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, PREFETCH=prefetch,
         UPCAST=(not _fp8_dot_ok(x.device)) if not int4 else interpreting(), ROUND_FP32=interpreting(),
         MAGIC=magic, BIAS=bias, FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, num_warps=num_warps, num_stages=num_stages,
     )
@@ -305,7 +328,7 @@ def _check_routing(x, topk_ids, topk_weights, a_is_pairs):
 
 
 def _dense(x, x_scale, w, w_scale, out, out_dtype, fmt, block_m, block_n, split_k, num_warps, num_stages,
-           quant_a=False, gemv=False):
+           quant_a=False, gemv=False, bk=(None, None)):
     m, k = x.shape
     n = w.shape[0]
     if m == 0 or n == 0 or k == 0:
@@ -323,15 +346,17 @@ def _dense(x, x_scale, w, w_scale, out, out_dtype, fmt, block_m, block_n, split_
     out = _output(out, (m, n), out_dtype, x.device)
     w_bytes = weight_bytes(fmt, n, k, scale_bytes=w_scale.element_size())
     return _launch(x, x_scale, w, w_scale, out, None, None, m, m_tiles, block_m, block_n, split_k, w_bytes,
-                   fmt == "int4_group", False, False, 1, num_warps, num_stages, quant_a)
+                   fmt == "int4_group", False, False, 1, num_warps, num_stages, quant_a, *bk)
 
 
 def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: torch.Tensor | None = None,
              out_dtype: torch.dtype = torch.bfloat16, split_k: int | None = None, block_m: int | None = None,
              block_n: int | None = None, num_warps: int | None = None, num_stages: int = 4,
-             out: torch.Tensor | None = None, fuse_act_quant: bool = False, path: str = "auto") -> torch.Tensor:
+             out: torch.Tensor | None = None, fuse_act_quant: bool = False, path: str = "auto",
+             block_k: int | None = None) -> torch.Tensor:
     """y [M, N] = x [M, K] @ dequant(w [N, K], w_scale)^T with x quantized per 1x128 group (W8A8). path: 'dot'
-    (tensor cores), 'gemv' (M <= 16; activations always quantized inside the kernel) or 'auto' (by M)."""
+    (tensor cores; K step block_k = 128 / 256 / 512), 'gemv' (M <= 16; activations always quantized inside the
+    kernel) or 'auto' (by M)."""
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [M, K], got {tuple(x.shape)}")
     if out_dtype not in _ACT_DTYPES + (torch.float32,):
@@ -341,23 +366,25 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: t
     gemv = _use_gemv(path, "fp8_block", x.shape[0], x.shape[1])
     x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant or gemv)
     return _dense(x, x_scale, w, w_scale, out, out_dtype, "fp8_block", block_m, block_n, split_k, num_warps,
-                  num_stages, quant_a, gemv)
+                  num_stages, quant_a, gemv, (block_k, None))
 
 
 def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: int | None = None,
               block_m: int | None = None, block_n: int | None = None, num_warps: int = 4, num_stages: int = 4,
-              out: torch.Tensor | None = None, path: str = "auto") -> torch.Tensor:
+              out: torch.Tensor | None = None, path: str = "auto", block_k: int | None = None,
+              prefetch: bool | None = None) -> torch.Tensor:
     """y [M, N] = x [M, K] @ dequant(w [N, K/2] uint8, w_scale [N, K/128])^T, W4A16, output in x.dtype.
-    path: 'dot' (tensor cores), 'gemv' (M <= 16, K % 8 == 0) or 'auto' (by M)."""
+    path: 'dot' (tensor cores; K step block_k, loads one step ahead with prefetch), 'gemv' (M <= 16,
+    K % 8 == 0) or 'auto' (by M)."""
     check_2d("x", x, _ACT_DTYPES)
     _check_int4_weight(w, w_scale, x.shape[1], grouped=False)
     _same_device(x, w, w_scale)
     return _dense(x, None, w, w_scale, out, x.dtype, "int4_group", block_m, block_n, split_k, num_warps,
-                  num_stages, gemv=_use_gemv(path, "int4_group", x.shape[0], x.shape[1]))
+                  num_stages, gemv=_use_gemv(path, "int4_group", x.shape[0], x.shape[1]), bk=(block_k, prefetch))
 
 
 def _grouped(x, x_scale, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, out_dtype, fmt, block_m, block_n,
-             split_k, num_warps, num_stages, quant_a=False, gemv=False):
+             split_k, num_warps, num_stages, quant_a=False, gemv=False, bk=(None, None)):
     t_len, top_k = _check_routing(x, topk_ids, topk_weights, a_is_pairs)
     n_exp, n, k = w.shape[0], w.shape[1], x.shape[1]
     pairs = t_len * top_k
@@ -378,14 +405,15 @@ def _grouped(x, x_scale, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, ou
     block_n = block_n or _default_block_n(n, routed, x.device, fmt)
     w_bytes = routed * weight_bytes(fmt, n, k, scale_bytes=w_scale.element_size())
     return _launch(x, x_scale, w, w_scale, out, topk_ids, topk_weights, pairs, m_tiles, block_m, block_n, split_k,
-                   w_bytes, fmt == "int4_group", True, a_is_pairs, top_k, num_warps, num_stages, quant_a)
+                   w_bytes, fmt == "int4_group", True, a_is_pairs, top_k, num_warps, num_stages, quant_a, *bk)
 
 
 def fp8_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_ids: torch.Tensor,
                  topk_weights: torch.Tensor | None = None, a_is_pairs: bool = False,
                  out_dtype: torch.dtype = torch.bfloat16, split_k: int | None = None, block_m: int | None = None,
                  block_n: int | None = None, num_warps: int | None = None, num_stages: int = 4,
-                 out: torch.Tensor | None = None, fuse_act_quant: bool = False, path: str = "auto") -> torch.Tensor:
+                 out: torch.Tensor | None = None, fuse_act_quant: bool = False, path: str = "auto",
+                 block_k: int | None = None) -> torch.Tensor:
     """Grouped W8A8 (path as in `fp8_gemm`, by the mean rows per routed expert): out [T*k, N], row p = t*k + j is x[t] (x[p] if a_is_pairs) @ dequant(w[e])^T, e = topk_ids[t, j],
     times topk_weights[t, j] when given. w [E, N, K] fp8, w_scale [E, ceil(N/128), ceil(K/128)]. Expert ids must lie
     in [0, E) (not checked: that would cost a host sync; others route nowhere and leave their rows unwritten)."""
@@ -398,17 +426,18 @@ def fp8_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_i
     gemv = _moe_gemv(path, "fp8_block", w, topk_ids, x.shape[1])
     x, x_scale, quant_a = _fp8_inputs(x, None, fuse_act_quant or gemv)
     return _grouped(x, x_scale, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, out_dtype, "fp8_block",
-                    block_m, block_n, split_k, num_warps, num_stages, quant_a, gemv)
+                    block_m, block_n, split_k, num_warps, num_stages, quant_a, gemv, (block_k, None))
 
 
 def int4_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_ids: torch.Tensor,
                   topk_weights: torch.Tensor | None = None, a_is_pairs: bool = False, split_k: int | None = None,
                   block_m: int | None = None, block_n: int | None = None, num_warps: int = 4, num_stages: int = 4,
-                  out: torch.Tensor | None = None, path: str = "auto") -> torch.Tensor:
-    """Grouped W4A16, rows and path as in `fp8_moe_gemm`: w [E, N, K/2] uint8, w_scale [E, N, ceil(K/128)]; out in x.dtype."""
+                  out: torch.Tensor | None = None, path: str = "auto", block_k: int | None = None,
+                  prefetch: bool | None = None) -> torch.Tensor:
+    """Grouped W4A16, rows, path, block_k and prefetch as in `fp8_moe_gemm` / `int4_gemm`: w [E, N, K/2] uint8, w_scale [E, N, ceil(K/128)]; out in x.dtype."""
     check_2d("x", x, _ACT_DTYPES)
     _check_int4_weight(w, w_scale, x.shape[1], grouped=True)
     _same_device(x, w, w_scale)
     return _grouped(x, None, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, x.dtype, "int4_group",
-                    block_m, block_n, split_k, num_warps, num_stages, gemv=_moe_gemv(path, "int4_group", w, topk_ids,
-                                                                                     x.shape[1]))
+                    block_m, block_n, split_k, num_warps, num_stages,
+                    gemv=_moe_gemv(path, "int4_group", w, topk_ids, x.shape[1]), bk=(block_k, prefetch))

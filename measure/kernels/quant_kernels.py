@@ -5,10 +5,13 @@ One kernel, `quant_gemm_kernel`, serves the four GEMMs (FP8 block / int4 group x
   expert's token-expert pairs itself (`moe_rows`: a histogram of the routed ids, an exclusive scan of the
   blocks per expert, a scan of the ids for the block's pairs), so a MoE call is a single launch with no sort;
   with many pairs that scan costs more than a sort, and the rows come sorted from the host (`sorted_rows`).
-- K steps of 128 (the quantization group): FP8 quantizes the activation tile per row and group in registers
-  (`_fp8_act`, the same arithmetic as `quant_formats._act_quant_kernel`) unless it came pre-quantized;
-  int4 turns each nibble into a bf16 / fp16 number with one OR (`code | MAGIC` is the float 2^k + code, exact),
-  multiplies in the tensor cores and removes the 2^k + 8 offset with the row sums of x (`_int4_step`).
+- K steps of BLOCK_K = G x 128 (G = 1, 2 or 4 quantization groups): each step first issues the loads of all its
+  groups (`_fp8_load` / `_int4_load`; groups past the split's end or K masked to 0), then per group one tl.dot whose
+  partial sum takes that group's scales, so fewer, wider steps keep more bytes in flight per program.
+  FP8 quantizes the activation tile per row and group in registers (`_fp8_act`, the same arithmetic as
+  `quant_formats._act_quant_kernel`) unless it came pre-quantized; int4 turns each nibble into a bf16 / fp16 number
+  with one OR (`code | MAGIC` is the float 2^k + code, exact), multiplies in the tensor cores and removes the
+  2^k + 8 offset with the row sums of x (`_int4_math`).
 - split-K: each split writes fp32 partials, counts itself on a per-tile semaphore, and the last split to
   arrive sums the partials in split order (deterministic) and writes the output, then re-arms the semaphore
   (`finish_tile`); no second launch.
@@ -88,18 +91,28 @@ def _fp8_act(a, q_ty: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, 
 
 
 @triton.jit
-def _fp8_step(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am, stride_asm,
-              QUANT_A: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, ROUND_FP32: tl.constexpr,
-              FP8_MAX_C: tl.constexpr, EPS: tl.constexpr):
-    ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-    k_ok = ks < K
-    w = tl.load(w_base + ks[:, None], mask=k_ok[:, None] & c_ok[None, :], other=0.0)  # [BK, BN] fp8
-    w_s = tl.load(ws_base + kb_s, mask=c_ok, other=0.0)
+def _fp8_load(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, k_stop, K, stride_am, stride_asm, QUANT_A: tl.constexpr):
+    """Operands of 128-group `g`, masked to 0 from K index k_stop (the split's end or K): weights [128, BN] fp8,
+    weight scales, activations [BM, 128] and, when pre-quantized, their scales (scales of masked groups are read in
+    bounds and multiply zeros)."""
+    ks = g * 128 + tl.arange(0, 128)
+    k_ok = ks < k_stop
+    g_s = tl.minimum(g, (K - 1) // 128)  # scale column, kept in bounds
+    w = tl.load(w_base + ks[:, None], mask=k_ok[:, None] & c_ok[None, :], other=0.0)  # [128, BN] fp8
+    w_s = tl.load(ws_base + g_s, mask=c_ok, other=0.0)
     a = tl.load(A + a_row[:, None] * stride_am + ks[None, :], mask=r_ok[:, None] & k_ok[None, :], other=0.0)
     if QUANT_A:
-        a, a_s = _fp8_act(a, w.dtype, FP8_MAX_C, EPS, ROUND_FP32)
+        a_s = w_s  # unused: quantized in `_fp8_math`
     else:
-        a_s = tl.load(A_s + a_row * stride_asm + kb_s, mask=r_ok, other=0.0)
+        a_s = tl.load(A_s + a_row * stride_asm + g_s, mask=r_ok, other=0.0)
+    return w, w_s, a, a_s
+
+
+@triton.jit
+def _fp8_math(w, w_s, a, a_s, QUANT_A: tl.constexpr, UPCAST: tl.constexpr, ROUND_FP32: tl.constexpr,
+              FP8_MAX_C: tl.constexpr, EPS: tl.constexpr):
+    if QUANT_A:
+        a, a_s = _fp8_act(a, w.dtype, FP8_MAX_C, EPS, ROUND_FP32)
     if UPCAST:
         a = a.to(tl.float32)
         w = w.to(tl.float32)
@@ -107,16 +120,44 @@ def _fp8_step(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am
 
 
 @triton.jit
-def _int4_step(A, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am,
-               BLOCK_K: tl.constexpr, UPCAST: tl.constexpr, MAGIC: tl.constexpr, BIAS: tl.constexpr):
-    j = kb * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)  # byte column: elements 2j (low nibble) and 2j+1 (high)
-    j_ok = 2 * j < K
-    p = tl.load(w_base + j[:, None], mask=j_ok[:, None] & c_ok[None, :], other=0)  # [BK/2, BN] uint8
-    s = tl.load(ws_base + kb_s, mask=c_ok, other=0.0).to(tl.float32)
+def _fp8_step(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g0, k_stop, K, stride_am, stride_asm,
+              QUANT_A: tl.constexpr, G: tl.constexpr, UPCAST: tl.constexpr, ROUND_FP32: tl.constexpr,
+              FP8_MAX_C: tl.constexpr, EPS: tl.constexpr):
+    """G (1, 2 or 4) groups from g0: every group's loads are issued before the first tl.dot."""
+    w0, ws0, a0, as0 = _fp8_load(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g0, k_stop, K, stride_am, stride_asm,
+                                 QUANT_A)
+    if G >= 2:
+        w1, ws1, a1, as1 = _fp8_load(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g0 + 1, k_stop, K, stride_am,
+                                     stride_asm, QUANT_A)
+    if G >= 4:
+        w2, ws2, a2, as2 = _fp8_load(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g0 + 2, k_stop, K, stride_am,
+                                     stride_asm, QUANT_A)
+        w3, ws3, a3, as3 = _fp8_load(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g0 + 3, k_stop, K, stride_am,
+                                     stride_asm, QUANT_A)
+    part = _fp8_math(w0, ws0, a0, as0, QUANT_A, UPCAST, ROUND_FP32, FP8_MAX_C, EPS)
+    if G >= 2:
+        part += _fp8_math(w1, ws1, a1, as1, QUANT_A, UPCAST, ROUND_FP32, FP8_MAX_C, EPS)
+    if G >= 4:
+        part += _fp8_math(w2, ws2, a2, as2, QUANT_A, UPCAST, ROUND_FP32, FP8_MAX_C, EPS)
+        part += _fp8_math(w3, ws3, a3, as3, QUANT_A, UPCAST, ROUND_FP32, FP8_MAX_C, EPS)
+    return part
+
+
+@triton.jit
+def _int4_load(A, a_row, r_ok, w_base, ws_base, c_ok, g, k_stop, K, stride_am):
+    """Operands of 128-group `g` (masked to 0 from K index k_stop): packed codes [64, BN], scales [BN], even and odd
+    activation columns [BM, 64]."""
+    j = g * 64 + tl.arange(0, 64)  # byte column: elements 2j (low nibble) and 2j+1 (high)
+    j_ok = 2 * j < k_stop
+    p = tl.load(w_base + j[:, None], mask=j_ok[:, None] & c_ok[None, :], other=0)  # [64, BN] uint8
+    s = tl.load(ws_base + tl.minimum(g, (K - 1) // 128), mask=c_ok, other=0.0).to(tl.float32)
     a_ptr = A + a_row[:, None] * stride_am + 2 * j[None, :]
     a_ok = r_ok[:, None] & j_ok[None, :]
-    a_even = tl.load(a_ptr, mask=a_ok, other=0.0)
-    a_odd = tl.load(a_ptr + 1, mask=a_ok, other=0.0)
+    return p, s, tl.load(a_ptr, mask=a_ok, other=0.0), tl.load(a_ptr + 1, mask=a_ok, other=0.0)
+
+
+@triton.jit
+def _int4_math(p, s, a_even, a_odd, UPCAST: tl.constexpr, MAGIC: tl.constexpr, BIAS: tl.constexpr):
     row_sum = tl.sum(a_even.to(tl.float32) + a_odd.to(tl.float32), 1)
     lo = ((p & 0xF).to(tl.int16) | MAGIC).to(a_even.dtype, bitcast=True)  # 2^k + code, exact
     hi = ((p >> 4).to(tl.int16) | MAGIC).to(a_even.dtype, bitcast=True)
@@ -128,6 +169,58 @@ def _int4_step(A, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am,
     part = tl.dot(a_even, lo)
     part = tl.dot(a_odd, hi, part)
     return (part - BIAS * row_sum[:, None]) * s[None, :]  # sum x (2^k + code) - (2^k + 8) sum x = sum x (code - 8)
+
+
+@triton.jit
+def _int4_loads(A, a_row, r_ok, w_base, ws_base, c_ok, g0, k_stop, K, stride_am, G: tl.constexpr):
+    """The operands of groups g0 .. g0 + G - 1 (G = 1, 2 or 4), all loads issued together; the slots past G repeat
+    group g0 (no extra load) so the tuple has one shape for every G."""
+    p0, s0, e0, o0 = _int4_load(A, a_row, r_ok, w_base, ws_base, c_ok, g0, k_stop, K, stride_am)
+    p1, s1, e1, o1 = p0, s0, e0, o0
+    p2, s2, e2, o2 = p0, s0, e0, o0
+    p3, s3, e3, o3 = p0, s0, e0, o0
+    if G >= 2:
+        p1, s1, e1, o1 = _int4_load(A, a_row, r_ok, w_base, ws_base, c_ok, g0 + 1, k_stop, K, stride_am)
+    if G >= 4:
+        p2, s2, e2, o2 = _int4_load(A, a_row, r_ok, w_base, ws_base, c_ok, g0 + 2, k_stop, K, stride_am)
+        p3, s3, e3, o3 = _int4_load(A, a_row, r_ok, w_base, ws_base, c_ok, g0 + 3, k_stop, K, stride_am)
+    return p0, s0, e0, o0, p1, s1, e1, o1, p2, s2, e2, o2, p3, s3, e3, o3
+
+
+@triton.jit
+def _int4_maths(p0, s0, e0, o0, p1, s1, e1, o1, p2, s2, e2, o2, p3, s3, e3, o3, G: tl.constexpr,
+                UPCAST: tl.constexpr, MAGIC: tl.constexpr, BIAS: tl.constexpr):
+    """Sum of the first G groups' scaled partial products (`_int4_loads`' order)."""
+    part = _int4_math(p0, s0, e0, o0, UPCAST, MAGIC, BIAS)
+    if G >= 2:
+        part += _int4_math(p1, s1, e1, o1, UPCAST, MAGIC, BIAS)
+    if G >= 4:
+        part += _int4_math(p2, s2, e2, o2, UPCAST, MAGIC, BIAS)
+        part += _int4_math(p3, s3, e3, o3, UPCAST, MAGIC, BIAS)
+    return part
+
+
+@triton.jit
+def _int4_loop(acc, A, a_row, r_ok, w_base, ws_base, c_ok, g_lo, k_stop, n_steps, K, stride_am, G: tl.constexpr,
+               PREFETCH: tl.constexpr, UPCAST: tl.constexpr, MAGIC: tl.constexpr, BIAS: tl.constexpr):
+    """The int4 K loop. Triton's pipeliner does not stage these loads (their uses pass through integer ops before
+    tl.dot), so num_stages does not overlap them; PREFETCH issues step i + 1's loads into registers before step i's
+    arithmetic (one step ahead; the load past the last step is fully masked)."""
+    if PREFETCH:
+        p0, s0, e0, o0, p1, s1, e1, o1, p2, s2, e2, o2, p3, s3, e3, o3 = _int4_loads(
+            A, a_row, r_ok, w_base, ws_base, c_ok, g_lo, k_stop, K, stride_am, G)
+        for i in range(0, n_steps):
+            q0, t0, f0, u0, q1, t1, f1, u1, q2, t2, f2, u2, q3, t3, f3, u3 = _int4_loads(
+                A, a_row, r_ok, w_base, ws_base, c_ok, g_lo + (i + 1) * G, k_stop, K, stride_am, G)
+            acc += _int4_maths(p0, s0, e0, o0, p1, s1, e1, o1, p2, s2, e2, o2, p3, s3, e3, o3, G, UPCAST, MAGIC, BIAS)
+            p0, s0, e0, o0, p1, s1, e1, o1 = q0, t0, f0, u0, q1, t1, f1, u1
+            p2, s2, e2, o2, p3, s3, e3, o3 = q2, t2, f2, u2, q3, t3, f3, u3
+    else:
+        for i in range(0, n_steps):
+            p0, s0, e0, o0, p1, s1, e1, o1, p2, s2, e2, o2, p3, s3, e3, o3 = _int4_loads(
+                A, a_row, r_ok, w_base, ws_base, c_ok, g_lo + i * G, k_stop, K, stride_am, G)
+            acc += _int4_maths(p0, s0, e0, o0, p1, s1, e1, o1, p2, s2, e2, o2, p3, s3, e3, o3, G, UPCAST, MAGIC, BIAS)
+    return acc
 
 
 @triton.jit
@@ -154,13 +247,13 @@ def finish_tile(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, tile, pid_k, n
 @triton.jit(do_not_specialize=["M"])
 def quant_gemm_kernel(
     A, A_s, W, W_s, Out, Part, Count, route_w, ids, sorted_pairs, counts, starts, cum_blocks,
-    M, N, K, E, top_k, kb_per_split, n_split,
+    M, N, K, E, top_k, g_per_split, n_split,
     stride_am, stride_asm, stride_we, stride_wn, stride_wse, stride_wsn, stride_ps, stride_om,
     INT4: tl.constexpr, QUANT_A: tl.constexpr, GROUPED: tl.constexpr, A_IS_PAIRS: tl.constexpr,
     SCALE: tl.constexpr, SPLIT: tl.constexpr, SORTED: tl.constexpr, LOG_E: tl.constexpr, E_BINS: tl.constexpr,
     CHUNK_P: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr,
-    ROUND_FP32: tl.constexpr, MAGIC: tl.constexpr, BIAS: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr,
+    PREFETCH: tl.constexpr, ROUND_FP32: tl.constexpr, MAGIC: tl.constexpr, BIAS: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr,
 ):
     """Out rows [M, N] (grouped: M = token-expert pairs) = rows of A @ dequant(W[e])^T; see the module docstring."""
     pid_m = tl.program_id(0)
@@ -185,17 +278,18 @@ def quant_gemm_kernel(
     if INT4:
         ws_base = W_s + e.to(tl.int64) * stride_wse + cols.to(tl.int64) * stride_wsn  # one scale per row and group
     else:
-        ws_base = W_s + e.to(tl.int64) * stride_wse + (cols // BLOCK_K) * stride_wsn  # one per 128 rows
+        ws_base = W_s + e.to(tl.int64) * stride_wse + (cols // 128) * stride_wsn  # one per 128 rows
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for i in range(0, kb_per_split):  # the last split may run past K: operands masked to 0 there
-        kb = pid_k * kb_per_split + i
-        kb_s = tl.minimum(kb, (K - 1) // BLOCK_K)  # scale column, kept in bounds
-        if INT4:
-            acc += _int4_step(A, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am,
-                              BLOCK_K, UPCAST, MAGIC, BIAS)
-        else:
-            acc += _fp8_step(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, kb, kb_s, K, stride_am, stride_asm,
-                             QUANT_A, BLOCK_K, UPCAST, ROUND_FP32, FP8_MAX_C, EPS)
+    g_lo = pid_k * g_per_split  # this split's 128-wide K groups from g_lo, in steps of BLOCK_K
+    k_stop = tl.minimum((g_lo + g_per_split) * 128, K)  # K indices from here (next split or past K) are masked to 0
+    n_steps = tl.cdiv(g_per_split, BLOCK_K // 128)
+    if INT4:
+        acc = _int4_loop(acc, A, a_row, r_ok, w_base, ws_base, c_ok, g_lo, k_stop, n_steps, K, stride_am,
+                         BLOCK_K // 128, PREFETCH, UPCAST, MAGIC, BIAS)
+    else:
+        for i in range(0, n_steps):
+            acc += _fp8_step(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g_lo + i * (BLOCK_K // 128), k_stop, K,
+                             stride_am, stride_asm, QUANT_A, BLOCK_K // 128, UPCAST, ROUND_FP32, FP8_MAX_C, EPS)
     if SCALE:
         acc = acc * tl.load(route_w + out_row, mask=r_ok, other=0.0)[:, None]
     finish_tile(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, pid_m * tl.num_programs(1) + pid_n, pid_k, n_split,
