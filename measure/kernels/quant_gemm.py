@@ -51,7 +51,8 @@ GEMV_MAX_M = {"fp8_block": 1, "int4_group": 2}
 GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 _GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
 _PATHS = ("auto", "gemv", "dot")
-# (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`)
+# (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`): 128 without prefetch for
+# both formats, from measure/results/h200-quant-v4 (wider steps and the prefetch were slower on most shapes)
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
 
 
