@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +24,8 @@ def read_raw(path: Path) -> pd.DataFrame:
         df = pd.read_csv(path)
     except FileNotFoundError:
         raise WmtpError(f"no sweep data at {path}") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError, zlib.error) as e:
+        # OSError covers a truncated or corrupt .gz (gzip.BadGzipFile) and an unreadable file
         raise WmtpError(f"{path} is not a readable sweep CSV ({type(e).__name__})") from None
     missing = REQUIRED - set(df.columns)
     if missing:

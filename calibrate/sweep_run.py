@@ -62,8 +62,10 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
     if partial and base_raw is None:
         raise WmtpError("--parts re-measures part of the sweep: give --base-raw, the raw data of a full run "
                         "whose other parts it completes")
-    if base_raw is not None and not Path(base_raw).exists():
-        raise WmtpError(f"no base raw data at {base_raw}")
+    if base_raw is not None:
+        if not Path(base_raw).exists():
+            raise WmtpError(f"no base raw data at {base_raw}")
+        read_raw(Path(base_raw))  # a corrupt base is an error before the sweep, not after it
     raw, meta = run_sweep(specs, out, quick=quick, resume=resume, backend=backend, console=console, parts=parts)
     if not partial:
         return fit_raw_to_profile(raw, out / "profile.json", meta, [s.key for s in specs])

@@ -42,3 +42,11 @@ def test_parts_are_checked_before_any_measurement(tmp_path):
         run_calibrate([], tmp_path, parts=("attention",))
     with pytest.raises(WmtpError, match="no base raw"):
         run_calibrate([], tmp_path, parts=("attention",), base_raw=tmp_path / "missing.csv.gz")
+
+
+def test_a_corrupt_base_is_refused_before_any_measurement(tmp_path):
+    bad = tmp_path / "base.csv.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00 this is not a gzip stream")
+    with pytest.raises(WmtpError, match="not a readable sweep CSV"):
+        run_calibrate([], tmp_path / "out", parts=("attention",), base_raw=bad)
+    assert not (tmp_path / "out").exists()
