@@ -95,7 +95,7 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
 
     if (model is None) == (config is None):
         raise WmtpError("give exactly one of --model KEY or --config path/to/config.json")
-    spec = get_model(model) if model is not None else load_config(config)
+    spec = get_model(model) if model is not None else load_config(config, weight_dtype=weight_dtype)
     return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
 

@@ -115,3 +115,13 @@ def test_work_items_read_each_part_in_its_format():
     assert items["verify.moe"].shape["wdtype"] == "nvfp4"
     assert row.with_dtypes(weight_dtype="fp8").dense_weight_dtype is None  # a uniform FP8 checkpoint
     assert row.with_dtypes(kv_dtype="fp8").dense_weight_dtype == "fp8"
+
+
+def test_weight_dtype_given_skips_an_unreadable_quantization_config(write_config):
+    """The error says to pass --weight-dtype; passing it must then work (the config's quantization is not read)."""
+    bad = {**QWEN_NEXT, "quantization_config": {"quant_method": "hqq"}}
+    path = write_config(bad, "qn4")
+    with pytest.raises(ConfigError, match="--weight-dtype"):
+        load_config(path)
+    spec = load_config(path, weight_dtype="int4")
+    assert spec.dense_weight_dtype is None and spec.n_layers == 48

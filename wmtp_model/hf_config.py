@@ -270,9 +270,16 @@ def resolve_config_path(source: str | Path) -> tuple[Path, str | None]:
     return p, None
 
 
-def load_config(path: str | Path, key: str | None = None) -> ModelSpec:
-    """A `ModelSpec` from a config.json, a model folder, or a Hugging Face repo id (see module docstring)."""
+def load_config(path: str | Path, key: str | None = None, weight_dtype: str | None = None) -> ModelSpec:
+    """A `ModelSpec` from a config.json, a model folder, or a Hugging Face repo id (see module docstring). With
+    `weight_dtype` (the user's --weight-dtype) the config's quantization_config is not read: the user said how the
+    weights are stored."""
     from wmtp.fileio import read_json
 
     p, default_key = resolve_config_path(path)
-    return spec_from_config(read_json(p, "config", ConfigError), str(p), key or default_key)
+    cfg = read_json(p, "config", ConfigError)
+    if weight_dtype is not None and isinstance(cfg, dict):
+        cfg = {k: v for k, v in cfg.items() if k != "quantization_config"}
+        if isinstance(cfg.get("text_config"), dict):
+            cfg["text_config"] = {k: v for k, v in cfg["text_config"].items() if k != "quantization_config"}
+    return spec_from_config(cfg, str(p), key or default_key)
