@@ -122,6 +122,9 @@ class Summaries:
             for k in ("predicted_per_token_ms", "predicted_n", "draft_n", "draft_n_accepted"):  # llama.cpp timings
                 if k in num:
                     self.values["llama_" + k] = (num[k], m["last"])
+            for k, key in (("mean_tpot_ms", "tpot_mean_ms"), ("accept_length", "accept_length")):  # bench JSON
+                if k in num and (k != "accept_length" or num[k] >= 1):
+                    self.values[key] = (num[k], m["last"])
             return
         m["requests"] += 1
         for k in ("spec_correct_drafts_histogram", "spec_accept_histogram"):
@@ -186,6 +189,9 @@ class Summaries:
         pos = sorted((int(k[4:]), v[0]) for k, v in self.values.items() if k.startswith("pos:"))
         rates = [r for _, r in pos]
         drafts = g("drafts")
+        skeys = [k for k in self.values if k.startswith("llama_stat_")]
+        stats = (sum(self.values[k][0] for k in skeys if k.startswith("llama_stat_drafts:")),
+                 sum(self.values[k][0] for k in skeys if k.startswith("llama_stat_acc:")), skeys)
         if g("accepted_tokens") is not None and drafts:
             out = {"value": 1 + g("accepted_tokens") / drafts, "estimator": "1 + accepted tokens / drafts",
                    "lines": self.line("accepted_tokens", "drafts")}
@@ -203,6 +209,9 @@ class Summaries:
             t = g("llama_predicted_n")
             out = {"value": t / (t - g("llama_draft_n_accepted")), "lines": self.line("llama_predicted_n"),
                    "estimator": "inferred: predicted_n / (predicted_n - draft_n_accepted)"}
+        elif stats[0]:
+            out = {"value": 1 + stats[1] / stats[0], "lines": self.line(*stats[2]),
+                   "estimator": "llama.cpp statistics: 1 + #acc tokens / #gen drafts (last line of each implementation)"}
         else:
             return None
         out.update(kind="summary", samples=1)
@@ -215,13 +224,16 @@ class Summaries:
     def tpot(self) -> dict | None:
         g = self.get
         for key, est in (("tpot_mean_ms", "bench summary Mean TPOT"), ("metric_tpot_ms", "[METRIC] tpot"),
-                         ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"),
+                         ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"), ("llama_decoded_s", ""),
                          ("llama_eval_ms_per_token", "llama.cpp eval time per token"),
                          ("llama_predicted_per_token_ms", "llama.cpp timings predicted_per_token_ms")):
-            if g(key):
+            if key == "llama_decoded_s":  # a speculative example's own total: its `eval time` lines are per
+                if g(key) and g("llama_decoded_tokens"):  # model (the draft's, the target's batches)
+                    return {"value_ms": g(key) / g("llama_decoded_tokens") * 1e3, "samples": 1, "confidence": "high",
+                            "estimator": "llama.cpp decoded seconds / tokens", "lines": self.line("llama_decoded_tokens")}
+            elif g(key):
                 return {"value_ms": g(key), "estimator": est, "lines": self.line(key), "samples": 1, "confidence": "high"}
-        if g("llama_decoded_tokens") and g("llama_decoded_s"):
-            return {"value_ms": g("llama_decoded_s") / g("llama_decoded_tokens") * 1e3, "samples": 1,
-                    "estimator": "llama.cpp decoded seconds / tokens", "lines": self.line("llama_decoded_tokens"),
-                    "confidence": "high"}
+        if g("llama_tg"):
+            return {"value_ms": 1e3 / g("llama_tg"), "samples": 1, "lines": self.line("llama_tg"), "confidence": "low",
+                    "estimator": "llama.cpp progress line: 1000 / tg (cumulative t/s of the last task)"}
         return None

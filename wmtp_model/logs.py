@@ -15,8 +15,8 @@ Line formats (as printed by the engines; examples in tests/data/real/, one file 
   Summaries (`Value` records, one per number): `vllm bench serve` / `sglang.bench_serving` blocks
           (`Mean TPOT (ms):`, `Mean ITL (ms):`, `Accept length:`, `Acceptance length:`, `Position j:`),
           vLLM's offline spec-decode output (`mean acceptance length:`, `num_drafts:`, `acceptance at token
-          j:`), llama.cpp (`eval time = ... ms per token`, `draft acceptance ...`, `decoded N tokens in S
-          seconds`, `n_predict = `, timings JSON), and per-request `meta_info` fields wherever they appear
+          j:`), llama.cpp (wmtp.log_llama; `n_predict = `, timings JSON), bench result JSON keys (`mean_tpot_ms`,
+          `accept_length`, read from a line even when it is cut), and per-request `meta_info` fields wherever they appear
           (JSON over several lines, JSONL, a Python dict repr): recognised by content, not by file name.
 Markdown emphasis and backticks, diff `+` and quote `>` prefixes are decoration and are stripped. A
 line that starts like a known kind but lacks its numbers, or carries NaN, infinite or absurd values, is
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
+from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, finite, num)
 
@@ -46,13 +47,8 @@ _ENGINE = re.compile(r"Engine (\d+):|(\d+) Engines Aggregated")
 _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length|spec_num_correct_drafts|"""
                    r"""spec_accept_token_num|spec_correct_drafts_histogram|spec_accept_histogram|"""
                    r"""mean_acceptance_length|num_spec_steps|num_accepted_draft_tokens|acceptance_histogram|"""
-                   r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n)['"]?\s*:\s*"""
+                   r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n|mean_tpot_ms|accept_length)['"]?\s*:\s*"""
                    r"""(\[[^\]]*\]|[-+0-9.eE]+|nan|NaN|Infinity)""")
-_LLAMA_EVAL = re.compile(r"(prompt )?eval time\s*=\s*[\d.]+\s*ms\s*/\s*(\d+)\s*(?:tokens|runs)\s*\(\s*([\d.]+) ms per token")
-_LLAMA_DRAFT = re.compile(r"draft acceptance(?: rate)?\s*=\s*([\d.]+)\s*\(\s*(\d+) accepted\s*/\s*(\d+) generated\)")
-_LLAMA_MEAN = re.compile(r"mean acc(?:eptance)? len(?:gth)?\s*=\s*([\d.]+)")
-_LLAMA_POS = re.compile(r"(?:acceptance rate per position|acc rate/pos)\s*=\s*\(([^)]*)\)")
-_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
 _POSITION = re.compile(r"(?:position|acceptance at token)\s+(\d+)$")
 _LABELS = {
     "mean tpot (ms)": "tpot_mean_ms", "median tpot (ms)": "tpot_median_ms", "p99 tpot (ms)": "tpot_p99_ms",
@@ -282,11 +278,6 @@ def _clean(line: str) -> str:
     return s.replace("*", "").replace("`", "") if ("*" in s or "`" in s) else s
 
 
-def _number_list(text: str) -> list[float] | None:
-    xs = [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text)]
-    return xs if xs and all(math.isfinite(x) and 0 <= x <= _MAX for x in xs) else None
-
-
 def parse_other(line: str, n: int):
     """Every line that is not an SGLang decode line: a record, a list of `Value`s, None (not ours) or
     False (ours but garbled)."""
@@ -306,7 +297,7 @@ def parse_other(line: str, n: int):
     if "preempted" in line and "PreemptionMode" in line:
         return Event(n, "preemption")
     if ("spec_" in line or "accept" in line or "completion_tokens" in line or "predicted_" in line
-            or "draft_n" in line or "num_spec" in line):
+            or "draft_n" in line or "num_spec" in line or "tpot_ms" in line):
         found = _META.findall(line)
         if found:
             out = []
@@ -317,28 +308,11 @@ def parse_other(line: str, n: int):
                     return False
                 out.append(Value(n, "meta:" + key, x))
             return out
-    if "ms per token" in line:
-        m = _LLAMA_EVAL.search(line)
-        if m:
-            if m.group(1):
-                return None  # prompt eval
-            return [Value(n, "llama_eval_ms_per_token", float(m.group(3))), Value(n, "llama_eval_tokens", float(m.group(2)))]
-    if "draft acceptance" in line or "#mean acc len" in line:
-        out = []
-        m = _LLAMA_DRAFT.search(line)
-        if m:
-            out += [Value(n, "llama_accepted", float(m.group(2))), Value(n, "llama_generated", float(m.group(3)))]
-        m = _LLAMA_MEAN.search(line)
-        if m:
-            out.append(Value(n, "accept_length", float(m.group(1))))
-        m = _LLAMA_POS.search(line)
-        if m and _number_list(m.group(1)):
-            out.append(Value(n, "llama_per_position", _number_list(m.group(1))))
-        return out or False
-    if "decoded " in line and " tokens in " in line:
-        m = _DECODED.search(line)
-        if m and int(m.group(1)) > 0:
-            return [Value(n, "llama_decoded_tokens", float(m.group(1))), Value(n, "llama_decoded_s", float(m.group(2)))]
+    if "=" in line and ("ms per token" in line or "draft acceptance" in line or "#mean acc len" in line
+                        or "#gen drafts" in line or " tg = " in line) or "decoded " in line:
+        rec = parse_llama(line, n)  # llama.cpp server / speculative example lines
+        if rec is not None:
+            return None if rec is SKIP else rec
     if "[METRIC] tpot=" in line:
         x = _finite(_num(line.split("[METRIC] tpot=", 1)[1].split()[0]))
         return Value(n, "metric_tpot_ms", x) if x is not None else False

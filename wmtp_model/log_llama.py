@@ -1,0 +1,59 @@
+"""llama.cpp lines as `wmtp.logs.parse_other` reads them: llama-server `print_timing` (`eval time = ... ms per
+token`, `draft acceptance = R (A accepted / G generated)`, `mean acceptance length = X` / `mean len = X`,
+progress `n_decoded|n_gen = N, tg = X t/s`), `statistics <impl>: ... #gen drafts = D, ... #acc tokens = A`
+(cumulative per speculative implementation), and the speculative examples' `decoded N tokens in S seconds`."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from wmtp.log_records import MAX_VALUE, Value, finite, num
+
+_EVAL = re.compile(r"(prompt )?eval time\s*=\s*[\d.]+\s*ms\s*/\s*(\d+)\s*(?:tokens|runs)\s*\(\s*([\d.]+) ms per token")
+_DRAFT = re.compile(r"draft acceptance(?: rate)?\s*=\s*([\d.]+)\s*\(\s*(\d+) accepted\s*/\s*(\d+) generated\)")
+_MEAN = re.compile(r"mean (?:acc(?:eptance)? )?len(?:gth)?\s*=\s*([\d.]+)")
+_POS = re.compile(r"(?:acceptance rate per position|acc rate/pos)\s*=\s*\(([^)]*)\)")
+_STATS = re.compile(r"statistics\s+(\S+):.*#gen drafts\s*=\s*(\d+),.*#acc tokens\s*=\s*(\d+)")
+_TG = re.compile(r"n_(?:gen|decoded)\s*=\s*\d+,\s*tg\s*=\s*([\d.]+) t/s")
+_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
+SKIP = "skip"  # a llama.cpp line with nothing for us (prompt eval time)
+
+
+def number_list(text: str) -> list[float] | None:
+    xs = [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text)]
+    return xs if xs and all(math.isfinite(x) and 0 <= x <= MAX_VALUE for x in xs) else None
+
+
+def parse_llama(line: str, n: int):
+    """`Value`s of a llama.cpp line, SKIP, False (a draft-acceptance/statistics line without its numbers) or
+    None (not a llama.cpp line: the caller goes on)."""
+    if "ms per token" in line:
+        m = _EVAL.search(line)
+        if m:
+            if m.group(1):
+                return SKIP  # prompt eval
+            return [Value(n, "llama_eval_ms_per_token", float(m.group(3))), Value(n, "llama_eval_tokens", float(m.group(2)))]
+    if "draft acceptance" in line or "#mean acc len" in line or "#gen drafts" in line:
+        m = _STATS.search(line)
+        out = [Value(n, "llama_stat_drafts:" + m.group(1), float(m.group(2))),
+               Value(n, "llama_stat_acc:" + m.group(1), float(m.group(3)))] if m else []
+        m = _DRAFT.search(line)
+        if m:
+            out += [Value(n, "llama_accepted", float(m.group(2))), Value(n, "llama_generated", float(m.group(3)))]
+        m = _MEAN.search(line)
+        if m:
+            out.append(Value(n, "accept_length", float(m.group(1))))
+        m = _POS.search(line)
+        if m and number_list(m.group(1)):
+            out.append(Value(n, "llama_per_position", number_list(m.group(1))))
+        return out or False
+    if " tg = " in line:
+        m = _TG.search(line)  # llama-server progress: cumulative t/s of the running task
+        if m and finite(num(m.group(1))):
+            return [Value(n, "llama_tg", float(m.group(1)))]
+    if "decoded " in line and " tokens in " in line:
+        m = _DECODED.search(line)
+        if m and int(m.group(1)) > 0:
+            return [Value(n, "llama_decoded_tokens", float(m.group(1))), Value(n, "llama_decoded_s", float(m.group(2)))]
+    return None
