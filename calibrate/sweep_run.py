@@ -36,11 +36,13 @@ def parse_parts(text: str | None) -> tuple[str, ...] | None:
     return parts
 
 
-def merge_raw(new_raw: Path, base_raw: Path, parts: tuple[str, ...], out: Path) -> tuple[Path, dict]:
-    """The base run's rows of the parts not re-measured, plus every row of the new run, written to `out`."""
+def merge_raw(new_raw: Path, base_raw: Path, parts: tuple[str, ...], out: Path, base=None) -> tuple[Path, dict]:
+    """The base run's rows of the parts not re-measured, plus every row of the new run, written to `out`
+    (`base`: `base_raw` already read)."""
     import pandas as pd
 
-    new, base = read_raw(new_raw), read_raw(base_raw)
+    new = read_raw(new_raw)
+    base = read_raw(base_raw) if base is None else base
     replaced = {k for p in parts for k in PART_KINDS[p]} | set(CEILING_KINDS)
     kept = base[~base["kernel"].isin(replaced)]
     merged = pd.concat([kept, new[base.columns.intersection(new.columns)]], ignore_index=True)
@@ -62,14 +64,15 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
     if partial and base_raw is None:
         raise WmtpError("--parts re-measures part of the sweep: give --base-raw, the raw data of a full run "
                         "whose other parts it completes")
+    base = None
     if base_raw is not None:
         if not Path(base_raw).exists():
             raise WmtpError(f"no base raw data at {base_raw}")
-        read_raw(Path(base_raw))  # a corrupt base is an error before the sweep, not after it
+        base = read_raw(Path(base_raw))  # a corrupt base is an error before the sweep, not after it
     raw, meta = run_sweep(specs, out, quick=quick, resume=resume, backend=backend, console=console, parts=parts)
     if not partial:
         return fit_raw_to_profile(raw, out / "profile.json", meta, [s.key for s in specs])
-    merged, info = merge_raw(raw, Path(base_raw), parts, out / "raw.merged.csv")
+    merged, info = merge_raw(raw, Path(base_raw), parts, out / "raw.merged.csv", base)
     meta = {**meta, "merged_from": info, "command": meta.get("command", "wmtp calibrate")
             + f" --parts {','.join(parts)} --base-raw {base_raw}"}
     atomic_write_text(out / "raw.merged.meta.json", json.dumps(meta, indent=1) + "\n")

@@ -181,7 +181,10 @@ def _dense(f: _Fields, key: str, name: str) -> ModelSpec:
     return ModelSpec(key=key, name=name, family=f.family, **spec)
 
 
-def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = None) -> ModelSpec:
+def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = None,
+                     read_quantization: bool = True) -> ModelSpec:
+    """`read_quantization` False: the weight formats come from elsewhere (--weight-dtype); quantization_config is
+    not read."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: top level must be a JSON object")
     family = cfg.get("model_type")
@@ -199,7 +202,7 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
     archs = cfg.get("architectures")
     name = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else family
     f = _Fields(cfg, family, path)
-    formats = weight_formats(cfg, path)  # the checkpoint's quantization_config (wmtp.quant_config)
+    formats = weight_formats(cfg, path) if read_quantization else {}  # wmtp.quant_config
     try:
         if family in ("qwen3_next", "qwen3_5_moe"):
             spec = _qwen_hybrid(f, key, name)
@@ -277,9 +280,5 @@ def load_config(path: str | Path, key: str | None = None, weight_dtype: str | No
     from wmtp.fileio import read_json
 
     p, default_key = resolve_config_path(path)
-    cfg = read_json(p, "config", ConfigError)
-    if weight_dtype is not None and isinstance(cfg, dict):
-        cfg = {k: v for k, v in cfg.items() if k != "quantization_config"}
-        if isinstance(cfg.get("text_config"), dict):
-            cfg["text_config"] = {k: v for k, v in cfg["text_config"].items() if k != "quantization_config"}
-    return spec_from_config(cfg, str(p), key or default_key)
+    return spec_from_config(read_json(p, "config", ConfigError), str(p), key or default_key,
+                            read_quantization=weight_dtype is None)

@@ -29,9 +29,9 @@ METHODS = ("dense", "native", "window")
 INDEX_BYTES_PER_ENTRY = 8  # int32 read from req_to_token + int32 written to kv_indices
 
 
-def _compute_dtype(spec: ModelSpec, work: Work | None = None) -> str:
+def _compute_dtype(spec: ModelSpec, work: Work) -> str:
     """The format a weight-bound item's weights are stored in (its `wdtype`; the row's weight dtype otherwise)."""
-    return (work.shape.get("wdtype") if work is not None else None) or spec.weight_dtype
+    return work.shape.get("wdtype") or spec.weight_dtype
 
 
 def _wb(spec: ModelSpec, part: str) -> float:
