@@ -19,6 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
+from wmtp.measure.kernels.index_build import request_bounds
+
 MODES = {"native": 0, "window": 1}
 ENGINE_BLOCK = 512  # SGLang's BLOCK_SIZE
 
@@ -29,13 +31,7 @@ def _per_request_index_kernel(
     MODE: tl.constexpr, BLOCK: tl.constexpr, POOL_ROWS: tl.constexpr,
 ):
     b = tl.program_id(0)
-    if POOL_ROWS:
-        row = tl.load(req_pool_indices + b).to(tl.int64)
-    else:  # request b owns row b of req_to_token
-        row = b.to(tl.int64)
-    seq = tl.load(seq_lens + b)
-    out_start = tl.load(kv_indptr + b)
-    n_out = tl.load(kv_indptr + b + 1) - out_start
+    row, seq, out_start, n_out = request_bounds(b, req_pool_indices, seq_lens, kv_indptr, POOL_ROWS)
     for blk in range(0, tl.cdiv(n_out, BLOCK)):
         offs = blk * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n_out

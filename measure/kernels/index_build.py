@@ -20,6 +20,17 @@ MODES = {"native": 0, "window": 1, "ring": 2}
 
 
 @triton.jit
+def request_bounds(b, req_pool_indices, seq_lens, kv_indptr, POOL_ROWS: tl.constexpr):
+    """Request b's req_to_token row, sequence length, and its output range in kv_indices (start, count)."""
+    if POOL_ROWS:
+        row = tl.load(req_pool_indices + b).to(tl.int64)
+    else:  # request b owns row b of req_to_token
+        row = b.to(tl.int64)
+    out_start = tl.load(kv_indptr + b)
+    return row, tl.load(seq_lens + b), out_start, tl.load(kv_indptr + b + 1) - out_start
+
+
+@triton.jit
 def _index_build_kernel(
     req_to_token, stride_r2t, req_pool_indices, seq_lens, kv_indptr, kv_indices,
     n_sink, window, ring_period, ring_stride,
@@ -27,13 +38,7 @@ def _index_build_kernel(
 ):
     b = tl.program_id(0)
     blk = tl.program_id(1)
-    if POOL_ROWS:
-        row = tl.load(req_pool_indices + b).to(tl.int64)
-    else:  # request b owns row b of req_to_token
-        row = b.to(tl.int64)
-    seq = tl.load(seq_lens + b)
-    out_start = tl.load(kv_indptr + b)
-    n_out = tl.load(kv_indptr + b + 1) - out_start
+    row, seq, out_start, n_out = request_bounds(b, req_pool_indices, seq_lens, kv_indptr, POOL_ROWS)
     offs = blk * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_out
     if MODE == 0:

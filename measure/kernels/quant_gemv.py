@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import round_e4m3
-from wmtp.measure.kernels.quant_kernels import finish_tile, moe_rows, sorted_rows
+from wmtp.measure.kernels.quant_kernels import finish_tile, program_rows
 
 MAGIC_F32 = 0x4B000000  # bits of 2^23: OR-ing a 4-bit code into the low mantissa gives 2^23 + code
 
@@ -99,17 +99,8 @@ def quant_gemv_kernel(
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
-    if SORTED:
-        live, e, a_row, out_row, r_ok = sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k,
-                                                     A_IS_PAIRS, LOG_E, BLOCK_M)
-    elif GROUPED:
-        live, e, a_row, out_row, r_ok = moe_rows(pid_m, ids, M, E, top_k, A_IS_PAIRS, E_BINS, CHUNK_P, BLOCK_M)
-    else:
-        live = pid_m >= 0
-        e = pid_m * 0
-        out_row = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-        r_ok = out_row < M
-        a_row = out_row
+    live, e, a_row, out_row, r_ok = program_rows(pid_m, ids, M, sorted_pairs, counts, starts, cum_blocks, E, top_k,
+                                                 SORTED, GROUPED, A_IS_PAIRS, E_BINS, CHUNK_P, LOG_E, BLOCK_M)
     if not live:
         return
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -80,6 +80,26 @@ def sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k, A_IS_
 
 
 @triton.jit
+def program_rows(pid_m, ids, M, sorted_pairs, counts, starts, cum_blocks, E, top_k, SORTED: tl.constexpr,
+                 GROUPED: tl.constexpr, A_IS_PAIRS: tl.constexpr, E_BINS: tl.constexpr, CHUNK_P: tl.constexpr,
+                 LOG_E: tl.constexpr, BLOCK_M: tl.constexpr):
+    """(live, expert, activation rows, output rows, row mask) of row block `pid_m`: pairs sorted on the host
+    (`sorted_rows`), routed in the kernel (`moe_rows`), or a dense GEMM's rows (expert 0)."""
+    if SORTED:
+        live, e, a_row, out_row, r_ok = sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k,
+                                                     A_IS_PAIRS, LOG_E, BLOCK_M)
+    elif GROUPED:
+        live, e, a_row, out_row, r_ok = moe_rows(pid_m, ids, M, E, top_k, A_IS_PAIRS, E_BINS, CHUNK_P, BLOCK_M)
+    else:
+        live = pid_m >= 0
+        e = pid_m * 0
+        out_row = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        r_ok = out_row < M
+        a_row = out_row
+    return live, e, a_row, out_row, r_ok
+
+
+@triton.jit
 def _fp8_act(a, q_ty: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
     """Per-row quantization of one [BM, 128] group: s = max(|a|, eps) / 448, q = fp8(clamp(a / s))."""
     af = a.to(tl.float32)
@@ -259,17 +279,8 @@ def quant_gemm_kernel(
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
-    if SORTED:
-        live, e, a_row, out_row, r_ok = sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k,
-                                                     A_IS_PAIRS, LOG_E, BLOCK_M)
-    elif GROUPED:
-        live, e, a_row, out_row, r_ok = moe_rows(pid_m, ids, M, E, top_k, A_IS_PAIRS, E_BINS, CHUNK_P, BLOCK_M)
-    else:
-        live = pid_m >= 0
-        e = pid_m * 0
-        out_row = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-        r_ok = out_row < M
-        a_row = out_row
+    live, e, a_row, out_row, r_ok = program_rows(pid_m, ids, M, sorted_pairs, counts, starts, cum_blocks, E, top_k,
+                                                 SORTED, GROUPED, A_IS_PAIRS, E_BINS, CHUNK_P, LOG_E, BLOCK_M)
     if not live:
         return
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
