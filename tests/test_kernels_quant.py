@@ -206,6 +206,19 @@ def test_int4_gemm_fp32_scales_and_fp16():
     assert rel(out, ref_int4_gemm(x, packed, s)) < TOL
 
 
+def moe_case(fmt, x, w, ids, wts, a_is_pairs):
+    """Quantized expert weights of `w` [E, N, K] in `fmt`, the fp64-path reference output and the launcher."""
+    experts, k_in = w.shape[0], w.shape[2]
+    if fmt == "fp8":
+        wq, ws = quantize_fp8_block(w)
+        w_deq = torch.stack([ref_fp8_weight(wq[e], ws[e]) for e in range(experts)])
+        q, s = ref_act_quant(x)
+        return wq, ws, ref_moe_gemm(q * s[:, torch.arange(k_in) // 128], w_deq, ids, wts, a_is_pairs), fp8_moe_gemm
+    wq, ws = quantize_int4_group(w)
+    w_deq = torch.stack([ref_int4_weight(wq[e], ws[e]) for e in range(experts)])
+    return wq, ws, ref_moe_gemm(x, w_deq, ids, wts, a_is_pairs), int4_moe_gemm
+
+
 def _routing(gen, tokens, experts, top_k, all_to=None):
     if all_to is not None:  # expert `all_to` takes every token (first slot), the rest random
         ids = torch.stack([torch.cat([torch.tensor([all_to]), torch.randperm(experts, generator=gen)[:top_k - 1]])
@@ -237,17 +250,7 @@ def test_moe_gemm_matches_reference(fmt, tokens, experts, top_k, all_to, a_is_pa
         assert (ids == all_to).sum(1).tolist() == [1] * tokens
     x = torch.randn(tokens * top_k if a_is_pairs else tokens, k_in, generator=gen).to(torch.bfloat16)
     w = make_weight(gen, experts, n, k_in)
-    if fmt == "fp8":
-        wq, ws = quantize_fp8_block(w)
-        w_deq = torch.stack([ref_fp8_weight(wq[e], ws[e]) for e in range(experts)])
-        q, s = ref_act_quant(x)
-        ref = ref_moe_gemm(q * s[:, torch.arange(k_in) // 128], w_deq, ids, wts if scale else None, a_is_pairs)
-        launch = fp8_moe_gemm
-    else:
-        wq, ws = quantize_int4_group(w)
-        w_deq = torch.stack([ref_int4_weight(wq[e], ws[e]) for e in range(experts)])
-        ref = ref_moe_gemm(x, w_deq, ids, wts if scale else None, a_is_pairs)
-        launch = int4_moe_gemm
+    wq, ws, ref, launch = moe_case(fmt, x, w, ids, wts if scale else None, a_is_pairs)
     assert ref.abs().max() > 1e-2
     out = torch.full((tokens * top_k, n), float("nan"), dtype=torch.bfloat16, device=DEV)
     launch(x.to(DEV), wq.to(DEV), ws.to(DEV), ids.to(DEV), wts.to(DEV) if scale else None,

@@ -8,10 +8,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from test_kernels_quant import (DEV, TOL, _routing, make_weight, ref_act_quant, ref_fp8_gemm,  # noqa: E402
-                                ref_fp8_weight, ref_int4_gemm, ref_int4_weight, ref_moe_gemm, rel)
+from test_kernels_quant import (DEV, TOL, _routing, make_weight, moe_case, ref_fp8_gemm, ref_int4_gemm,  # noqa: E402
+                                rel)
 from wmtp.measure.kernels import quant_gemm as qg  # noqa: E402
-from wmtp.measure.kernels.quant_gemm import (fp8_gemm, fp8_moe_gemm, int4_gemm, int4_moe_gemm,  # noqa: E402
+from wmtp.measure.kernels.quant_gemm import (fp8_gemm, int4_gemm, int4_moe_gemm,  # noqa: E402
                                              quantize_act_fp8, quantize_fp8_block, quantize_int4_group)
 
 pytestmark = pytest.mark.kernels
@@ -80,17 +80,7 @@ def test_moe_gemv_matches_reference(fmt, tokens, experts, top_k, all_to, a_is_pa
     assert ids.unique().numel() < experts  # some experts unused
     x = torch.randn(tokens * top_k if a_is_pairs else tokens, k_in, generator=gen).to(torch.bfloat16)
     w = make_weight(gen, experts, n, k_in)
-    if fmt == "fp8":
-        wq, ws = quantize_fp8_block(w)
-        w_deq = torch.stack([ref_fp8_weight(wq[e], ws[e]) for e in range(experts)])
-        q, s = ref_act_quant(x)
-        ref = ref_moe_gemm(q * s[:, torch.arange(k_in) // 128], w_deq, ids, wts if scale else None, a_is_pairs)
-        launch = fp8_moe_gemm
-    else:
-        wq, ws = quantize_int4_group(w)
-        w_deq = torch.stack([ref_int4_weight(wq[e], ws[e]) for e in range(experts)])
-        ref = ref_moe_gemm(x, w_deq, ids, wts if scale else None, a_is_pairs)
-        launch = int4_moe_gemm
+    wq, ws, ref, launch = moe_case(fmt, x, w, ids, wts if scale else None, a_is_pairs)
     out = torch.full((tokens * top_k, n), float("nan"), dtype=torch.bfloat16, device=DEV)
     launch(x.to(DEV), wq.to(DEV), ws.to(DEV), ids.to(DEV), wts.to(DEV) if scale else None,
            a_is_pairs=a_is_pairs, out=out, path="gemv")
