@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
 import torch
@@ -64,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"ctx": ctx, "walk512_ms": verify, "draft_build_ms": draft, "walk128_ms": one128,
                      "steps": args.steps, "walks_per_draft_build": draft / verify})
         print(rows[-1], flush=True)
-    meta = collect(TIMER, {"command": "python -m wmtp.measure.scripts.draft_index_walks " + " ".join(argv or [])})
+    args_text = " ".join(sys.argv[1:] if argv is None else argv)
+    meta = collect(TIMER, {"command": "python -m wmtp.measure.scripts.draft_index_walks " + args_text})
     atomic_write_text(out / "draft_index_walks.json", json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     lines = ["| ctx | one 512-block walk ms | draft build (steps x 128-block walks in parallel) ms | one 128-block walk ms "
              "| draft build / 512 walk |", "|---|---|---|---|---|"]
