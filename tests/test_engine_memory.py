@@ -7,7 +7,7 @@ import math
 import pytest
 
 from wmtp.engine_memory import (CUDA_CONTEXT_BYTES, EngineMemoryConfig, config_from_preset, default_mem_fraction,
-                                engine_memory, graph_buffer_bytes)
+                                engine_memory, graph_buffer_bytes, prefill_activation_bytes)
 from wmtp.errors import WmtpError
 from wmtp.hardware import get_hardware
 from wmtp.models import get_model
@@ -84,3 +84,30 @@ def test_predict_with_nothing_fitting_warns_and_does_not_crash():
     p = predict(get_model("q35"), B200, 16 * 2**20, "auto", frameworks=["sglang-b200-paper"])
     assert p.memory.max_batch == {"dense": 0, "native": 0, "window": 0}
     assert any("does not fit" in w for w in p.warnings)
+
+
+def test_prefill_activations_by_hand():
+    # MiMo-7B: 32 q / 8 KV heads x 128, hidden 4096, dense SwiGLU FFN 11008 (no MoE, no linear attention).
+    spec = get_model("mimo7b")
+    chunk = 8192
+    stream = 3 * chunk * 4096 * 2  # residual, its normed copy, the layer output (bf16)
+    attention = chunk * (4096 + 2 * 1024 + 4096) * 2  # q, k, v, output
+    ffn = chunk * (2 * 11008 + 11008) * 2  # gate-up output and the activation
+    assert ffn > attention
+    assert prefill_activation_bytes(spec, chunk) == stream + ffn + 384 * 2**20
+
+
+def test_prefill_activations_count_mamba_chunk_states_in_fp32():
+    spec = get_model("nem")  # Mamba2: 128 heads x 64, state 128, 8 groups; 22 of 512 experts, latent 1024, relu^2 2688
+    chunk = 16384
+    moe = chunk * 22 * (max(2688, 1024) + 2688) * 2
+    mamba = chunk * (3 * 128 * 64 + 2 * 8 * 128) * 2 + (chunk // 256) * 128 * 64 * 128 * 4
+    assert prefill_activation_bytes(spec, chunk) == 3 * chunk * 4096 * 2 + max(moe, mamba) + 384 * 2**20
+    e = engine_memory(spec, B200, "native", 1_040_000, 7, PAPER)
+    assert e.slack_needed["prefill activations"] == prefill_activation_bytes(spec, 16384)  # B200: chunk 16384
+
+
+def test_slack_too_small_for_prefill_fails_with_a_reason():
+    spec = get_model("mimo7b")
+    e = engine_memory(spec, H200, "dense", 8192, 1, EngineMemoryConfig(mem_fraction_static=0.999))
+    assert not e.fits and e.max_batch == 0 and "prefill activations" in e.why_not

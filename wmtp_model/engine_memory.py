@@ -14,7 +14,8 @@ and the arithmetic checked against the paper in calibrate/engines/sglang-facts.m
     slack     = (1 - mfs) * M0 must hold: the draft weights, the native draft KV pool (N_tok tokens, 1 layer;
                 a windowed draft keeps a ring instead), CUDA-graph index/mask buffers
                 (max_bs * S * (10 d + 4 (d - 1)) bytes), fp32 verify logits (max_bs * d * vocab * 4),
-                and the TP communication buffers; if it cannot, the engine fails at start-up.
+                the TP communication buffers, and one chunked-prefill forward's transient activations
+                (`prefill_activation_bytes`, with FlashInfer's workspace); if it cannot, the engine fails.
 
 A method "fits" at (S, d) when B_max >= 1 and the slack check passes. Nothing here is fitted.
 """
@@ -38,6 +39,9 @@ NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO: share of max_new_tokens a 
 ADMIT_MAX_NEW_CAP = 4096  # a new request needs input_len + min(max_new_tokens, 4096) free tokens
 MAMBA_FULL_MEMORY_RATIO = 0.9  # SGLang's mamba_full_memory_ratio (state pool : KV pool)
 CUSTOM_ALLREDUCE_BYTES = 24 * MiB  # per rank, TP > 1 (custom_all_reduce.py: meta + data + rank_data)
+FLASHINFER_WORKSPACE_BYTES = 384 * MiB  # SGLANG_FLASHINFER_WORKSPACE_SIZE (environ.py), one buffer all wrappers share
+GDN_CHUNK = 64  # FLA's chunk_gated_delta_rule keeps one state [v_heads, dim, dim] per 64-token chunk (bf16)
+MAMBA_CHUNK = 256  # Mamba2 SSD chunk (NemotronH's mamba_chunk_size default); chunk states in fp32 (ssd_chunk_state)
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,38 @@ def graph_buffer_bytes(max_bs: int, ctx: int, depth: int) -> float:
     return float(max_bs) * ctx * (10 * depth + 4 * (depth - 1))
 
 
+def prefill_activation_bytes(spec: ModelSpec, chunk: int) -> float:
+    """Transient bytes of one chunked-prefill forward of `chunk` tokens (bf16 activations; `spec` is one GPU's slice),
+    at its largest layer, plus FlashInfer's workspace: the residual stream, its normed copy and the layer's output
+    (3 x chunk x hidden), and the largest mixer or FFN of the model:
+      attention      q (doubled by an output gate), k, v and the output, chunk rows each;
+      Gated-DeltaNet q, k (k-heads x dim), v and the output (v-heads x dim), and one state per 64-token chunk;
+      Mamba2         x, z and the output (heads x dim), B and C (groups x state), and fp32 chunk states;
+      routed experts chunk x top_k rows of the gate-up / down buffer (max(gate-up width, model width), shared as
+                     SGLang's fused_marlin_moe shares intermediate_cache13) and of the activation (expert width);
+      dense FFN      chunk rows of the gate-up output and of the activation."""
+    b = 2
+    parts = []
+    if spec.n_full_attn:
+        q = spec.q_heads * spec.head_dim * (2 if spec.attn_out_gate else 1)
+        parts.append(chunk * (q + 2 * spec.kv_heads * spec.head_dim + spec.q_heads * spec.head_dim) * b)
+    if spec.n_linear and spec.linear_kind == "gdn":
+        dk, dv = spec.lin_k_heads * spec.lin_head_dim, spec.lin_v_heads * spec.lin_head_dim
+        states = -(-chunk // GDN_CHUNK) * spec.lin_v_heads * spec.lin_head_dim ** 2 * b
+        parts.append(chunk * (2 * dk + 2 * dv) * b + states)
+    elif spec.n_linear and spec.linear_kind == "mamba2":
+        inner = spec.lin_v_heads * spec.lin_head_dim
+        states = -(-chunk // MAMBA_CHUNK) * inner * spec.ssm_state * 4
+        parts.append(chunk * (3 * inner + 2 * spec.ssm_groups * spec.ssm_state) * b + states)
+    gated = 2 if spec.ffn_act == "swiglu" else 1
+    if spec.n_moe:
+        width = spec.moe_latent or spec.hidden
+        parts.append(chunk * spec.top_k * (max(gated * spec.expert_ffn, width) + spec.expert_ffn) * b)
+    if spec.n_dense_ffn:
+        parts.append(chunk * (gated + 1) * spec.dense_ffn * b)
+    return 3.0 * chunk * spec.hidden * b + max(parts, default=0) + FLASHINFER_WORKSPACE_BYTES
+
+
 def engine_memory(spec: ModelSpec, hw: HardwareSpec, method: str, ctx: int, depth: int, cfg: EngineMemoryConfig,
                   tp: int = 1, ring_slots: int = 0) -> EngineMemory:
     """SGLang's accounting of `method` at context `ctx` and depth `depth` on one of `tp` GPUs (`spec` is
@@ -156,7 +192,9 @@ def engine_memory(spec: ModelSpec, hw: HardwareSpec, method: str, ctx: int, dept
     slack_needed = {"draft weights": w_draft, "draft KV": draft_kv,
                     "CUDA-graph index/mask buffers": graph_buffer_bytes(max_bs, ctx, d) if speculative else 0.0,
                     "verify logits (fp32)": float(max_bs) * d * spec.vocab * 4 if speculative else 0.0,
-                    "TP buffers": CUSTOM_ALLREDUCE_BYTES if tp > 1 else 0.0}
+                    "TP buffers": CUSTOM_ALLREDUCE_BYTES if tp > 1 else 0.0,
+                    "prefill activations": prefill_activation_bytes(
+                        spec, cfg.chunked_prefill_size or default_chunked_prefill(hw))}
     slack = (1 - mfs) * m0
     why = ""
     if rest <= 0:
@@ -164,7 +202,8 @@ def engine_memory(spec: ModelSpec, hw: HardwareSpec, method: str, ctx: int, dept
     elif max_b < 1:
         why = f"the KV pool ({n_tok:,} tokens) cannot seat one request of {ctx:,} tokens"
     elif sum(slack_needed.values()) > slack:
-        why = "the draft weights, draft KV and CUDA-graph buffers exceed the memory outside mem_fraction_static"
+        why = ("the draft weights, draft KV, CUDA-graph buffers and prefill activations exceed the memory outside "
+               "mem_fraction_static")
     return EngineMemory(method, m0, mfs, w_target, w_draft, spec_reserve, state_pool, n_tok, cell, r,
                         max_b if not why else 0, slack, slack_needed, not why, why)
 
