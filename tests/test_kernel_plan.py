@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from wmtp.kernel_plan import balanced_splits, rows_plan, rows_tiling
+from wmtp.kernel_plan import balanced_splits, rows_plan, rows_tiling, sub_parts, sub_plan, sub_tiling
 
 
 @pytest.mark.parametrize("group, d, block_m, m_blocks", [
@@ -47,3 +47,47 @@ def test_rows_plan_overrides():
     q = rows_plan(1, 2, 16, 7, 256, 1 << 20, 132, num_splits=5, block_n=64, num_warps=4, num_stages=3, waves=1)
     assert (q.splits, q.block_n, q.num_warps, q.num_stages) == (5, 64, 4, 3)
     assert rows_plan(1, 2, 16, 7, 256, 1 << 20, 132, waves=1).splits == 66
+
+
+@pytest.mark.parametrize("rows, padded, parts", [
+    (1, 16, (16,)),  # at least one 16-row block (tl.dot's minimum)
+    (8, 16, (16,)),
+    (48, 48, (32, 16)),
+    (80, 80, (64, 16)),  # 16 heads x 5 queries: 64 + 16, not a 128-row tile
+    (112, 112, (64, 32, 16)),
+    (144, 144, (64, 64, 16)),
+    (72, 80, (64, 16)),  # rounded up to a multiple of 16
+    (176, 176, (64, 64, 32, 16)),
+    (240, 256, (64, 64, 64, 64)),  # 64+64+64+32+16 would be five pieces: rounded up to 256
+])
+def test_sub_parts_pad_to_16_not_to_a_power_of_two(rows, padded, parts):
+    assert sub_parts(rows) == (padded, parts)
+    assert sum(parts) == padded and all(p & (p - 1) == 0 for p in parts)
+
+
+def test_sub_parts_rejects_bad_input():
+    with pytest.raises(ValueError, match="part_max"):
+        sub_parts(10, part_max=48)
+    with pytest.raises(ValueError, match="rows >= 1"):
+        sub_parts(0)
+
+
+@pytest.mark.parametrize("group, d, max_rows, rows, m_blocks, parts", [
+    (16, 1, None, 16, 1, (16,)),
+    (16, 5, None, 80, 1, (64, 16)),
+    (16, 9, None, 80, 2, (64, 16)),  # 144 rows over two blocks of 72 (each padded to 80)
+    (16, 17, None, 96, 3, (64, 32)),  # 272 rows: three blocks of 91 -> 96
+    (16, 9, 256, 144, 1, (64, 64, 16)),
+    (8, 7, 32, 32, 2, (32,)),  # 56 rows, at most 32 per block: 2 x 28 -> 32
+])
+def test_sub_tiling_splits_rows_evenly(group, d, max_rows, rows, m_blocks, parts):
+    got = sub_tiling(group, d, 128, max_rows)
+    assert got[:3] == (rows, m_blocks, parts)
+
+
+def test_sub_plan_overrides_and_splits():
+    p = sub_plan(1, 2, 16, 7, 256, 1 << 20, 132)
+    assert (p.kernel, p.block_m, p.subs, p.m_blocks) == ("sub", 112, (64, 32, 16), 1)
+    assert p.splits == 4 * 132 // 2  # 2 programs per split: 264 splits fill 4 waves of 132 SMs
+    q = sub_plan(1, 2, 16, 7, 256, 1 << 20, 132, num_splits=5, block_n=16, num_warps=2, num_stages=1, part_max=32)
+    assert (q.splits, q.block_n, q.num_warps, q.num_stages, q.subs) == (5, 16, 2, 1, (32, 32, 32, 16))

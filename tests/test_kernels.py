@@ -266,3 +266,94 @@ def test_rows_kernel_errors():
         decode_attention(q, k, k, ptr, idx, 4, kernel="tiles")
     with pytest.raises(ValueError, match="share q's dtype"):
         decode_attention(q, k, k.to(torch.float8_e5m2), ptr, idx, 4, kernel="rows")
+
+
+# ------------------------------------------------------------------ sub-block kernel
+@pytest.mark.parametrize("merge", ["kernel", "fused"])
+@pytest.mark.parametrize("d", [1, 2, 5, 9])
+@pytest.mark.parametrize("hq, hkv, hd", [(16, 2, 32), (8, 1, 64)])
+def test_sub_kernel_verify(d, hq, hkv, hd, merge):
+    # Three requests, one shorter than a split; 16 heads x 5 rows = 80 rows run as 64 + 16.
+    err = run_attention([90, 33, d + 1], [d] * 3, hq, hkv, hd, torch.bfloat16, seed=23 + d, kernel="sub",
+                        merge=merge, num_splits=3, block_n=16)
+    assert err < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("max_rows, part_max, splits", [(16, 16, 1), (48, 16, 4), (None, 32, 7), (256, 64, 2)])
+def test_sub_kernel_row_blocks_and_mixed_lengths(max_rows, part_max, splits):
+    # 32 heads over 2 KV heads x 11 rows = 176 rows per group: up to four sub-blocks (64+64+32+16) or several
+    # row blocks; requests of 1, 11 and 3 rows.
+    err = run_attention([40, 130, 9], [1, 11, 3], 32, 2, 32, torch.float16, seed=5, kernel="sub",
+                        max_rows=max_rows, part_max=part_max, num_splits=splits, block_n=16)
+    assert err < TOL[torch.float16]
+
+
+def test_sub_kernel_fused_merge_rearms():
+    # The fused merge's semaphores are re-armed by the merging program: a second call (fresh inputs) is right too.
+    for seed in (1, 2):
+        err = run_attention([150, 20, 97], [1, 1, 1], 16, 2, 64, torch.bfloat16, "window", n_sink=4, window=32,
+                            seed=seed, kernel="sub", merge="fused", num_splits=5, block_n=16)
+        assert err < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("d", [1, 5])
+def test_sub_kernel_fp8_kv_with_scales(d):
+    gen = torch.Generator().manual_seed(50 + d)
+    hq, hkv, hd, n = 16, 2, 32, 77
+    k = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
+    v = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
+    ptr = torch.tensor([0, n], dtype=torch.int32)
+    idx = torch.randperm(n + 5, generator=gen)[:n].to(torch.int32)
+    qo = torch.tensor([0, d], dtype=torch.int32)
+    q = torch.randn(d, hq, hd, generator=gen).to(torch.bfloat16)
+    ref = ref_attention(q, k.double() * 0.25, v.double() * 0.5, ptr, idx, qo)
+    out = torch.full_like(q, float("nan"), device=DEV)
+    paged_attention(q.to(DEV), k.to(DEV), v.to(DEV), ptr.to(DEV), idx.to(DEV), qo.to(DEV), d, n, out=out,
+                    kernel="sub", k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16)
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) < TOL[torch.bfloat16]
+
+
+def test_sub_kernel_errors():
+    k = torch.zeros(8, 2, 64, dtype=torch.bfloat16, device=DEV)
+    ptr = torch.tensor([0, 4], dtype=torch.int32, device=DEV)
+    idx = torch.arange(4, dtype=torch.int32, device=DEV)
+    q = torch.zeros(1, 4, 64, dtype=torch.bfloat16, device=DEV)
+    with pytest.raises(ValueError, match="unknown merge"):
+        decode_attention(q, k, k, ptr, idx, 4, kernel="sub", merge="tree")
+    with pytest.raises(ValueError, match="sub kernel only"):
+        decode_attention(q, k, k, ptr, idx, 4, kernel="rows", merge="fused")
+    with pytest.raises(ValueError, match="sub kernel only"):
+        decode_attention(q, k, k, ptr, idx, 4, kernel="rows", part_max=32)
+    if not GPU:
+        with pytest.raises(ValueError, match="Hopper"):
+            decode_attention(q, k, k, ptr, idx, 4, kernel="sub", merge="pdl")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="large sizes need a GPU")
+@pytest.mark.parametrize("merge", ["kernel", "pdl", "fused"])
+@pytest.mark.parametrize("seq_lens, q_len, hq, hkv, hd", [
+    ([65537], 1, 16, 2, 256), ([300000, 1000, 77777], 1, 32, 2, 128), ([100000, 30], 7, 32, 2, 256),
+    ([50000], 9, 32, 2, 128), ([4096 + 64], 1, 16, 2, 256),
+])
+def test_sub_kernel_large_on_gpu(seq_lens, q_len, hq, hkv, hd, merge):
+    err = run_attention(seq_lens, [q_len] * len(seq_lens), hq, hkv, hd, torch.bfloat16, seed=13, kernel="sub",
+                        merge=merge)
+    assert err < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("merge", ["kernel", "fused"])
+def test_sub_kernel_decode_launcher(merge):
+    # decode_attention (no qo_indptr: the kernel's DECODE path) against the fp64 reference.
+    gen = torch.Generator().manual_seed(61)
+    k, v = make_pool(300, 2, 64, torch.bfloat16, gen)
+    ptr = torch.tensor([0, 200, 203], dtype=torch.int32)
+    idx = torch.randperm(300, generator=gen)[:203].to(torch.int32)
+    q = torch.randn(2, 16, 64, generator=gen).to(torch.bfloat16)
+    ref = ref_attention(q.to(DEV), k, v, ptr, idx, torch.tensor([0, 1, 2], dtype=torch.int32)).cpu()
+    out = torch.full_like(q, float("nan"), device=DEV)
+    decode_attention(q.to(DEV), k, v, ptr.to(DEV), idx.to(DEV), 200, out=out, kernel="sub", merge=merge,
+                     num_splits=4, block_n=16)
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) < TOL[torch.bfloat16]

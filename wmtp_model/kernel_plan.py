@@ -28,7 +28,8 @@ class AttentionPlan:
     block_n: int
     num_warps: int
     num_stages: int
-    kernel: str = "v1"  # v1: heads_per_block heads x Q_PAD rows per tile; rows: packed rows (below)
+    kernel: str = "v1"  # v1: heads_per_block heads x Q_PAD rows per tile; rows: packed rows; sub: sub-blocks
+    subs: tuple[int, ...] = ()  # sub: row sub-block sizes of a row block of block_m rows (powers of two)
 
 
 def _next_pow2(x: int) -> int:
@@ -100,6 +101,58 @@ def rows_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, 
     if num_splits is None:
         num_splits = balanced_splits(max_kv, batch, kv_heads, m_blocks, sm_count, waves or 4, min_keys or 64)
     return AttentionPlan(0, m_blocks, block_m, num_splits, block_n or bn, num_warps or nw, num_stages or ns, "rows")
+
+
+SUB_PART_MAX = 64  # largest row sub-block of the sub-block kernel (one warpgroup's MMA height)
+SUB_ROWS_MAX = 128  # rows per program of the sub-block kernel (its accumulators live in registers)
+
+
+def sub_parts(rows: int, part_max: int = SUB_PART_MAX, max_parts: int = 4) -> tuple[int, tuple[int, ...]]:
+    """(padded rows, sub-block sizes) for `rows` rows: a multiple of 16 cut into at most `max_parts` powers of
+    two of 16..part_max, largest first (80 -> 64 + 16; 112 -> 64 + 32 + 16); rounded up further only where
+    `max_parts` pieces cannot cover it."""
+    if rows < 1 or part_max < 16 or part_max & (part_max - 1):
+        raise ValueError(f"need rows >= 1 and part_max a power of two >= 16, got {rows}, {part_max}")
+    padded = -(-rows // 16) * 16
+    while True:
+        parts = [part_max] * (padded // part_max)
+        rest, size = padded % part_max, part_max // 2
+        while rest:
+            if rest >= size:
+                parts.append(size)
+                rest -= size
+            size //= 2
+        if len(parts) <= max_parts:
+            return padded, tuple(parts)
+        padded += 16
+
+
+def sub_tiling(group: int, q_len: int, head_dim: int, max_rows: int | None = None,
+               part_max: int | None = None) -> tuple[int, int, tuple[int, ...], int, int, int]:
+    """Sub-block kernel tile: (rows per block, m_blocks, sub-blocks, block_n, num_warps, num_stages). A
+    group's `group * q_len` rows are cut into the fewest row blocks of at most `max_rows` rows, of equal
+    size (rounded up to 16), each held by one program over one read of its K/V tiles."""
+    rows = max(1, group * q_len)
+    cap = max(16, max_rows or SUB_ROWS_MAX)
+    m_blocks = -(-rows // cap)
+    block, subs = sub_parts(-(-rows // m_blocks), part_max or SUB_PART_MAX)
+    if block <= 16:
+        return block, m_blocks, subs, 64 if head_dim < 256 else 32, 4, 2
+    if block <= 64:
+        return block, m_blocks, subs, 64 if head_dim < 256 else 32, 4, 3
+    return block, m_blocks, subs, 64, 8 if head_dim >= 256 else 4, 3
+
+
+def sub_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, max_kv: int, sm_count: int,
+             max_rows: int | None = None, part_max: int | None = None, num_splits: int | None = None,
+             block_n: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
+             waves: int | None = None, min_keys: int | None = None) -> AttentionPlan:
+    """The sub-block kernel's plan (splits as `rows_plan`); any argument given overrides its default."""
+    block, m_blocks, subs, bn, nw, ns = sub_tiling(group, q_len, head_dim, max_rows, part_max)
+    if num_splits is None:
+        num_splits = balanced_splits(max_kv, batch, kv_heads, m_blocks, sm_count, waves or 4, min_keys or 64)
+    return AttentionPlan(0, m_blocks, block, num_splits, block_n or bn, num_warps or nw, num_stages or ns, "sub",
+                         subs)
 
 
 def default_kernel(batch: int, group: int, q_len: int, head_dim: int) -> str:

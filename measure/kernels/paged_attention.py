@@ -22,7 +22,8 @@ import triton
 import triton.language as tl
 
 from wmtp.kernel_plan import (MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, AttentionPlan, attention_plan, default_kernel,
-                              rows_plan)
+                              rows_plan, sub_plan)
+from wmtp.measure.kernels.paged_rows import sub_attention
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -257,12 +258,16 @@ def _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr):
 
 
 def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict) -> AttentionPlan:
-    """The launch plan of `kernel` ("v1", "rows", or None: the default for the shape)."""
+    """The launch plan of `kernel` ("v1", "rows", "sub", or None: the default for the shape)."""
     kernel = kernel or default_kernel(bsz, group, max_q, hd)
+    if kernel == "sub":
+        return sub_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
+    if "part_max" in tune:
+        raise ValueError("part_max applies to the sub kernel only")
     if kernel == "rows":
         return rows_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
     if kernel != "v1":
-        raise ValueError(f"unknown attention kernel {kernel!r} (v1, rows)")
+        raise ValueError(f"unknown attention kernel {kernel!r} (v1, rows, sub)")
     tune = {k: v for k, v in tune.items() if v is not None}
     if "waves" in tune or "min_keys" in tune:
         raise ValueError("waves / min_keys apply to the rows kernel only")
@@ -283,9 +288,11 @@ def paged_attention(
     kernel: str | None = None,
     k_scale: float = 1.0,
     v_scale: float = 1.0,
-    **tune,  # num_splits, block_n, max_rows, num_warps, num_stages (both kernels); waves, min_keys (rows)
+    merge: str = "kernel",  # sub kernel: "kernel", "pdl" or "fused" (`paged_rows`)
+    **tune,  # num_splits, block_n, max_rows, num_warps, num_stages (all); waves, min_keys (rows, sub); part_max (sub)
 ) -> torch.Tensor:
-    """Tiling and split count from `wmtp.kernel_plan` (`attention_plan` for v1, `rows_plan` for rows)."""
+    """Tiling and split count from `wmtp.kernel_plan` (`attention_plan` for v1, `rows_plan` for rows, `sub_plan`
+    for sub)."""
     decode = qo_indptr is None
     _check(q, k_pool, v_pool, kv_indptr, kv_indices, kv_indptr if decode else qo_indptr)
     if decode and max_q != 1:
@@ -298,19 +305,24 @@ def paged_attention(
     bsz = kv_indptr.numel() - 1
     plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune)
     if plan.kernel == "v1" and (k_pool.dtype in FP8 or k_scale != 1.0 or v_scale != 1.0):
-        raise ValueError("fp8 KV (and KV scales) need the rows kernel")
+        raise ValueError("fp8 KV (and KV scales) need the rows or sub kernel")
+    if merge != "kernel" and plan.kernel != "sub":
+        raise ValueError("merge='pdl' / 'fused' apply to the sub kernel only")
     splits = plan.splits
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
-    mid_o = torch.empty((total_q, hq, splits, hd), dtype=torch.float32, device=q.device)
-    mid_l = torch.empty((total_q, hq, splits), dtype=torch.float32, device=q.device)
     if out is None:
         out = torch.empty_like(q)
     if total_q == 0:
         return out
-    strides = (q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
-               mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1))
     upcast = _INTERPRET and q.dtype == torch.bfloat16
     qo = kv_indptr if decode else qo_indptr
+    if plan.kernel == "sub":
+        return sub_attention(q, k_pool, v_pool, qo, kv_indptr, kv_indices, out, plan, sm_scale * k_scale * LOG2E,
+                             v_scale, decode, upcast, merge)
+    mid_o = torch.empty((total_q, hq, splits, hd), dtype=torch.float32, device=q.device)
+    mid_l = torch.empty((total_q, hq, splits), dtype=torch.float32, device=q.device)
+    strides = (q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
+               mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1))
     if plan.kernel == "rows":
         _rows_split_kernel[(plan.m_blocks * hkv, splits, bsz)](
             q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l,
