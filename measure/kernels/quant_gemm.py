@@ -37,6 +37,7 @@ from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2
                                                 weight_bytes)
 from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
+from wmtp.measure.kernels.quant_gemv_int4 import int4_mode
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
 
 _FP8 = torch.float8_e4m3fn
@@ -46,9 +47,11 @@ _CTAS_PER_SM = 4
 _CHUNK_P = 256  # routed ids read per step by the in-kernel router (>= the threads of 8 warps)
 _ROUTE_IN_KERNEL_MAX = 256  # pairs up to which grouped GEMMs route in the kernel; above, `moe.route_pairs`
 # path='auto' takes the GEMV kernel (`quant_gemv`) up to these rows (dense) and mean rows per routed expert (grouped;
-# 0: never), from measure/results/h200-quant-v3 (the rows where it beat the tensor-core kernel on most shapes)
-GEMV_MAX_M = {"fp8_block": 1, "int4_group": 2}
+# 0: never), from measure/results/h200-quant-v3 (fp8) and h200-quant-v5 (int4, round 4's packed step: faster than
+# the tensor-core kernel on 15 / 15 / 15 / 13 / 3 of 15 dense shapes at M = 1 / 2 / 4 / 8 / 16)
+GEMV_MAX_M = {"fp8_block": 1, "int4_group": 8}
 GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
+INT4_GEMV_STEP = "packed"  # the int4 GEMV step: 'packed' / 'f32' / 'words' (round 2), `quant_gemv_int4.int4_mode`
 _GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
 _PATHS = ("auto", "gemv", "dot")
 # (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`): 128 without prefetch for
@@ -206,10 +209,12 @@ def _moe_gemv(path, fmt, w, topk_ids, k):
 
 def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt):
     """(block_n, G = 128-groups per step, split, groups per split) of the GEMV kernel: 32-wide tiles (16 where
-    they leave SMs idle), steps of 512 K (int4 with <= 2 rows: 1024), split-K as `_split_plan` with each split a
-    whole number of steps when automatic."""
+    they leave SMs idle), steps of 512 K (int4 <= 2 rows: 1024; round 4's step 1024 / rows, >= 128), split-K as
+    `_split_plan` with each split a whole number of steps when automatic."""
     groups = triton.cdiv(k, GROUP)
     g_step = 8 if fmt == "int4_group" and rows <= 2 else 4
+    if fmt == "int4_group" and INT4_GEMV_STEP != "words":  # round 4's step: 8 / 4 / 2 / 1 for 1 / 2 / 4 / 8+ rows
+        g_step = max(1, 8 // triton.next_power_of_2(rows))
     sm = _sm_count(device)
     if block_n is None:
         block_n = 32 if live_tiles * triton.cdiv(n, 32) >= sm else 16
@@ -244,7 +249,7 @@ def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, liv
     quant_gemv_kernel[(m_tiles, n_tiles, split)](
         x, x_scale if x_scale is not None else x, wv, w_scale, out, part, count,
         route_w if route_w is not None else out, ids if ids is not None else out, *routing,
-        rows, n, k, n_exp, top_k, per, split,
+        rows, n, k, k // 8, n_exp, top_k, per, split,
         x.stride(0), x_scale.stride(0) if x_scale is not None else 0, wv.stride(0) if grouped else 0,
         wv.stride(-2), w_scale.stride(0) if grouped else 0, w_scale.stride(-2),
         part.stride(0) if split > 1 else 0, out.stride(0),
@@ -252,7 +257,8 @@ def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, liv
         SCALE=route_w is not None, SPLIT=split > 1, SORTED=sort, LOG_E=max(1, int(n_exp).bit_length()),
         E_BINS=triton.next_power_of_2(n_exp + 1), CHUNK_P=_CHUNK_P, ROWS=tile_rows if not grouped else block_m,
         BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MAGIC=MAGIC_F32, ROUND_FP32=interpreting(),
-        FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, num_warps=num_warps or 4, num_stages=num_stages,
+        FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, I4_MODE=int4_mode(INT4_GEMV_STEP, x.dtype, interpreting()),
+        num_warps=num_warps or 4, num_stages=num_stages,
     )
     return out
 

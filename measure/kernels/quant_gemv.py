@@ -10,11 +10,13 @@ weight rows (G = 4 or 8: 512 or 1024 K) with wide vector loads and unpacks them 
   scale multiplies group sums, not weights. Activations are W8A8 as on the tensor-core path: bf16 / fp16 / fp32
   rows are quantized per 1x128 group inside this kernel (the arithmetic of `quant_formats._act_quant_kernel`,
   so pre-quantized fp8 + scales give bit-identical outputs); no separate quantization launch.
-- int4 (`_int4_gemv_step`): the packed weights read as int32 words of 8 codes ([N, K/8], K % 8 == 0), a tile
-  [BLOCK_N, groups, 16 words]; nibble i of word c of a group is element 8c + i; `(word >> 4i) & 15 | 0x4B000000`
-  is the float 2^23 + code, and subtracting 2^23 + 8 gives code - 8 exactly. Row sums over each group are
-  multiplied by the row's group scale.
-Accumulation is fp32, one multiply-add per weight and row, summed over K per step (`tl.sum`).
+- int4, round 2 (`_int4_gemv_step`, I4_MODE 0): the packed weights read as int32 words of 8 codes ([N, K/8],
+  K % 8 == 0), a tile [BLOCK_N, groups, 16 words]; nibble i of word c of a group is element 8c + i;
+  `(word >> 4i) & 15 | 0x4B000000` is the float 2^23 + code, and subtracting 2^23 + 8 gives code - 8 exactly.
+  Row sums over each group are multiplied by the row's group scale. I4_MODE 1..4: `quant_gemv_int4` (round 4:
+  contiguous activations shared by the tile's rows; packed bf16x2 dequant and FMAs for bf16 activations).
+Accumulation is fp32 (round 4's packed step: bf16 within a word, module `quant_gemv_int4`), summed over K per step
+(`tl.sum`; round 4: once at the end).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import triton
 import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import round_e4m3
+from wmtp.measure.kernels.quant_gemv_int4 import int4_gemv_v4
 from wmtp.measure.kernels.quant_kernels import finish_tile, program_rows
 
 MAGIC_F32 = 0x4B000000  # bits of 2^23: OR-ing a 4-bit code into the low mantissa gives 2^23 + code
@@ -87,12 +90,13 @@ def _int4_gemv_step(acc, A, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, stri
 @triton.jit(do_not_specialize=["M"])
 def quant_gemv_kernel(
     A, A_s, W, W_s, Out, Part, Count, route_w, ids, sorted_pairs, counts, starts, cum_blocks,
-    M, N, K, E, top_k, kb_per_split, n_split,
+    M, N, K, KW, E, top_k, kb_per_split, n_split,
     stride_am, stride_asm, stride_we, stride_wn, stride_wse, stride_wsn, stride_ps, stride_om,
     INT4: tl.constexpr, A_FP8: tl.constexpr, GROUPED: tl.constexpr, A_IS_PAIRS: tl.constexpr,
     SCALE: tl.constexpr, SPLIT: tl.constexpr, SORTED: tl.constexpr, LOG_E: tl.constexpr, E_BINS: tl.constexpr,
     CHUNK_P: tl.constexpr, ROWS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     G: tl.constexpr, MAGIC: tl.constexpr, ROUND_FP32: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr,
+    I4_MODE: tl.constexpr,
 ):
     """Out rows [M, N] (grouped: M = token-expert pairs) = rows of A @ dequant(W[e])^T, ROWS <= BLOCK_M rows per
     program; W is fp8 [.., N, K] or int32 words [.., N, K/8] (strides in elements of W's type)."""
@@ -111,10 +115,14 @@ def quant_gemv_kernel(
     g_hi = tl.minimum(g_lo + kb_per_split, tl.cdiv(K, 128))
     if INT4:
         ws_base = W_s + e.to(tl.int64) * stride_wse + cols.to(tl.int64) * stride_wsn  # [BN]: per row and group
-        for g0 in range(g_lo, g_hi, G):
-            g = g0 + tl.arange(0, G)
-            acc = _int4_gemv_step(acc, A, a_row, r_ok, w_base, ws_base, c_ok, g, g < g_hi, K, stride_am,
-                                  ROWS, BLOCK_M, MAGIC)
+        if I4_MODE == 0:  # round 2's step
+            for g0 in range(g_lo, g_hi, G):
+                g = g0 + tl.arange(0, G)
+                acc = _int4_gemv_step(acc, A, a_row, r_ok, w_base, ws_base, c_ok, g, g < g_hi, K, stride_am,
+                                      ROWS, BLOCK_M, MAGIC)
+        else:  # `quant_gemv_int4`: contiguous shared activations, packed bf16 or fp32 arithmetic
+            acc = int4_gemv_v4(A, a_row, r_ok, w_base, ws_base, c_ok, g_lo, g_hi, KW, stride_am, BLOCK_M, BLOCK_N,
+                               G, I4_MODE)
     else:
         ws_base = W_s + e.to(tl.int64) * stride_wse + ((pid_n * BLOCK_N) // 128) * stride_wsn  # one 128-row block
         for g0 in range(g_lo, g_hi, G):

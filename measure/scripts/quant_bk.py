@@ -57,11 +57,11 @@ def dense_calls(x, m):
     if m <= GEMV_M["int4"]:
         out["wmtp_int4_group_gemv"] = lambda w: qg.int4_gemm(x, *w["int4"], path="gemv")
     for name in PEERS:
-        out[name] = lambda w, name=name, fn=peers[name]: _peer(fn, w[name])
+        out[name] = lambda w, name=name, fn=peers[name]: call_peer(fn, w[name])
     return out
 
 
-def _ops(w):
+def peer_ops(w):
     """The weight set plus each peer's prepared operands (or the error that preparing raised, raised again by the
     call, so the row records it)."""
     out = dict(w)
@@ -73,7 +73,7 @@ def _ops(w):
     return out
 
 
-def _peer(fn, ops):
+def call_peer(fn, ops):
     if isinstance(ops, Exception):
         raise ops
     return fn(*ops)
@@ -85,7 +85,7 @@ def run_dense(b, model, comp, n, k, check, keep):
         return
     gen = torch.Generator(device=b.dev).manual_seed(17)
     copies = 1 if not b.timing else max(1, min(qb._copies(n * k // 2, b.l2), (8 << 30) // (6 * n * k)))
-    wsets = [_ops(weight_set(n, k, b.dev, gen)) for _ in range(copies)]
+    wsets = [peer_ops(weight_set(n, k, b.dev, gen)) for _ in range(copies)]
     for m in MS:
         x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
         for kernel, fn in dense_calls(x, m).items():
@@ -170,7 +170,7 @@ def sweep(b, models, keep, out_dir=None):
             qb.write_outputs(b, out_dir, final=False)
 
 
-class _Warm(qb.Bench):
+class Warm(qb.Bench):
     """Makes every call once (Triton compiles into its on-disk cache); records nothing."""
 
     def check(self, *a, **kw):
@@ -184,17 +184,17 @@ class _Warm(qb.Bench):
 
 
 def warm(args, shard, procs):
-    b = _Warm(args)
+    b = Warm(args)
     b.timing = False
 
     def keep(kernel, model, comp):  # ours only (the peers compile nothing), spread over the workers
         return kernel.startswith("wmtp") and zlib.crc32(f"{kernel} {model} {comp}".encode()) % procs == shard
 
-    sweep(b, _models(args), keep)
+    sweep(b, models_arg(args), keep)
     torch.cuda.synchronize()
 
 
-def _models(args):
+def models_arg(args):
     return [m.strip() for m in args.models.split(",") if m.strip()]
 
 
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     print(f"compile workers done in {time.monotonic() - t0:.0f} s", flush=True)
     b = qb.Bench(args)
     qb.run_copy(b)
-    sweep(b, _models(args), lambda *_: True, args.out)
+    sweep(b, models_arg(args), lambda *_: True, args.out)
     qb.write_outputs(b, args.out, final=True)
     return qb._report(b, args.out)
 
