@@ -91,3 +91,10 @@ def test_sub_plan_overrides_and_splits():
     assert p.splits == 4 * 132 // 2  # 2 programs per split: 264 splits fill 4 waves of 132 SMs
     q = sub_plan(1, 2, 16, 7, 256, 1 << 20, 132, num_splits=5, block_n=16, num_warps=2, num_stages=1, part_max=32)
     assert (q.splits, q.block_n, q.num_warps, q.num_stages, q.subs) == (5, 16, 2, 1, (32, 32, 32, 16))
+
+
+@pytest.mark.parametrize("group, d, rows, m_blocks", [(16, 5, 128, 1), (16, 9, 128, 2), (8, 3, 32, 1), (8, 1, 16, 1)])
+def test_sub_tiling_pow2_matches_the_rows_kernel(group, d, rows, m_blocks):
+    got = sub_tiling(group, d, 256, pow2=True)
+    assert got[:3] == (rows, m_blocks, (rows,))
+    assert got[:2] == rows_tiling(group, d, 256)[:2]

@@ -279,12 +279,15 @@ def test_sub_kernel_verify(d, hq, hkv, hd, merge):
     assert err < TOL[torch.bfloat16]
 
 
-@pytest.mark.parametrize("max_rows, part_max, splits", [(16, 16, 1), (48, 16, 4), (None, 32, 7), (256, 64, 2)])
-def test_sub_kernel_row_blocks_and_mixed_lengths(max_rows, part_max, splits):
-    # 32 heads over 2 KV heads x 11 rows = 176 rows per group: up to four sub-blocks (64+64+32+16) or several
-    # row blocks; requests of 1, 11 and 3 rows.
+@pytest.mark.parametrize("max_rows, part_max, splits, pow2", [(16, 16, 1, False), (48, 16, 4, False),
+                                                           (None, 32, 7, False), (256, 64, 2, False),
+                                                           (None, None, 3, True), (64, None, 2, True)])
+def test_sub_kernel_row_blocks_and_mixed_lengths(max_rows, part_max, splits, pow2):
+    # 32 heads over 2 KV heads x 11 rows = 176 rows per group: up to four sub-blocks (64+64+32+16), several
+    # row blocks, or power-of-two blocks (pow2: 2 x 128, 3 x 64); requests of 1, 11 and 3 rows.
+    tune = dict(max_rows=max_rows, part_max=part_max, pow2=pow2)
     err = run_attention([40, 130, 9], [1, 11, 3], 32, 2, 32, torch.float16, seed=5, kernel="sub",
-                        max_rows=max_rows, part_max=part_max, num_splits=splits, block_n=16)
+                        num_splits=splits, block_n=16, **{k: v for k, v in tune.items() if v})
     assert err < TOL[torch.float16]
 
 
@@ -325,21 +328,26 @@ def test_sub_kernel_errors():
         decode_attention(q, k, k, ptr, idx, 4, kernel="rows", merge="fused")
     with pytest.raises(ValueError, match="sub kernel only"):
         decode_attention(q, k, k, ptr, idx, 4, kernel="rows", part_max=32)
+    with pytest.raises(ValueError, match="sub kernel only"):
+        decode_attention(q, k, k, ptr, idx, 4, kernel="rows", prefetch=True)
     if not GPU:
         with pytest.raises(ValueError, match="Hopper"):
             decode_attention(q, k, k, ptr, idx, 4, kernel="sub", merge="pdl")
+        with pytest.raises(ValueError, match="CUDA GPU"):
+            decode_attention(q, k, k, ptr, idx, 4, kernel="sub", prefetch=True)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not GPU, reason="large sizes need a GPU")
-@pytest.mark.parametrize("merge", ["kernel", "pdl", "fused"])
+@pytest.mark.parametrize("merge, extra", [("kernel", {}), ("pdl", {}), ("fused", {}), ("kernel", {"prefetch": True}),
+                                          ("kernel", {"prefetch": True, "pow2": True})])
 @pytest.mark.parametrize("seq_lens, q_len, hq, hkv, hd", [
     ([65537], 1, 16, 2, 256), ([300000, 1000, 77777], 1, 32, 2, 128), ([100000, 30], 7, 32, 2, 256),
     ([50000], 9, 32, 2, 128), ([4096 + 64], 1, 16, 2, 256),
 ])
-def test_sub_kernel_large_on_gpu(seq_lens, q_len, hq, hkv, hd, merge):
+def test_sub_kernel_large_on_gpu(seq_lens, q_len, hq, hkv, hd, merge, extra):
     err = run_attention(seq_lens, [q_len] * len(seq_lens), hq, hkv, hd, torch.bfloat16, seed=13, kernel="sub",
-                        merge=merge)
+                        merge=merge, **extra)
     assert err < TOL[torch.bfloat16]
 
 

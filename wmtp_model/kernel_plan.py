@@ -128,14 +128,19 @@ def sub_parts(rows: int, part_max: int = SUB_PART_MAX, max_parts: int = 4) -> tu
 
 
 def sub_tiling(group: int, q_len: int, head_dim: int, max_rows: int | None = None,
-               part_max: int | None = None) -> tuple[int, int, tuple[int, ...], int, int, int]:
+               part_max: int | None = None, pow2: bool = False) -> tuple[int, int, tuple[int, ...], int, int, int]:
     """Sub-block kernel tile: (rows per block, m_blocks, sub-blocks, block_n, num_warps, num_stages). A
     group's `group * q_len` rows are cut into the fewest row blocks of at most `max_rows` rows, of equal
-    size (rounded up to 16), each held by one program over one read of its K/V tiles."""
+    size (rounded up to 16), each held by one program over one read of its K/V tiles. `pow2`: one sub-block
+    per row block, padded to a power of two (the packed-rows kernel's tiles, `rows_tiling`)."""
     rows = max(1, group * q_len)
     cap = max(16, max_rows or SUB_ROWS_MAX)
-    m_blocks = -(-rows // cap)
-    block, subs = sub_parts(-(-rows // m_blocks), part_max or SUB_PART_MAX)
+    if pow2:
+        block = max(16, _next_pow2(min(rows, cap)))
+        m_blocks, subs = -(-rows // block), (block,)
+    else:
+        m_blocks = -(-rows // cap)
+        block, subs = sub_parts(-(-rows // m_blocks), part_max or SUB_PART_MAX)
     if block <= 16:
         return block, m_blocks, subs, 64 if head_dim < 256 else 32, 4, 2
     if block <= 64:
@@ -146,9 +151,9 @@ def sub_tiling(group: int, q_len: int, head_dim: int, max_rows: int | None = Non
 def sub_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, max_kv: int, sm_count: int,
              max_rows: int | None = None, part_max: int | None = None, num_splits: int | None = None,
              block_n: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
-             waves: int | None = None, min_keys: int | None = None) -> AttentionPlan:
+             waves: int | None = None, min_keys: int | None = None, pow2: bool = False) -> AttentionPlan:
     """The sub-block kernel's plan (splits as `rows_plan`); any argument given overrides its default."""
-    block, m_blocks, subs, bn, nw, ns = sub_tiling(group, q_len, head_dim, max_rows, part_max)
+    block, m_blocks, subs, bn, nw, ns = sub_tiling(group, q_len, head_dim, max_rows, part_max, pow2)
     if num_splits is None:
         num_splits = balanced_splits(max_kv, batch, kv_heads, m_blocks, sm_count, waves or 4, min_keys or 64)
     return AttentionPlan(0, m_blocks, block, num_splits, block_n or bn, num_warps or nw, num_stages or ns, "sub",

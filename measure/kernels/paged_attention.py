@@ -262,8 +262,8 @@ def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict) -> Attenti
     kernel = kernel or default_kernel(bsz, group, max_q, hd)
     if kernel == "sub":
         return sub_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
-    if "part_max" in tune:
-        raise ValueError("part_max applies to the sub kernel only")
+    if "part_max" in tune or "pow2" in tune:
+        raise ValueError("part_max / pow2 apply to the sub kernel only")
     if kernel == "rows":
         return rows_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
     if kernel != "v1":
@@ -289,7 +289,9 @@ def paged_attention(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
     merge: str = "kernel",  # sub kernel: "kernel", "pdl" or "fused" (`paged_rows`)
-    **tune,  # num_splits, block_n, max_rows, num_warps, num_stages (all); waves, min_keys (rows, sub); part_max (sub)
+    prefetch: bool = False,  # sub kernel: L2 prefetch of the next K/V tile (CUDA only)
+    **tune,  # num_splits, block_n, max_rows, num_warps, num_stages (all); waves, min_keys (rows, sub);
+    # part_max, pow2 (sub)
 ) -> torch.Tensor:
     """Tiling and split count from `wmtp.kernel_plan` (`attention_plan` for v1, `rows_plan` for rows, `sub_plan`
     for sub)."""
@@ -305,9 +307,9 @@ def paged_attention(
     bsz = kv_indptr.numel() - 1
     plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune)
     if plan.kernel == "v1" and (k_pool.dtype in FP8 or k_scale != 1.0 or v_scale != 1.0):
-        raise ValueError("fp8 KV (and KV scales) need the rows or sub kernel")
-    if merge != "kernel" and plan.kernel != "sub":
-        raise ValueError("merge='pdl' / 'fused' apply to the sub kernel only")
+        raise ValueError("fp8 KV (and KV scales) need the rows kernel (or the sub kernel)")
+    if (merge != "kernel" or prefetch) and plan.kernel != "sub":
+        raise ValueError("merge='pdl' / 'fused' and prefetch apply to the sub kernel only")
     splits = plan.splits
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     if out is None:
@@ -318,7 +320,7 @@ def paged_attention(
     qo = kv_indptr if decode else qo_indptr
     if plan.kernel == "sub":
         return sub_attention(q, k_pool, v_pool, qo, kv_indptr, kv_indices, out, plan, sm_scale * k_scale * LOG2E,
-                             v_scale, decode, upcast, merge)
+                             v_scale, decode, upcast, merge, prefetch=prefetch)
     mid_o = torch.empty((total_q, hq, splits, hd), dtype=torch.float32, device=q.device)
     mid_l = torch.empty((total_q, hq, splits), dtype=torch.float32, device=q.device)
     strides = (q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),

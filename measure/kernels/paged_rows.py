@@ -113,6 +113,26 @@ def _sub_init(Q, q_start, n_q, n_kv, mb, kvh, group, stride_qt, stride_qh, dims,
 
 
 @triton.jit
+def _next_slots(kv_indices, kv_start, start, end, BLOCK_N: tl.constexpr):
+    """Slots of the tile of keys at `start` (slot 0 past `end`: a harmless address to prefetch)."""
+    offs = start + tl.arange(0, BLOCK_N)
+    return tl.load(kv_indices + kv_start + offs, mask=offs < end, other=0).to(tl.int64)
+
+
+@triton.jit
+def _l2_prefetch(K, V, slots, kvh, stride_kt, stride_kh, stride_vt, stride_vh, LINES: tl.constexpr,
+                 LINE_ELEMS: tl.constexpr):
+    """Ask L2 for the K and V rows of `slots` (one `prefetch.global.L2` per 128-byte line); nothing waits on it."""
+    lines = (tl.arange(0, LINES) * LINE_ELEMS)[None, :]
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l",
+                              [K + slots[:, None] * stride_kt + kvh * stride_kh + lines], dtype=tl.int32,
+                              is_pure=False, pack=1)
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l",
+                              [V + slots[:, None] * stride_vt + kvh * stride_vh + lines], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
+@triton.jit
 def _sub_store(acc, m_i, l_i, ok, head, t, split, dims, MidO, MidL, v_scale,
                stride_ot, stride_oh, stride_os, stride_lt, stride_lh):
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
@@ -149,6 +169,23 @@ def _sub_merge(ok, head, t, dims, MidO, MidL, Out, num_splits, stride_ot, stride
 
 
 @triton.jit
+def _bounds(qo_indptr, kv_indptr, b, split, num_splits, BLOCK_N: tl.constexpr, DECODE: tl.constexpr):
+    """Request b's query rows and keys, and split `split`'s key range [lo, hi): whole tiles, so that a split
+    has one partial tile at most."""
+    if DECODE:  # one query row per request: no qo_indptr to read
+        q_start = b
+        n_q = 1
+    else:
+        q_start = tl.load(qo_indptr + b)
+        n_q = tl.load(qo_indptr + b + 1) - q_start
+    kv_start = tl.load(kv_indptr + b)
+    n_kv = tl.load(kv_indptr + b + 1) - kv_start
+    split_len = tl.cdiv(tl.cdiv(n_kv, num_splits), BLOCK_N) * BLOCK_N
+    lo = split * split_len
+    return q_start, n_q, kv_start, n_kv, lo, tl.minimum(lo + split_len, n_kv)
+
+
+@triton.jit
 def _sub_split_kernel(
     Q, K, V, qo_indptr, kv_indptr, kv_indices, MidO, MidL, Out, Count,
     qk_scale, v_scale, num_splits, group,
@@ -157,6 +194,7 @@ def _sub_split_kernel(
     M_BLOCKS: tl.constexpr, ROWS: tl.constexpr, SUB0: tl.constexpr, SUB1: tl.constexpr, SUB2: tl.constexpr,
     SUB3: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, UPCAST: tl.constexpr,
     DECODE: tl.constexpr, FUSED: tl.constexpr, PDL: tl.constexpr, SPLIT_BLOCK: tl.constexpr,
+    PREFETCH: tl.constexpr = False, LINES: tl.constexpr = 1, LINE_ELEMS: tl.constexpr = 64,
 ):
     """Grid (M_BLOCKS * kv_heads, splits, B); row blocks of one (KV head, split) are launch neighbours."""
     if PDL:  # let the merge kernel be scheduled now; it waits for this grid in-kernel
@@ -165,17 +203,7 @@ def _sub_split_kernel(
     kvh = tl.program_id(0) // M_BLOCKS
     split = tl.program_id(1)
     b = tl.program_id(2)
-    if DECODE:
-        q_start = b
-        n_q = 1
-    else:
-        q_start = tl.load(qo_indptr + b)
-        n_q = tl.load(qo_indptr + b + 1) - q_start
-    kv_start = tl.load(kv_indptr + b)
-    n_kv = tl.load(kv_indptr + b + 1) - kv_start
-    split_len = tl.cdiv(tl.cdiv(n_kv, num_splits), BLOCK_N) * BLOCK_N  # whole tiles: one partial tile at most
-    lo = split * split_len
-    hi = tl.minimum(lo + split_len, n_kv)
+    q_start, n_q, kv_start, n_kv, lo, hi = _bounds(qo_indptr, kv_indptr, b, split, num_splits, BLOCK_N, DECODE)
     dims = tl.arange(0, HEAD_DIM)
     q0, ok0, h0, r0, t0, a0, m0, l0 = _sub_init(Q, q_start, n_q, n_kv, mb, kvh, group, stride_qt, stride_qh,
                                                 dims, ROWS, 0, SUB0, HEAD_DIM, DECODE, UPCAST)
@@ -193,7 +221,12 @@ def _sub_split_kernel(
                                                     dims, ROWS, SUB0 + SUB1 + SUB2, SUB3, HEAD_DIM, DECODE, UPCAST)
     full_hi = tl.minimum(hi, n_kv - n_q + 1)  # keys below it are seen by every row
     full_end = lo + tl.maximum(full_hi - lo, 0) // BLOCK_N * BLOCK_N
+    if PREFETCH:  # the next full tile's K/V rows head for L2 while this tile is computed (slots one tile ahead)
+        s_pf = _next_slots(kv_indices, kv_start, lo + BLOCK_N, full_end, BLOCK_N)
     for start_n in range(lo, full_end, BLOCK_N):
+        if PREFETCH:
+            _l2_prefetch(K, V, s_pf, kvh, stride_kt, stride_kh, stride_vt, stride_vh, LINES, LINE_ELEMS)
+            s_pf = _next_slots(kv_indices, kv_start, start_n + 2 * BLOCK_N, full_end, BLOCK_N)
         offs_n, n_ok, k, v = _kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh,
                                       stride_vt, stride_vh, BLOCK_N, False)
         a0, m0, l0, a1, m1, l1, a2, m2, l2, a3, m3, l3 = _step_all(
@@ -280,14 +313,17 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
 
 def sub_attention(q, k_pool, v_pool, qo, kv_indptr, kv_indices, out, plan: AttentionPlan, qk_scale: float,
                   v_scale: float, decode: bool, upcast: bool, merge: str = "kernel",
-                  only: str | None = None) -> torch.Tensor:
+                  only: str | None = None, prefetch: bool = False) -> torch.Tensor:
     """Launch the sub-block kernel (and the merge kernel unless `merge` is "fused"); `qk_scale` includes
     log2(e). Inputs are checked by `paged_attention`. `only` ("split" or "merge": one of the two launches,
-    on unset partials) exists for timing the two apart."""
+    on unset partials) exists for timing the two apart. `prefetch`: L2 prefetch of the next K/V tile (CUDA only;
+    not measured yet, see measure/results/h200-kernels-v3)."""
     if merge not in ("kernel", "pdl", "fused"):
         raise ValueError(f"unknown merge {merge!r} (kernel, pdl, fused)")
     if merge == "pdl" and (q.device.type != "cuda" or torch.cuda.get_device_capability(q.device)[0] < 9):
         raise ValueError("merge='pdl' needs a Hopper (sm_90) or newer GPU")
+    if prefetch and (q.device.type != "cuda" or upcast):
+        raise ValueError("prefetch=True needs a CUDA GPU (inline PTX; the interpreter cannot run it)")
     total_q, hq, hd = q.shape
     hkv = k_pool.shape[1]
     bsz = kv_indptr.numel() - 1
@@ -308,7 +344,8 @@ def sub_attention(q, k_pool, v_pool, qo, kv_indptr, kv_indices, out, plan: Atten
             *mids, out.stride(0), out.stride(1),
             M_BLOCKS=plan.m_blocks, ROWS=plan.block_m, SUB0=subs[0], SUB1=subs[1], SUB2=subs[2], SUB3=subs[3],
             BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=upcast, DECODE=decode, FUSED=merge == "fused",
-            PDL=merge == "pdl", SPLIT_BLOCK=min(64, triton.next_power_of_2(splits)),
+            PDL=merge == "pdl", SPLIT_BLOCK=min(64, triton.next_power_of_2(splits)), PREFETCH=prefetch,
+            LINES=max(1, hd * k_pool.element_size() // 128), LINE_ELEMS=128 // k_pool.element_size(),
             num_warps=plan.num_warps, num_stages=plan.num_stages)
     if merge == "fused" or only == "split":
         return out

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from wmtp.kernel_plan import sub_plan
-from wmtp.measure.kernels.paged_attention import LOG2E, _sm_count, decode_attention, verify_attention
+from wmtp.measure.kernels.paged_attention import LOG2E, decode_attention, verify_attention
 from wmtp.measure.kernels.paged_rows import sub_attention
 from wmtp.measure.scripts import paged_v2_bench as v2
 
@@ -45,7 +45,8 @@ def call(r: v2.Run, impl, model, slots, n, batch, d, kv="bf16", plan_kv=None, on
     mk = plan_kv or n
     if only:
         tune = {a: b for a, b in kw.items() if a != "merge"}
-        plan = sub_plan(batch, hkv, hq // hkv, d, hd, mk, _sm_count(q.device), **tune)
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 4
+        plan = sub_plan(batch, hkv, hq // hkv, d, hd, mk, sms, **tune)
         scale = hd ** -0.5 * LOG2E
         return lambda: sub_attention(q, k, v, ptr, ptr, ind, out, plan, scale, 1.0, True, False,
                                      kw.get("merge", "kernel"), only)
@@ -86,8 +87,8 @@ class Run(v2.Run):
 class Plan:
     """The timed calls in priority order; `compile_only` runs each once at a tiny size instead."""
 
-    def __init__(self, r: v2.Run, ctxs, batches, models):
-        self.r, self.ctxs, self.batches, self.models = r, ctxs, batches, models
+    def __init__(self, r: v2.Run, ctxs, batches, models, followup: bool = False):
+        self.r, self.ctxs, self.batches, self.models, self.followup = r, ctxs, batches, models, followup
         self.big, self.small = max(ctxs), min(ctxs)
         self.slots = self.big * max(batches)
 
@@ -107,6 +108,33 @@ class Plan:
         return self.r.time(base, fn, nbytes / 3.5e9)
 
     def steps(self):
+        return self.followup_steps() if self.followup else self.main_steps()
+
+    def followup_steps(self):
+        """After the first run: L2 prefetch of the next K/V tile, on the rows kernel's own tiles (pow2), for
+        verify d = 1..17 and decode; v1 (the B < 16 default) beside them."""
+        big, small = self.big, self.small
+        for m in self.models:
+            def pf_d(m=m):
+                for d in (7, 9):
+                    for bn, w in ((32, 4), (32, 8), (64, 4), (64, 8)):
+                        self.bench("sub", m, big, 1, d, pow2=True, prefetch=True, block_n=bn, num_warps=w)
+                for d in range(1, 18):
+                    self.bench("rows", m, big, 1, d)
+                    self.bench("sub", m, big, 1, d, pow2=True)
+                    self.bench("sub", m, big, 1, d, pow2=True, prefetch=True)
+            yield f"pf-d {m}", pf_d
+        for m in self.models:
+            def pf_decode(m=m):
+                for c, b in ((small, 1), (big, 1), (big, 16), (min(4096, big), 1), (min(4096, big), 16)):
+                    self.bench("v1", m, c, b, 1)
+                    self.bench("rows", m, c, b, 1)
+                    for kw in ({}, dict(prefetch=True), dict(waves=2), dict(waves=2, prefetch=True)):
+                        self.bench("sub", m, c, b, 1, **kw)
+                self.bench("sub", m, small, 1, 1, waves=2, block_n=128, prefetch=True)
+            yield f"pf-decode {m}", pf_decode
+
+    def main_steps(self):
         big, small, r = self.big, self.small, self.r
         for m in self.models:  # 1. short-context decode, B = 1: merge variants x split counts x stages
             def short(m=m):
@@ -190,30 +218,37 @@ class CompilePlan(Plan):
 
 
 def _compile_worker(args):
-    worker, workers, ctxs, batches, models = args
-    p = CompilePlan(CompileRun(worker, workers), ctxs, batches, models)
+    worker, workers, ctxs, batches, models, followup = args
+    p = CompilePlan(CompileRun(worker, workers), ctxs, batches, models, followup)
     v2.sdpa = lambda *a, **k: None
     for _, step in p.steps():
         step()
     return worker
 
 
-def precompile(ctxs, batches, models, workers: int) -> float:
+def precompile(ctxs, batches, models, workers: int, followup: bool = False) -> float:
     t = time.monotonic()
+    args = [(w, workers, ctxs, batches, models, followup) for w in range(workers)]
     with mp.get_context("spawn").Pool(workers) as pool:
-        list(pool.imap_unordered(_compile_worker, [(w, workers, ctxs, batches, models) for w in range(workers)]))
+        list(pool.imap_unordered(_compile_worker, args))
     return time.monotonic() - t
 
 
-def check(r: Run, models):
+def check(r: Run, models, followup: bool = False):
     """GPU correctness of the sub kernel against fp64 torch: fresh random inputs, poisoned outputs, three
-    requests (20000, 3000 and d + 2 keys), the merge variants, fp8 KV with scales."""
+    requests (20000, 3000 and d + 2 keys), the merge variants, fp8 KV with scales (follow-up: L2 prefetch on
+    power-of-two tiles)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
     from kernel_refs import ref_attention
     cases = [(d, "bf16", "kernel") for d in (1, 2, 5, 7, 9, 12, 13, 17)] + [(1, "bf16", "pdl"), (1, "bf16", "fused"),
              (7, "bf16", "fused"), (9, "bf16", "pdl"), (1, "fp8", "kernel"), (7, "fp8", "kernel")]
-    if r.dev == "cpu":  # the interpreter: small sizes, no PDL
+    extra = {}
+    if followup:
+        cases = [(d, kv, "kernel") for d in (1, 2, 5, 7, 9, 17) for kv in ("bf16", "fp8")]
+        extra = dict(prefetch=True, pow2=True)
+    if r.dev == "cpu":  # the interpreter: small sizes, no PDL, no prefetch
         cases = [c for c in cases if c[2] != "pdl" and c[0] in (1, 5, 9, 17)]
+        extra = dict(pow2=True) if followup else {}
     for model in models:
         hq, hkv, hd = v2.SHAPES[model]
         for d, kv, merge in cases:
@@ -222,26 +257,30 @@ def check(r: Run, models):
             slots = sum(n_kv) + 11
             k = torch.randn(slots, hkv, hd, generator=g).to(r.dev)
             v = torch.randn(slots, hkv, hd, generator=g).to(r.dev)
-            k, v = (k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn)) if kv == "fp8" else (k.bfloat16(), v.bfloat16())
-            extra = dict(k_scale=0.7, v_scale=1.3) if kv == "fp8" else {}
+            dt = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
+            k, v = k.to(dt), v.to(dt)
+            scales = dict(k_scale=0.7, v_scale=1.3) if kv == "fp8" else {}
             ind = torch.randperm(slots, generator=g)[: sum(n_kv)].to(torch.int32).to(r.dev)
             ptr = torch.tensor([0, n_kv[0], n_kv[0] + n_kv[1], sum(n_kv)], dtype=torch.int32, device=r.dev)
             qo = torch.arange(4, dtype=torch.int32, device=r.dev) * d
             q = torch.randn(3 * d, hq, hd, generator=g).bfloat16().to(r.dev)
-            ref = ref_attention(q, k.float() * extra.get("k_scale", 1.0), v.float() * extra.get("v_scale", 1.0),
+            ref = ref_attention(q, k.float() * scales.get("k_scale", 1.0), v.float() * scales.get("v_scale", 1.0),
                                 ptr, ind, qo)
             errs = []
             for rep in range(2):  # twice: the fused merge's semaphores must re-arm
                 out = torch.full_like(q, float("nan"))
                 if d == 1:
-                    decode_attention(q, k, v, ptr, ind, max(n_kv), out=out, kernel="sub", merge=merge, **extra)
+                    decode_attention(q, k, v, ptr, ind, max(n_kv), out=out, kernel="sub", merge=merge, **scales,
+                                     **extra)
                 else:
-                    verify_attention(q, k, v, ptr, ind, qo, d, max(n_kv), out=out, kernel="sub", merge=merge, **extra)
+                    verify_attention(q, k, v, ptr, ind, qo, d, max(n_kv), out=out, kernel="sub", merge=merge,
+                                     **scales, **extra)
                 errs.append(float((out.double() - ref).norm() / ref.norm()) if not torch.isnan(out).any()
                             else float("nan"))
             ok = all(e < 2e-2 for e in errs)
+            cfg = ";".join([f"merge={merge}"] + [f"{a}={b}" for a, b in sorted(extra.items())])
             r.w.writerow(dict(kernel="check", impl="sub", model=model, ctx=max(n_kv), batch=3, d=d, kv=kv,
-                              config=f"merge={merge};rel_err={max(errs):.2e}", status="ok" if ok else "FAILED"))
+                              config=f"{cfg};rel_err={max(errs):.2e}", status="ok" if ok else "FAILED"))
             print(f"check {model} d={d} {kv} merge={merge}: rel err {errs} {'ok' if ok else 'FAILED'}", flush=True)
     r.f.flush()
 
@@ -253,6 +292,7 @@ def main(argv=None):
     ap.add_argument("--deadline-s", type=float, default=200.0)
     ap.add_argument("--workers", type=int, default=12, help="pre-compile processes (0: none)")
     ap.add_argument("--compile-only", action="store_true", help="pre-compile, then exit")
+    ap.add_argument("--followup", action="store_true", help="the follow-up steps (L2 prefetch, v1 beside)")
     ap.add_argument("--only", default="", help="comma-separated step-label prefixes to run (default: all)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (CPU, TRITON_INTERPRET=1): the script runs")
     a = ap.parse_args(argv)
@@ -267,7 +307,7 @@ def main(argv=None):
                    dict(command="python3 " + " ".join(sys.argv), ctxs=ctxs, batches=batches))
     (a.out / "paged_v3.meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     if r.dev == "cuda" and a.workers:
-        print(f"pre-compile: {precompile(ctxs, batches, models, a.workers):.1f}s", flush=True)
+        print(f"pre-compile: {precompile(ctxs, batches, models, a.workers, a.followup):.1f}s", flush=True)
     if a.compile_only:
         return
     if r.dev == "cuda":
@@ -275,8 +315,8 @@ def main(argv=None):
         cw = RowWriter(a.out / "ceilings.csv")
         ceiling_rows(cw)
         cw.close()
-    check(r, models)
-    p = Plan(r, ctxs, batches, models)
+    check(r, models, a.followup)
+    p = Plan(r, ctxs, batches, models, a.followup)
     for label, step in p.steps():
         if a.only and not any(label.startswith(x) for x in a.only.split(",")):
             continue

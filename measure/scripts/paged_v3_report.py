@@ -37,9 +37,9 @@ def decode_table(med, ctxs, batches, copy, kv_bytes) -> list[str]:
     for m in MODELS:
         for c in ctxs:
             for b in batches:
-                t = [_get(med, "rows", m, c, b, 1), _get(med, "sub", m, c, b, 1), _get(med, "sub", m, c, b, 1, "waves=2"),
-                     _get(med, "sub", m, c, b, 1, "waves=8"), _get(med, "sub", m, c, b, 1, "merge=pdl"),
-                     _get(med, "torch_sdpa", m, c, b, 1, "contiguous")]
+                t = [_get(med, impl, m, c, b, 1, cfg) for impl, cfg in
+                     (("rows", "default"), ("sub", "default"), ("sub", "waves=2"), ("sub", "waves=8"),
+                      ("sub", "merge=pdl"), ("torch_sdpa", "contiguous"))]
                 bw = kv_bytes[m] * c * b / (t[1] * 1e-3) / 1e12 / copy if t[1] == t[1] else math.nan
                 out.append(f"| {m} | {c} | {b} | " + " | ".join(fmt(x * 1e3, 1) for x in t[:2]) + f" | {bw:.0%} | "
                            + " | ".join(fmt(x * 1e3, 1) for x in t[2:]) + " |")
@@ -69,7 +69,8 @@ def verify_table(med, ctxs, batches) -> list[str]:
     for m in MODELS:
         for c in ctxs:
             for b in batches:
-                out.append(f"| {m} | {c} | {b} | {fmt(_get(med, 'rows', m, c, b, 7))} | {fmt(_get(med, 'sub', m, c, b, 7))} |")
+                r, t = _get(med, "rows", m, c, b, 7), _get(med, "sub", m, c, b, 7)
+                out.append(f"| {m} | {c} | {b} | {fmt(r)} | {fmt(t)} |")
     return out + [""]
 
 
