@@ -46,7 +46,10 @@ COLUMNS = ("model", "method", "ctx", "d_lo", "d_hi", "quantity", "value_ms", "so
 
 def read_points(path: str | Path) -> list[dict]:
     p = Path(path)
-    rows = list(csv.DictReader(io.StringIO(read_text(p, "engine points", WmtpError))))
+    try:
+        rows = list(csv.DictReader(io.StringIO(read_text(p, "engine points", WmtpError))))
+    except csv.Error as e:  # a field over the csv module's limit, a stray NUL: not a points table
+        raise WmtpError(f"engine points {p} is not a CSV table ({e})") from None
     if not rows or any(c not in rows[0] for c in COLUMNS):
         raise WmtpError(f"engine points {p} need the columns {', '.join(COLUMNS)}")
     out = []

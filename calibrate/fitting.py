@@ -17,6 +17,7 @@ from wmtp.models import MODELS
 from wmtp.profile import load_profile
 
 REQUIRED = {"kernel", "model", "config", "ctx", "batch", "d", "window", "time_ms", "bytes", "flops", "status"}
+NUMERIC = ("ctx", "batch", "d", "window", "time_ms", "bytes", "flops")
 
 
 def read_raw(path: Path) -> pd.DataFrame:
@@ -30,6 +31,19 @@ def read_raw(path: Path) -> pd.DataFrame:
     missing = REQUIRED - set(df.columns)
     if missing:
         raise WmtpError(f"{path} lacks columns {', '.join(sorted(missing))}")
+    for col in NUMERIC:  # a blank cell is a missing value (NaN); any other text is corruption
+        num = pd.to_numeric(df[col], errors="coerce")
+        bad = df[col].notna() & num.isna()
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise WmtpError(f"{path}: column {col} holds {str(df[col].iloc[row])[:40]!r} on data row {row + 1}, "
+                            "not a number")
+        df[col] = num
+    t = df["time_ms"][df["status"] == "ok"]
+    bad = t.notna() & ~((t > 0) & (t < math.inf))
+    if bad.any():
+        raise WmtpError(f"{path}: a successful measurement needs a positive, finite time_ms; data row "
+                        f"{int(t[bad].index[0]) + 1} has {float(t[bad].iloc[0])!r}")
     return df
 
 

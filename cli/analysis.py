@@ -28,7 +28,9 @@ def scenario(opts: dict, depth: int):
     from wmtp.engine import memory_config
     from wmtp.engine import resolve as resolve_engine
     from wmtp.hardware import get_hardware
+    from wmtp.memory import weights_fit_warning
     from wmtp.profile import cost_model_for
+    from wmtp.tp import per_gpu_spec
     from wmtp.units import parse_tokens
 
     if opts["batch"] < 1 or opts["sink"] < 0:
@@ -41,7 +43,7 @@ def scenario(opts: dict, depth: int):
     gpu = get_hardware(opts["hw"])
     ctx, window = parse_tokens(opts["ctx"]), parse_tokens(opts["window"])
     overheads, warnings = resolve_engine(spec.key, gpu.key, opts["framework"])
-    warnings += sink_warning(ctx, opts["sink"])
+    warnings += sink_warning(ctx, opts["sink"]) + weights_fit_warning(per_gpu_spec(spec, opts["tp"]), gpu)
     return Scenario(spec, gpu, cost_model_for(gpu, opts["profile"], opts["speed_of_light"], opts["framework"]), ctx,
                     depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None,
                     memory_config(spec.key, opts["framework"])), warnings
@@ -195,6 +197,9 @@ def sweep(
         raise WmtpError(f"sweep takes {', '.join(SWEEPS)}, not {what!r}")
     if not (math.isfinite(threshold) and 0 <= threshold <= 10):
         raise WmtpError(f"--threshold is a fraction of the native step (0.05 = 5 %) in [0, 10], got {threshold}")
+    for opt, given, applies in (("--al-window", al_window is not None, "window"), ("--threshold", threshold != 0.05, "ctx")):
+        if given and what != applies:  # never a silently ignored option
+            raise WmtpError(f"{opt} applies to `wmtp sweep {applies}` only, not to a {what} sweep")
     if csv_out is not None:
         from wmtp.fileio import check_output_path
 

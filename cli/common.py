@@ -95,6 +95,9 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
 
     if (model is None) == (config is None):
         raise WmtpError("give exactly one of --model KEY or --config path/to/config.json")
+    for opt, value in (("--weight-dtype", weight_dtype), ("--kv-dtype", kv_dtype)):
+        if value is not None and not value.strip():
+            raise WmtpError(f"{opt} is empty; leave it out for the model's own dtype")
     spec = get_model(model) if model is not None else load_config(config, weight_dtype=weight_dtype)
     return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 

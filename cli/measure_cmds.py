@@ -76,6 +76,10 @@ def calibrate(
     framework profile from serving logs with --from-logs)."""
     from wmtp.models import get_model
 
+    _one_mode({"--from-logs": bool(from_logs), "--add-tp": add_tp is not None, "--from-raw": from_raw is not None},
+              {"--resume": resume, "--quick": quick, "--parts": parts is not None, "--base-raw": base_raw is not None,
+               "--backend": backend != "wmtp"},
+              {"--method": method != "native", "--min-gamma": min_gamma is not None}, bool(from_logs))
     if from_logs:
         from wmtp.calibrate.framework_fit import fit_from_logs
         from wmtp.hardware import get_hardware
@@ -112,6 +116,18 @@ def calibrate(
     except KeyboardInterrupt:
         fail(f"interrupted: the samples taken so far are in {out / 'raw.csv'}; `wmtp calibrate --resume` continues")
     typer.echo(f"wrote {path} and {path.with_suffix('.md')}")
+
+
+def _one_mode(modes: dict[str, bool], sweep_opts: dict[str, bool], log_opts: dict[str, bool], logs: bool) -> None:
+    """calibrate runs one mode: a sweep, or one of --from-logs / --add-tp / --from-raw; an option of another
+    mode is refused, not silently ignored."""
+    given = [k for k, on in modes.items() if on]
+    if len(given) > 1:
+        raise WmtpError(f"give one of {', '.join(modes)}, not {' and '.join(given)}")
+    stray = [k for k, on in sweep_opts.items() if on and given] + [k for k, on in log_opts.items() if on and not logs]
+    if stray:
+        mode = given[0] if given else "a sweep"
+        raise WmtpError(f"{', '.join(stray)} does not apply to {mode}")
 
 
 def framework_fit_summary(prof: dict, out: Path) -> str:

@@ -128,6 +128,10 @@ def engines(
         preset = fit_file(fit, hw, out, None, profile)
         rows = [preset]
     else:
+        stray = [o for o, given in (("--profile", profile is not None), ("--out", out is not None),
+                                    ("--hw", hw != "b200")) if given]
+        if stray:
+            raise WmtpError(f"{' and '.join(stray)} work only with --fit: listing the presets fits nothing")
         rows = [load_preset(n) for n in preset_names()]
     summary = [{"name": p["name"], "hardware": p["hardware"], "cost_model": p["cost_model"],
                 "kernel_profile": p.get("kernel_profile"), "memory": p.get("memory"),

@@ -198,19 +198,49 @@ def memory_figure(p: Prediction) -> go.Figure:
                    "GiB per request")
 
 
+VALIDATION_COLUMNS = ("model", "ctx", "d", "method", "measured_ms", "predicted_ms", "status")
+
+
+def read_validation(path: Path) -> list[dict]:
+    """The ok rows of a validation table (`wmtp validate`'s validation.csv), their times as finite floats; a
+    table that is not one raises `WmtpError` naming the file."""
+    import csv
+    import io
+
+    from wmtp.errors import WmtpError
+    from wmtp.fileio import read_text
+
+    try:
+        rows = list(csv.DictReader(io.StringIO(read_text(path, "validation table", WmtpError))))
+    except csv.Error as e:
+        raise WmtpError(f"validation table {path} is not a CSV table ({e})") from None
+    if rows and any(c not in rows[0] for c in VALIDATION_COLUMNS):
+        raise WmtpError(f"validation table {path} needs the columns {', '.join(VALIDATION_COLUMNS)}")
+    out = []
+    for i, r in enumerate(rows, start=2):
+        if r["status"] != "ok":
+            continue
+        try:
+            times = {k: float(r[k]) for k in ("measured_ms", "predicted_ms")}
+        except (TypeError, ValueError):
+            times = {}
+        if not times or not all(math.isfinite(t) and t >= 0 for t in times.values()):
+            raise WmtpError(f"validation table {path}, line {i}: measured_ms and predicted_ms must be finite times")
+        out.append({**r, **times})
+    return out
+
+
 def validation_figure(validation_csv: Path | None) -> go.Figure:
     fig = go.Figure()
     if validation_csv is not None and validation_csv.exists():
-        import csv
-
-        rows = [r for r in csv.DictReader(open(validation_csv)) if r.get("status") == "ok"]
+        rows = read_validation(validation_csv)
         for m in ("dense", "native", "window"):
             rs = [r for r in rows if r["method"] == m]
-            fig.add_scatter(x=[float(r["measured_ms"]) for r in rs], y=[float(r["predicted_ms"]) for r in rs], name=m,
+            fig.add_scatter(x=[r["measured_ms"] for r in rs], y=[r["predicted_ms"] for r in rs], name=m,
                             mode="markers", marker=dict(color=COLORS[m], size=9),
                             text=[f"{r['model']} S={r['ctx']} d={r['d']}" for r in rs],
                             hovertemplate="%{text}: measured %{x:.3f} ms, predicted %{y:.3f} ms<extra></extra>")
-        top = max([float(r["measured_ms"]) for r in rows] + [1.0]) * 1.1
+        top = max([r["measured_ms"] for r in rows] + [1.0]) * 1.1
         fig.add_scatter(x=[0, top], y=[0, top], name="prediction = measurement", mode="lines",
                         line=dict(color="black", dash="dot"))
     else:

@@ -38,9 +38,9 @@ def check_output_path(path: str | Path, what: str = "output file") -> Path:
     if str(path).strip() == "":
         raise WriteError(f"{what} path is empty")
     p = Path(path)
-    if p.is_symlink():
-        p = p.resolve()
     try:
+        if p.is_symlink():
+            p = p.resolve(strict=False)
         st = p.stat()
     except FileNotFoundError:
         parent = p.parent
@@ -51,8 +51,9 @@ def check_output_path(path: str | Path, what: str = "output file") -> Path:
         if not os.access(parent, os.W_OK | os.X_OK):
             raise WriteError(f"cannot write {what} {path}: folder {parent} is not writable") from None
         return p
-    except OSError as e:
-        raise WriteError(f"cannot write {what} {path}: {e.strerror or e}") from None
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (pathlib's resolve, Python < 3.13)
+        why = getattr(e, "strerror", None) or ("a symlink loop" if isinstance(e, RuntimeError) else e)
+        raise WriteError(f"cannot write {what} {path}: {why}") from None
     if stat.S_ISDIR(st.st_mode):
         raise WriteError(f"cannot write {what} {path}: it is a folder; give a file name")
     if not stat.S_ISREG(st.st_mode):
@@ -152,6 +153,6 @@ def check_versioned(doc, path: str | Path, what: str, kind: str, version: int, e
     p = Path(path)
     if not isinstance(doc, dict) or doc.get("kind") != kind:
         raise error(f"{p} is not a wmtp {what}")
-    if doc.get("schema_version") != version:
+    if isinstance(doc.get("schema_version"), bool) or doc.get("schema_version") != version:  # True == 1
         raise error(f"{what} {p} has schema version {doc.get('schema_version')!r}; this wmtp reads version {version}")
     return doc

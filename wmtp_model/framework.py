@@ -15,20 +15,30 @@ from __future__ import annotations
 from pathlib import Path
 
 from wmtp.errors import WmtpError
-from wmtp.fileio import check_versioned, read_json
+from wmtp.fileio import check_versioned, finite_number, read_json
 
 SCHEMA_VERSION = 1
 KIND = "wmtp-framework-profile"
+METHODS = ("native", "window", "dense")  # one framework profile fits one of them
 
 
 def load(path: str | Path, doc: dict | None = None) -> dict:
-    """A framework profile from `path` (or `doc`, already parsed from it), validated."""
+    """A framework profile from `path` (or `doc`, already parsed from it), validated: the fields the engine
+    model reads (`wmtp.engine.from_framework_profile`) are present and of their types, or `WmtpError` names them."""
     p = Path(path)
     doc = read_json(p, "framework profile", WmtpError) if doc is None else doc
     prof = check_versioned(doc, p, "framework profile", KIND, SCHEMA_VERSION, WmtpError)
-    try:
-        float(prof["overhead"]["const_ms"]), float(prof["overhead"]["per_forward_ms"])
-        str(prof["method"])
-    except (KeyError, TypeError, ValueError):
-        raise WmtpError(f"framework profile {p} is corrupt: no overhead fit") from None
+    overhead = prof.get("overhead")
+    if not isinstance(overhead, dict) or not {"const_ms", "per_forward_ms"} <= overhead.keys():
+        raise WmtpError(f"framework profile {p} is corrupt: no overhead fit (overhead.const_ms, overhead.per_forward_ms)")
+    for key in ("const_ms", "per_forward_ms"):  # |overhead| above 1e6 ms is no engine's
+        finite_number(overhead[key], f"framework profile {p}: overhead.{key}", lo=-1e6, hi=1e6)
+    if prof.get("method") not in METHODS:
+        raise WmtpError(f"framework profile {p} is corrupt: method must be one of {', '.join(METHODS)}, "
+                        f"got {prof.get('method')!r}")
+    for key in ("model", "hardware"):
+        if not isinstance(prof.get(key), str) or not prof[key]:
+            raise WmtpError(f"framework profile {p} is corrupt: {key} must be a registry key, got {prof.get(key)!r}")
+    if isinstance(prof.get("ctx"), bool) or not isinstance(prof.get("ctx"), int) or prof["ctx"] <= 0:
+        raise WmtpError(f"framework profile {p} is corrupt: ctx must be a positive integer, got {prof.get('ctx')!r}")
     return prof

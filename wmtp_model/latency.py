@@ -27,6 +27,7 @@ from wmtp import defaults
 
 METHODS = ("dense", "native", "window")
 INDEX_BYTES_PER_ENTRY = 8  # int32 read from req_to_token + int32 written to kv_indices
+MAX_BATCH = 1 << 20  # concurrent requests: far past any engine's max_running_requests; more is a typo
 
 
 def _compute_dtype(spec: ModelSpec, work: Work) -> str:
@@ -245,6 +246,8 @@ def step_cost(
         raise WmtpError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if ctx <= 0 or batch <= 0:
         raise WmtpError("ctx and batch must be positive")
+    if batch > MAX_BATCH:
+        raise WmtpError(f"batch {batch} is more than {MAX_BATCH:,} concurrent requests; wmtp models at most that")
     if window < 0 or sink < 0:
         raise WmtpError("window and sink must be >= 0")
     if method != "dense" and not 2 <= depth <= 64:
@@ -270,14 +273,27 @@ def step_cost(
 
     if method == "dense":
         empty = Phase(())
-        return StepCost(method, ctx, 1, batch, ctx, priced(verify_work(spec, ctx, 1, batch), "verify", batch, ctx),
-                        empty, empty)
+        return _checked(StepCost(method, ctx, 1, batch, ctx, priced(verify_work(spec, ctx, 1, batch), "verify", batch,
+                                                                       ctx), empty, empty), overhead)
     s_eff = effective_ctx(method, ctx, window, sink)
     al = accept_length if accept_length is not None else depth
     resident = l2_resident(spec, hw, s_eff, batch)
-    return StepCost(
+    return _checked(StepCost(
         method, ctx, depth, batch, s_eff,
         priced(verify_work(spec, ctx, depth, batch), "verify", batch * depth, ctx),
         priced(draft_ctx_work(spec, s_eff, batch, al), "ctx", batch * max(1, math.ceil(al)), s_eff),
         priced(draft_fwd_work(spec, s_eff, batch, resident), "fwd", batch, s_eff),
-    )
+    ), overhead)
+
+
+def _checked(c: StepCost, overhead: EngineOverhead | None) -> StepCost:
+    """`c` if every phase takes a finite, non-negative time and the step a positive one. Kernel prices are
+    validated where they are read; what can break this is an engine or framework overhead with negative terms
+    larger than the kernels they sit on, so the error names it."""
+    phases = {"t_verify": c.t_verify.time_ms, "t_ctx": c.t_ctx.time_ms, "t_fwd": c.t_fwd.time_ms}
+    bad = [f"{k} {v:.4g} ms" for k, v in phases.items() if not (math.isfinite(v) and v >= 0)]
+    if bad or not (math.isfinite(c.step_ms) and c.step_ms > 0):
+        by = f" with the engine overhead of {overhead.source}" if overhead is not None else ""
+        raise WmtpError(f"the {c.method} step at ctx {c.ctx}, d {c.depth}, batch {c.batch} prices to "
+                        f"{', '.join(bad) or f'{c.step_ms:.4g} ms'}{by}: a time must be positive and finite")
+    return c

@@ -80,6 +80,17 @@ def weights_bytes(spec: ModelSpec, with_mtp: bool) -> float:
     return model_weight_bytes(spec, with_mtp)
 
 
+def weights_fit_warning(gpu_spec: ModelSpec, hw: HardwareSpec, mem_fraction: float = DEFAULT_MEM_FRACTION) -> list[str]:
+    """A warning when one GPU cannot hold its share of the weights (`gpu_spec`: the per-GPU slice at tp > 1) within
+    `mem_fraction` of its memory: no request fits at any context, and every time shown is as if memory allowed it."""
+    w = weights_bytes(gpu_spec, with_mtp=True)
+    if w < mem_fraction * hw.hbm_bytes:
+        return []
+    return [f"the weights of {gpu_spec.key} ({w / 2**30:.1f} GiB per GPU with the draft head) do not fit in "
+            f"{mem_fraction:g} x {hw.hbm_bytes / 2**30:.0f} GiB of {hw.key}: no request fits at any context, and its "
+            "times are shown as if memory allowed them (try more --tp or a smaller --weight-dtype)"]
+
+
 def memory_report(
     spec: ModelSpec,
     hw: HardwareSpec,

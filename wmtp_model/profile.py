@@ -11,6 +11,7 @@ another GPU, `scaled from <gpu>` (byte and flop terms scaled by the bandwidth an
 from __future__ import annotations
 
 import math
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -44,6 +45,9 @@ def load_profile(path: str | Path) -> dict:
             raise ProfileError(f"profile {p} is corrupt: component {kind!r} {why}")
     if not isinstance(prof.get("hardware"), str):
         raise ProfileError(f"profile {p} is corrupt: no hardware key")
+    ceilings = prof.get("ceilings", {})  # measured copy bandwidth and GEMM rate: the floors of --headroom
+    if not isinstance(ceilings, dict) or not all(_is_num(v, 0.0) for v in ceilings.values()):
+        raise ProfileError(f"profile {p} is corrupt: ceilings must map names to finite non-negative numbers")
     prov = prof.get("provenance", {})
     if not isinstance(prov, dict) or not _is_num(prov.get("gpu_sm_count", 1), 1, 1e5):
         raise ProfileError(f"profile {p} is corrupt: provenance gpu_sm_count must be a positive count")
@@ -78,6 +82,8 @@ def _component_problem(c) -> str | None:
     groups = c.get("groups", {})
     if not isinstance(groups, dict) or not all(v is not None and _is_num(v, 1e-3, 1e3) for v in groups.values()):
         return "is malformed: group factors must be finite numbers in [0.001, 1000]"
+    if not _is_num(c.get("const_launches"), 0.0, 1e4):  # calls per work item of a per-call fit (`launches`)
+        return "is malformed: const_launches must be a count in [0, 10000]"
     return None
 
 
@@ -135,7 +141,7 @@ class ProfileCostModel:
 
     @classmethod
     def from_path(cls, path: str | Path, label: str | None = None) -> "ProfileCostModel":
-        return cls(_load_cached(str(Path(path).resolve())), label if label is not None else str(path))
+        return cls(_load_cached(os.path.realpath(path)), label if label is not None else str(path))
 
     def _component(self, kind: str, kv_dtype: str = "bf16") -> dict:
         """The fit for `kind`; attention over a KV cache of another dtype takes its own fit where the profile
@@ -172,7 +178,8 @@ class ProfileCostModel:
         if key not in self._cache:
             pts = comp["points"]
             per_req = [p["bytes"] / max(p.get("batch", 1.0), 1.0) for p in pts] or [0.0]
-            self._cache[key] = (comp["bytes_range"], comp["flops_range"], (min(per_req), max(per_req)))
+            flops = comp.get("flops_range", [0.0, 0.0])  # optional, as `load_profile` reads it
+            self._cache[key] = (comp["bytes_range"], flops, (min(per_req), max(per_req)))
         return self._cache[key]
 
     def tag(self, work: Work, spec: ModelSpec, comp: dict) -> Source:
