@@ -5,20 +5,23 @@ headline TPOT and AL, each naming its estimator and source lines, and the notes 
 from __future__ import annotations
 
 from wmtp.errors import WmtpError
+from wmtp.log_blocks import stream_blocks
 from wmtp.log_sources import SpecLines, Summaries
 from wmtp.logs import DecodeLine, Event, ParseStats, PrefillLine, Value, VllmSpecLine, VllmThroughput, stream
 from wmtp.logstats import MAX_ROWS, SglangRuns, VllmWindows
 
 
-def collect(path, gap_s: float = 60.0) -> tuple:
+def collect(path, gap_s: float = 60.0, reference: bool = False) -> tuple:
     """One streaming pass over a file: (parse stats, SGLang runs, vLLM windows, vLLM spec lines, summaries,
-    event counts, event line numbers)."""
+    event counts, event line numbers). Read in blocks (`wmtp.log_blocks`), or with `reference` line by line
+    (`wmtp.logs.stream`, what the block reader is tested against)."""
     stats = ParseStats()
     runs, windows, spec, summ = SglangRuns(gap_s), VllmWindows(), SpecLines(), Summaries()
     events = {"retraction": 0, "oom": 0, "preemption": 0}
     event_lines: list[int] = []
     add_run = runs.add
-    for r in stream(path, stats, decode=runs.decode):  # most decode lines go to runs.decode, not through here
+    records = stream(path, stats, decode=runs.decode) if reference else stream_blocks(path, stats, runs)
+    for r in records:  # most decode lines go to the runs directly, not through here
         if type(r) is PrefillLine or type(r) is DecodeLine:
             add_run(r)
         elif isinstance(r, Value):
@@ -35,11 +38,12 @@ def collect(path, gap_s: float = 60.0) -> tuple:
     return stats, runs, windows, spec, summ, events, event_lines
 
 
-def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0) -> dict:
+def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, reference: bool = False) -> dict:
     """Everything one file says about TPOT and acceptance, in one streaming pass: SGLang runs, vLLM
     windows and spec lines, summary blocks, meta_info, llama.cpp stats, retractions/OOM/stalls. The
-    headline `tpot` and `al` name their estimator and source lines; `notes` say what was set aside."""
-    stats, runs, windows, spec, summ, events, event_lines = collect(path, gap_s)
+    headline `tpot` and `al` name their estimator and source lines; `notes` say what was set aside.
+    `reference`: read line by line (`collect`)."""
+    stats, runs, windows, spec, summ, events, event_lines = collect(path, gap_s, reference)
     if stats.lines == 0:
         raise WmtpError(f"{path}: empty file")
     segs = runs.estimates(requested_batch)

@@ -204,6 +204,11 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
                       None if retr is None else int(retr))
 
 
+# what the block reader (`wmtp.log_blocks`) shares with the per-line one
+TIME_RE, PID_RE, DP_RE, GENERAL = _TIME, _PID, _DP, _GENERAL
+prefix_fields, decode_fast, parse_sglang_general = _prefix, _decode_fast, _parse_sglang_general
+
+
 def _vllm_name(key: str) -> str | None:
     """The field a vLLM spec-metrics key names (by keyword, so the typo variants and orders read the same)."""
     key = key.lower()
@@ -364,6 +369,17 @@ def _open(path: Path):
 def open_text(path: str | Path):
     """A text handle on a plain or gzip file; binary or misnamed files raise WmtpError."""
     return _open(Path(path))
+
+
+def day_seconds(y: str, mo: str, d: str) -> int:
+    """Seconds from 1970 to the start of a day (0 for no such day), as `_prefix` adds them (remembered)."""
+    key = (y, mo, d)
+    if key not in _day_cache:
+        try:
+            _day_cache[key] = (date(int(y), int(mo), int(d)).toordinal() - 719163) * 86400
+        except ValueError:
+            _day_cache[key] = 0
+    return _day_cache[key]
 
 
 def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> Iterator:

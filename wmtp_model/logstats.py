@@ -29,6 +29,7 @@ from typing import Iterable
 from wmtp.logs import DecodeLine, PrefillLine, VllmThroughput
 
 _R = math.log(1.001)
+BIN_WIDTH = _R  # log-spaced bins 0.1 % wide
 _log = math.log
 MAX_ROWS = 200  # rows of per-window / per-event detail kept for display (counts are always complete)
 
@@ -106,7 +107,7 @@ class TpotBins:
 
 
 @dataclass(slots=True)
-class _PerBatch:
+class PerBatch:
     log_ms: float  # log(batch * 1e3): per-line TPOT in ms = exp(log_ms - log(throughput))
     seen: int = 0
     bins: dict = field(default_factory=dict)  # T_iter bin -> [count, sum accept_len]
@@ -160,7 +161,7 @@ class _Segment:
     def __init__(self, index: int, line_no: int, speculative: bool):
         self.index, self.first_line, self.last_line, self.lines = index, line_no, line_no, 0
         self.speculative = speculative
-        self.per_batch: dict[int, _PerBatch] = {}
+        self.per_batch: dict[int, PerBatch] = {}
         self.ranks: dict = {}  # DP rank -> pid
         self.tpot, self.after_prefill = TpotBins(), TpotBins()
         self.al = [0.0, 0, 0.0, 0]  # sum, n over used lines; sum, n over all lines
@@ -293,7 +294,7 @@ class SglangRuns:
         lt = _log(thr)
         pb = cur.per_batch.get(running)
         if pb is None:
-            pb = cur.per_batch[running] = _PerBatch(_log(running * 1e3))
+            pb = cur.per_batch[running] = PerBatch(_log(running * 1e3))
         by_batch = (cur.after_prefill if after_prefill else cur.tpot).by_batch
         b = by_batch.get(running)
         if b is None:
@@ -348,18 +349,20 @@ class VllmWindows:
 
     def add(self, r: VllmThroughput) -> None:
         agg = r.engine.startswith("agg")
-        row = {"line": r.line_no, "engine": r.engine, "pid": r.pid, "running": r.running, "gen_tok_s": r.gen_thr,
-               "prompt_tok_s": r.prompt_thr, "tpot_ms": None, "accept_length": None}
+        tpot = None
         if r.running > 0 and r.gen_thr > 0:
-            row["tpot_ms"] = r.running / r.gen_thr * 1e3
-            (self.agg if agg else self.engine).add(r.running, row["tpot_ms"])
+            tpot = r.running / r.gen_thr * 1e3
+            (self.agg if agg else self.engine).add(r.running, tpot)
             i = 2 if agg else 0
             self.lines[i] = self.lines[i] or r.line_no
             self.lines[i + 1] = r.line_no
             self.prefill_windows += r.prompt_thr > 0
         else:
             self.idle += 1
+        row = None  # a row only for display (the first MAX_ROWS): the spec line paired with it fills it in
         if len(self.rows) < MAX_ROWS:
+            row = {"line": r.line_no, "engine": r.engine, "pid": r.pid, "running": r.running, "gen_tok_s": r.gen_thr,
+                   "prompt_tok_s": r.prompt_thr, "tpot_ms": tpot, "accept_length": None}
             self.rows.append(row)
         self._open[r.pid] = (row, r.secs)
 

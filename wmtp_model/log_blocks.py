@@ -1,0 +1,375 @@
+"""`wmtp logs`'s reader: `wmtp.logs.stream`'s records, a block of lines at a time, with C doing the work
+per line (split, translate, map, sort) and Python the work per kind of line.
+
+Each line's skeleton (its digits made 0) is looked up once per block (`_SKELETONS`, filled by `_LAYOUT`):
+every line of one skeleton matches the same way, so its kind and the places of its fields come from the
+skeleton. Kinds: SGLang decode lines in `wmtp.logs._DECODE`'s common layouts and prefill lines, both with
+the `[date time DPx TPx] ` prefix (into `SglangRuns` through `wmtp.log_batch`, a block at a time); vLLM V1
+`Engine N:` throughput and `SpecDecoding metrics:` lines, V0 `Avg prompt throughput` and `Speculative
+metrics:` lines, in their common layouts (read into the records `wmtp.logs`' parsers build); lines with
+none of the words `wmtp.logs`' parsers look for (skipped, as `parse_other` skips them); decode lines
+`parse_sglang_general` gives up on whatever their numbers (garbled); and every other line, or one whose
+numbers fail a parser's range checks, through `wmtp.logs`' parsers (`_line`: what `stream` does with it).
+Numbers are plain digits (`_N`); a field `float` would read differently is left to the parsers.
+`wmtp.logs.stream` stays the reference: `tests/test_log_blocks.py` holds the two to the same output.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from itertools import compress, count, groupby, repeat
+from operator import add, gt, itemgetter
+from pathlib import Path
+from typing import Iterator
+
+from wmtp.errors import WmtpError
+from wmtp.log_batch import Prefixes, decode_columns, feed
+from wmtp.log_records import MAX_VALUE, DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
+from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, open_text, parse_other,
+                       parse_sglang_general, prefix_fields)
+
+BLOCK_CHARS = 1 << 21  # about 12,000 lines; the block's lists take about 10 MiB per MiB of it
+_N = r"\d+(?:\.\d+)?"  # a plain number: float() reads it, finite and >= 0
+_U = r"[^,:\n]*"
+_SGL = r"(\[[0-9 :.-]*(?:[A-Z]{2}\d+ ?)*\] )"  # `[2025-05-31 18:31:21 DP0 TP0] `, `[04:40:55 TP0] `
+_V1 = r"(\(APIServer pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] )"
+_V0 = r"(INFO \d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\] )"
+_LAYOUT = re.compile(
+    # 1-9: SGLang decode: prefix, running, #token, #full token, accept len, accept rate, cuda graph, throughput, queue
+    rf"{_SGL}Decode batch(?:\.|,| \[\d+\],) #running-req: ({_N}), (?:#token: ({_N}), token usage: {_U}|"
+    rf"#full token: ({_N}), full token usage: {_U}(?:, mamba num: {_U}, mamba usage: {_U})?), "
+    rf"(?:accept len: ({_N}), )?(?:accept rate: ({_N}), )?(?:cuda graph: (True|False), )?"
+    rf"gen throughput \(token/s\): ({_N})(?:, #queue-req: ({_N}))?,? ?[^\S\n]*$"
+    # 10-11: SGLang prefill: prefix, the rest
+    rf"|{_SGL}Prefill batch[.,](.*)"
+    # 12-16: vLLM V1 throughput: prefix, engine, prompt, generation, running
+    rf"|{_V1}Engine (\d+): Avg prompt throughput: ({_N}) tokens/s, Avg generation throughput: ({_N}) tokens/s, "
+    rf"Running: (\d+) reqs, Waiting: \d+ reqs, GPU KV cache usage: {_N}%, Prefix cache hit rate: {_N}%$"
+    # 17-21: vLLM V1 spec: prefix, mean AL, accepted, drafted, per-position rates
+    rf"|{_V1}SpecDecoding metrics: Mean acceptance length: ({_N}), Accepted throughput: {_N} tokens/s, "
+    rf"Drafted throughput: {_N} tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
+    rf"Per-position acceptance rate: ({_N}(?:, {_N})*), Avg Draft acceptance rate: {_N}%$"
+    # 22-25: vLLM V0 throughput: prefix, prompt, generation, running
+    rf"|{_V0}Avg prompt throughput: ({_N}) tokens/s, Avg generation throughput: ({_N}) tokens/s, "
+    rf"Running: (\d+) reqs, Swapped: \d+ reqs, Pending: \d+ reqs, GPU KV cache usage: {_N}%, "
+    rf"CPU KV cache usage: {_N}%\.$"
+    # 26-31: vLLM V0 spec: prefix, rate, k, accepted, drafted, emitted
+    rf"|{_V0}Speculative metrics: Draft acceptance rate: ({_N}), System efficiency: {_N}, Number of "
+    rf"speculative tokens: (\d+), Number of accepted tokens: (\d+), Number of draft tokens: (\d+), "
+    rf"Number of emitted tokens: (\d+)\.$", re.ASCII)
+_GROUPS = {1: (1, 2, 3, 4, 5, 6, 8), 10: (10,), 12: (12, 13, 14, 15, 16), 17: (17, 18, 19, 20, 21),
+           22: (22, 23, 24, 25), 26: (26, 27, 28, 29, 30, 31)}
+_SKIP, _PARSE, _GARBLED, _DEC, _PRE, _V1T, _V1S, _V0T, _V0S = range(9)
+_KINDS = {1: _DEC, 10: _PRE, 12: _V1T, 17: _V1S, 22: _V0T, 26: _V0S}
+_ZERO = str.maketrans("123456789", "000000000")
+_ZERO_UTF8 = bytes.maketrans(b"123456789", b"000000000")  # the same on the UTF-8 bytes (faster)
+
+_WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDecoding metrics", "peculative metrics",
+          "peculative Metrics", "etract", "out of memory", "Out of memory", "OutOfMemory", "OOM", "preempted",
+          "spec_", "accept", "completion_tokens", "predicted_", "draft_n", "num_spec", "tpot_ms", "ms per token",
+          "draft acceptance", "#mean acc len", "#gen drafts", " tg = ", "decoded ", "[METRIC] tpot=",
+          "Serving Benchmark Result", "Speculative Decoding")
+_LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
+                "n_predict", "position")
+
+
+def _maybe_ours(shape: str) -> bool:
+    """Whether a line (its digits deleted: no word above holds a digit) can hold anything for the parsers."""
+    if "*" in shape or "`" in shape or not shape.isascii():
+        return True
+    low = shape.lower()
+    return any(w in shape for w in _WORDS) or any(w in low for w in _LABEL_WORDS)
+
+
+def _garbled(skel: str) -> bool:
+    """Whether a line of this skeleton is a decode line `_parse_sglang_general` gives up on before reading a
+    number (no `#running-req: ` after `Decode batch`, or no `gen throughput (token/s): ` after it), and
+    `_decode_fast` cannot take (it needs both): garbled, whatever its digits."""
+    d = skel.find("Decode batch")
+    if d < 0 or "*" in skel or "`" in skel:
+        return False
+    k = skel.find("#running-req: ", d)
+    return k < 0 or "gen throughput (token/s): " not in skel[k + 14:]
+
+
+class _Skeletons(dict):
+    """A line's skeleton (its digits made 0) -> (id, kind, spans of the fields): every line of one skeleton
+    matches `_LAYOUT` the same way (its digits sit where a `\\d` or a class holding every digit reads them),
+    and holds the same words (none holds a digit). Bounded."""
+
+    def __missing__(self, utf8: bytes) -> tuple:
+        if len(self) >= 16384:
+            self.clear()
+        skel = utf8.decode()
+        m = _LAYOUT.match(skel)
+        first = m and next(g for g in _GROUPS if m.group(g) is not None)
+        if m is None or (first == 10 and "Decode batch" in skel):  # a prefill line the decode test sees first
+            v = (next(_IDS), _GARBLED if _garbled(skel) else _PARSE if _maybe_ours(skel) else _SKIP, ())
+        else:
+            v = (next(_IDS), _KINDS[first], tuple(slice(*m.span(g)) if m.group(g) is not None else None
+                                                   for g in _GROUPS[first]))
+        self[utf8] = v
+        return v
+
+
+class _Plans(dict):
+    """A prefix's skeleton -> where `wmtp.logs.prefix_fields`' regexes match in it (the same places in every
+    prefix of that skeleton: they read digits only through `\\d`): the spans of `TIME_RE`'s groups 0-8, of
+    the pid and of the DP rank. Bounded."""
+
+    def __missing__(self, skel: str) -> tuple:
+        if len(self) >= 4096:
+            self.clear()
+        m, p, d = TIME_RE.search(skel), PID_RE.search(skel), DP_RE.search(skel)
+        v = self[skel] = (m and tuple(slice(*m.span(g)) if m.group(g) is not None else slice(0, 0) for g in range(9)),
+                          p and slice(*p.span(1 if p.group(1) is not None else 2)), d and slice(*d.span(1)))
+        return v
+
+
+_PLANS = _Plans()
+
+
+def _prefix_planned(pre: str, skel: str | None = None) -> tuple:
+    """`wmtp.logs.prefix_fields(pre)`, its regexes' matches taken from the prefix's skeleton (`_PLANS`; "" stands
+    for a group that took no part: it tests them for truth)."""
+    tm, p, d = _PLANS[pre.translate(_ZERO) if skel is None else skel]
+    ts = secs = None
+    if tm:
+        ts = pre[tm[0]]
+        secs = _SECS.get(ts)
+        if secs is None:
+            secs = _seconds(*map(pre.__getitem__, tm[1:]))
+            if len(_SECS) >= 8192:
+                _SECS.clear()
+            _SECS[ts] = secs
+    return ts, secs, None if p is None else pre[p], None if d is None else int(pre[d])
+
+
+_SECS: dict = {}  # the time text `TIME_RE` matched -> its seconds (the same text, the same groups)
+
+
+def _seconds(y: str, mo: str, dd: str, mo2: str, d2: str, hh: str, mm: str, ss: str) -> int:
+    """`wmtp.logs.prefix_fields`' seconds from `TIME_RE`'s groups."""
+    secs = int(hh) * 3600 + int(mm) * 60 + int(ss)
+    if y or mo2:
+        secs += day_seconds(y or "1970", mo or mo2, dd or d2)
+    return secs
+
+
+_SKELETONS, _PREFIXES, _IDS = _Skeletons(), Prefixes(_prefix_planned), count()
+
+
+def _line(line: str, n: int, stats: ParseStats, out: list) -> None:
+    """What `wmtp.logs.stream` does with one line, its records appended to `out` as (line number, record):
+    a decode line `_decode_fast` reads as the tuple of DecodeLine's fields (what `stream` hands `decode`)."""
+    d = line.find("Decode batch")
+    if d >= 0:
+        pre = line[:d]
+        rec = GENERAL
+        if "*" not in pre and "`" not in pre:
+            rec = decode_fast(line, d, _fields, n, *prefix_fields(pre))
+        if rec is not GENERAL:
+            stats.decode += 1
+            out.append((n, rec))
+            return
+        rec = parse_sglang_general(line, n)
+        if rec is None:
+            stats.garbled += 1
+        else:
+            stats.decode += 1
+            out.append((n, rec))
+        return
+    rec = parse_other(line, n)
+    if rec is None:
+        stats.skipped += 1
+    elif rec is False:
+        stats.garbled += 1
+    elif isinstance(rec, list):
+        stats.other += 1
+        out.extend((n, r) for r in rec)
+    else:
+        if isinstance(rec, VllmSpecLine):
+            stats.vllm += 1
+        else:
+            stats.other += 1
+        out.append((n, rec))
+
+
+def _fields(*a):
+    return a
+
+
+def _info(pre: str, skel: str) -> tuple:
+    """`prefix_fields(pre)` (remembered; `skel`: the prefix's skeleton)."""
+    info = _PREFIXES.get(pre)
+    if info is None:
+        if len(_PREFIXES) >= 8192:
+            _PREFIXES.clear()
+        info = _PREFIXES[pre] = _prefix_planned(pre, skel)
+    return info
+
+
+def _vllm_columns(kind: int, v: list, lns: list, skels: list):
+    """The records of vLLM lines of one layout (`v`: a column per field, the prefix first), or None when a
+    number of one of them is out of `parse_throughput`'s / `parse_vllm`'s range."""
+    info = list(map(_info, v[0], skels))
+    secs, pids = map(itemgetter(1), info), map(itemgetter(2), info)
+    if kind == _V1T or kind == _V0T:
+        prompt, gen, running = list(map(float, v[-3])), list(map(float, v[-2])), list(map(int, v[-1]))
+        if max(prompt) > MAX_VALUE or max(gen) > MAX_VALUE or max(running) > 1e7:
+            return None
+        return list(map(VllmThroughput, lns, secs, pids, v[1] if kind == _V1T else repeat(""), prompt, gen, running))
+    if kind == _V1S:
+        mean_al, acc, dr = list(map(float, v[1])), list(map(int, v[2])), list(map(int, v[3]))
+        pos = list(map(list, map(map, repeat(float), map(str.split, v[4], repeat(", ")))))
+        if max(mean_al) > MAX_VALUE or max(acc) > MAX_VALUE or max(dr) > MAX_VALUE or max(map(max, pos)) > MAX_VALUE:
+            return None
+        return list(map(VllmSpecLine, lns, mean_al, acc, dr, pos, secs, pids, map(len, pos), repeat(None), repeat(None)))
+    rate, k, acc, dr, em = list(map(float, v[1])), *(list(map(int, c)) for c in v[2:6])
+    if max(max(rate), max(k), max(acc), max(dr), max(em)) > MAX_VALUE:
+        return None
+    return list(map(VllmSpecLine, lns, repeat(None), acc, dr, map(list, repeat((), len(lns))), secs, pids, k, em, rate))
+
+
+def _vllm_group(kind: int, rows: list, spans: tuple, lines: list, skels: list, base: int, out: list) -> list:
+    """The records of one skeleton's vLLM lines appended to `out` as (line number, record); returns the
+    rows whose numbers the parsers must see (out of range)."""
+    got = list(map(lines.__getitem__, rows))
+    v = [list(map(itemgetter(sp), got)) for sp in spans]
+    psk = list(map(bytes.decode, map(itemgetter(spans[0]), map(skels.__getitem__, rows))))  # ASCII
+    if kind == _V0S:  # `parse_vllm` cuts a V0 line before "peculative metrics"
+        v[0], psk = list(map(add, v[0], repeat("S"))), list(map(add, psk, repeat("S")))
+    lns = list(map(add, rows, repeat(base + 1)))
+    recs = _vllm_columns(kind, v, lns, psk)
+    if recs is not None:
+        out += zip(lns, recs)
+        return []
+    bad = []
+    for j, i in enumerate(rows):  # one of them out of range: line by line
+        rec = _vllm_columns(kind, [[c[j]] for c in v], [lns[j]], [psk[j]])
+        if rec is None:
+            bad.append(i)
+        else:
+            out.append((lns[j], rec[0]))
+    return bad
+
+
+def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True) -> list:
+    """One block of whole lines (newline-terminated; the last one not when `newline` is False), its first
+    line being line `base + 1`: SGLang lines go to `runs`, the other records come back as (line number,
+    record), in file order. Lines are grouped by skeleton; each group's fields are sliced out at once."""
+    lines, skels = block.split("\n"), block.encode().translate(_ZERO_UTF8).split(b"\n")
+    if newline:
+        lines.pop()
+        skels.pop()
+    n = len(lines)
+    descs = list(map(_SKELETONS.__getitem__, skels))
+    ids = list(map(itemgetter(0), descs))
+    kinds = list(map(itemgetter(1), descs))
+    dec: list = [[] for _ in range(8)]  # row, prefix, running, #token, #full token, accept len, rate, throughput
+    pre: list = [[], []]  # row, prefix
+    todo, out, skipped, garbled = [], [], kinds.count(_SKIP), 0
+    for _, g in groupby(sorted(compress(range(n), kinds), key=ids.__getitem__), key=ids.__getitem__):  # _SKIP is 0
+        rows = list(g)
+        _, kind, spans = descs[rows[0]]
+        if kind == _GARBLED:
+            garbled += len(rows)
+        elif kind == _PARSE:
+            todo += rows
+        elif kind >= _V1T:
+            todo += _vllm_group(kind, rows, spans, lines, skels, base, out)
+        else:
+            got = list(map(lines.__getitem__, rows))
+            cols = dec if kind == _DEC else pre
+            cols[0] += rows
+            for col, sp in zip(cols[1:], spans):
+                col += map(itemgetter(sp), got) if sp else repeat("", len(rows))
+    dec = _in_order(dec)
+    pre = _in_order(pre)
+    dcols = decode_columns(dec[2], list(map(add, dec[3], dec[4])), dec[5], dec[6], dec[7]) if dec[0] else None
+    if dec[0] and dcols is None:  # a number out of range: the lines go to the parsers
+        todo += dec[0]
+        dec = [[] for _ in range(8)]
+    spec = sum(1 for r in out if type(r[1]) is VllmSpecLine)
+    stats.vllm += spec
+    stats.other += len(out) - spec
+    stats.decode += len(dec[0])
+    stats.other += len(pre[0])
+    stats.skipped += skipped
+    stats.garbled += garbled
+    extra = []
+    if todo:
+        todo.sort()
+        got = []
+        for i in todo:
+            _line(lines[i] + "\n" if newline or i < n - 1 else lines[i], base + i + 1, stats, got)
+        for ln, r in got:
+            if type(r) is tuple:
+                extra.append((ln, "d", r))
+            elif type(r) is DecodeLine or type(r) is PrefillLine:
+                extra.append((ln, "r", r))
+            else:
+                out.append((ln, r))
+    out.sort(key=itemgetter(0))  # stable: one line's records keep their order
+    if dec[0] or pre[0] or extra:
+        feed(runs, base, dec[0], pre[0], dcols or ([], [], [], [], []), dec[1], pre[1], _PREFIXES, extra)
+    return out, n
+
+
+def _in_order(cols: list) -> list:
+    """Columns gathered a skeleton at a time, put in row order (the first column)."""
+    rows = cols[0]
+    if not any(map(gt, rows[:-1], rows[1:])):
+        return cols
+    perm = sorted(range(len(rows)), key=rows.__getitem__)
+    return [list(map(c.__getitem__, perm)) for c in cols]
+
+
+def stream_blocks(path: str | Path, stats: ParseStats, runs) -> Iterator:
+    """`wmtp.logs.stream(path, stats, decode=runs.decode)` read a block at a time: the SGLang decode and
+    prefill lines go to `runs` (`SglangRuns`), the other records are yielded, in file order."""
+    p = Path(path)
+    if p.is_dir():
+        raise WmtpError(f"{p} is a folder, not a log file")
+    f = open_text(p)
+    base, tail = 0, ""
+    try:
+        while True:
+            chunk = f.read(BLOCK_CHARS)
+            if not chunk:
+                break
+            cut = chunk.rfind("\n") + 1
+            if not cut:
+                tail += chunk
+                continue
+            block = chunk if cut == len(chunk) else chunk[:cut]
+            block, tail = tail + block if tail else block, chunk[cut:]
+            out, n = _block(block, base, stats, runs)
+            base += n
+            for _, r in out:
+                yield r
+        if tail:
+            out, n = _block(tail, base, stats, runs, newline=False)
+            base += n
+            for _, r in out:
+                yield r
+    except (OSError, EOFError, zlib.error) as e:
+        raise WmtpError(f"{p}: cannot read past line {_lines_before_error(p)}: damaged or truncated file ({e})") from None
+    except UnicodeError as e:
+        raise WmtpError(f"{p}: undecodable text ({e})") from None
+    finally:
+        stats.lines = base
+        f.close()
+
+
+def _lines_before_error(p: Path) -> int:
+    """The line `wmtp.logs.stream` had read when the same read error stopped it."""
+    n = 0
+    with open_text(p) as f:
+        try:
+            for n, _ in enumerate(f, 1):
+                pass
+        except (OSError, EOFError, zlib.error, UnicodeError):
+            pass
+    return n
