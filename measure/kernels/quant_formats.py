@@ -127,3 +127,55 @@ def dequantize_int4_group(packed: torch.Tensor, s: torch.Tensor) -> torch.Tensor
     p = packed.to(torch.int32)
     codes = torch.stack([p & 0xF, p >> 4], dim=-1).flatten(-2) - 8  # element 2j low nibble, 2j+1 high
     return codes.float() * s.float().repeat_interleave(GROUP, -1)[..., :codes.shape[-1]]
+
+
+# input checks of the `quant_gemm` launchers
+
+
+def check_fp8_weight(w, w_scale, k, grouped):
+    dims = 3 if grouped else 2
+    shape = "[E, N, K]" if grouped else "[N, K]"
+    if w.dim() != dims or w.dtype != _FP8:
+        raise ValueError(f"w must be float8_e4m3fn {shape}, got {tuple(w.shape)} {w.dtype}")
+    if w.shape[-1] != k or w.stride(-1) != 1:
+        raise ValueError(f"w's last dimension must be K = {k} and contiguous, got {tuple(w.shape)}")
+    want = tuple(w.shape[:-2]) + (triton.cdiv(w.shape[-2], GROUP), triton.cdiv(k, GROUP))
+    if w_scale.dtype != torch.float32 or tuple(w_scale.shape) != want:
+        raise ValueError(f"w_scale must be float32 {want} (one per 128x128 block), got {tuple(w_scale.shape)} {w_scale.dtype}")
+
+
+def check_int4_weight(w, w_scale, k, grouped):
+    dims = 3 if grouped else 2
+    shape = "[E, N, K/2]" if grouped else "[N, K/2]"
+    if k % 2:
+        raise ValueError(f"int4 weights pack two codes per byte along K: K must be even, got {k}")
+    if w.dim() != dims or w.dtype != torch.uint8:
+        raise ValueError(f"w must be uint8 {shape} (two int4 per byte), got {tuple(w.shape)} {w.dtype}")
+    if w.shape[-1] * 2 != k or w.stride(-1) != 1:
+        raise ValueError(f"w's last dimension must be K/2 = {k // 2} and contiguous, got {tuple(w.shape)}")
+    want = tuple(w.shape[:-1]) + (triton.cdiv(k, GROUP),)
+    if w_scale.dtype not in _ACT_DTYPES + (torch.float32,) or tuple(w_scale.shape) != want:
+        raise ValueError(f"w_scale must be bf16/fp16/fp32 {want} (one per row and 128 K), got "
+                         f"{tuple(w_scale.shape)} {w_scale.dtype}")
+
+
+def same_device(x, *ts):
+    if any(t.device != x.device for t in ts):
+        raise ValueError("x, w and w_scale must be on one device")
+
+
+def check_routing(x, topk_ids, topk_weights, a_is_pairs):
+    """(T, k) of valid routing inputs."""
+    if topk_ids.dim() != 2 or topk_ids.dtype not in (torch.int32, torch.int64) or not topk_ids.is_contiguous():
+        raise ValueError(f"topk_ids must be a contiguous int32/int64 [T, k] tensor, got {tuple(topk_ids.shape)} "
+                         f"{topk_ids.dtype}")
+    t_len, top_k = topk_ids.shape
+    rows = t_len * top_k if a_is_pairs else t_len
+    if x.shape[0] != rows:
+        raise ValueError(f"x must have {'T*k' if a_is_pairs else 'T'} = {rows} rows, got {x.shape[0]}")
+    if topk_weights is not None and (topk_weights.shape != topk_ids.shape or topk_weights.dtype != torch.float32
+                                     or not topk_weights.is_contiguous()):
+        raise ValueError("topk_weights must be contiguous float32 with the shape of topk_ids")
+    if topk_ids.device != x.device or (topk_weights is not None and topk_weights.device != x.device):
+        raise ValueError("topk_ids / topk_weights must be on x's device")
+    return t_len, top_k

@@ -32,6 +32,7 @@ import torch
 import triton
 
 from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2d,  # noqa: F401  (re-exported)
+                                                check_fp8_weight, check_int4_weight, check_routing, same_device,
                                                 dequantize_fp8_block, dequantize_int4_group, interpreting,
                                                 quantize_act_fp8, quantize_fp8_block, quantize_int4_group,
                                                 weight_bytes)
@@ -39,6 +40,7 @@ from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_gemv_int4 import int4_mode
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
+from wmtp.measure.kernels.quant_swap import launch_swap
 
 _FP8 = torch.float8_e4m3fn
 _ACT_DTYPES = (torch.bfloat16, torch.float16)
@@ -53,7 +55,11 @@ GEMV_MAX_M = {"fp8_block": 1, "int4_group": 8}
 GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 INT4_GEMV_STEP = "packed"  # the int4 GEMV step: 'packed' / 'f32' / 'words' (round 2), `quant_gemv_int4.int4_mode`
 _GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
-_PATHS = ("auto", "gemv", "dot")
+_PATHS = ("auto", "gemv", "dot", "swap")
+# dense fp8 rows that path='auto' gives the swap-AB kernel (`quant_swap`; empty: none); SWAP_FUSE: it quantizes the
+# activations itself (one launch) rather than after `quantize_act_fp8`
+SWAP_AUTO_M: tuple = ()
+SWAP_FUSE = True
 # (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`): 128 without prefetch for
 # both formats, from measure/results/h200-quant-v4 (wider steps and the prefetch were slower on most shapes)
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
@@ -190,8 +196,8 @@ def _launch(x, x_scale, w, w_scale, out, ids, route_w, rows, m_tiles, block_m, b
 def _use_gemv(path, fmt, rows, k, limits=GEMV_MAX_M):
     """Whether the call takes the GEMV kernel: 'gemv', or 'auto' with rows <= GEMV_MAX_M; int4 needs K % 8 == 0
     (whole int32 words of codes per row)."""
-    if path not in _PATHS:
-        raise ValueError(f"path must be one of {', '.join(_PATHS)}, got {path!r}")
+    if path not in _PATHS or (path == "swap" and fmt != "fp8_block"):
+        raise ValueError(f"path must be one of {', '.join(_PATHS[:3 + (fmt == 'fp8_block')])}, got {path!r}")
     if path == "gemv":
         if fmt == "int4_group" and k % 8:
             raise ValueError(f"the int4 GEMV path reads 8 codes per int32 word: K must be a multiple of 8, got {k}")
@@ -281,55 +287,6 @@ def _fp8_inputs(x, x_scale, fuse):
     return (x, None, True) if fuse else (*quantize_act_fp8(x), False)
 
 
-def _check_fp8_weight(w, w_scale, k, grouped):
-    dims = 3 if grouped else 2
-    shape = "[E, N, K]" if grouped else "[N, K]"
-    if w.dim() != dims or w.dtype != _FP8:
-        raise ValueError(f"w must be float8_e4m3fn {shape}, got {tuple(w.shape)} {w.dtype}")
-    if w.shape[-1] != k or w.stride(-1) != 1:
-        raise ValueError(f"w's last dimension must be K = {k} and contiguous, got {tuple(w.shape)}")
-    want = tuple(w.shape[:-2]) + (triton.cdiv(w.shape[-2], GROUP), triton.cdiv(k, GROUP))
-    if w_scale.dtype != torch.float32 or tuple(w_scale.shape) != want:
-        raise ValueError(f"w_scale must be float32 {want} (one per 128x128 block), got {tuple(w_scale.shape)} {w_scale.dtype}")
-
-
-def _check_int4_weight(w, w_scale, k, grouped):
-    dims = 3 if grouped else 2
-    shape = "[E, N, K/2]" if grouped else "[N, K/2]"
-    if k % 2:
-        raise ValueError(f"int4 weights pack two codes per byte along K: K must be even, got {k}")
-    if w.dim() != dims or w.dtype != torch.uint8:
-        raise ValueError(f"w must be uint8 {shape} (two int4 per byte), got {tuple(w.shape)} {w.dtype}")
-    if w.shape[-1] * 2 != k or w.stride(-1) != 1:
-        raise ValueError(f"w's last dimension must be K/2 = {k // 2} and contiguous, got {tuple(w.shape)}")
-    want = tuple(w.shape[:-1]) + (triton.cdiv(k, GROUP),)
-    if w_scale.dtype not in _ACT_DTYPES + (torch.float32,) or tuple(w_scale.shape) != want:
-        raise ValueError(f"w_scale must be bf16/fp16/fp32 {want} (one per row and 128 K), got "
-                         f"{tuple(w_scale.shape)} {w_scale.dtype}")
-
-
-def _same_device(x, *ts):
-    if any(t.device != x.device for t in ts):
-        raise ValueError("x, w and w_scale must be on one device")
-
-
-def _check_routing(x, topk_ids, topk_weights, a_is_pairs):
-    """(T, k) of valid routing inputs."""
-    if topk_ids.dim() != 2 or topk_ids.dtype not in (torch.int32, torch.int64) or not topk_ids.is_contiguous():
-        raise ValueError(f"topk_ids must be a contiguous int32/int64 [T, k] tensor, got {tuple(topk_ids.shape)} "
-                         f"{topk_ids.dtype}")
-    t_len, top_k = topk_ids.shape
-    rows = t_len * top_k if a_is_pairs else t_len
-    if x.shape[0] != rows:
-        raise ValueError(f"x must have {'T*k' if a_is_pairs else 'T'} = {rows} rows, got {x.shape[0]}")
-    if topk_weights is not None and (topk_weights.shape != topk_ids.shape or topk_weights.dtype != torch.float32
-                                     or not topk_weights.is_contiguous()):
-        raise ValueError("topk_weights must be contiguous float32 with the shape of topk_ids")
-    if topk_ids.device != x.device or (topk_weights is not None and topk_weights.device != x.device):
-        raise ValueError("topk_ids / topk_weights must be on x's device")
-    return t_len, top_k
-
-
 # ---------------------------------------------------------------------------------------------
 # launchers
 
@@ -363,14 +320,19 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: t
              block_k: int | None = None) -> torch.Tensor:
     """y [M, N] = x [M, K] @ dequant(w [N, K], w_scale)^T with x quantized per 1x128 group (W8A8). path: 'dot'
     (tensor cores; K step block_k = 128 / 256 / 512), 'gemv' (M <= 16; activations always quantized inside the
-    kernel) or 'auto' (by M)."""
+    kernel), 'swap' (`quant_swap`, M <= 64, weights in the MMA's M slot) or 'auto' (by M)."""
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [M, K], got {tuple(x.shape)}")
     if out_dtype not in _ACT_DTYPES + (torch.float32,):
         raise ValueError(f"out_dtype must be bf16, fp16 or fp32, got {out_dtype}")
-    _check_fp8_weight(w, w_scale, x.shape[1], grouped=False)
-    _same_device(x, w, w_scale)
+    check_fp8_weight(w, w_scale, x.shape[1], grouped=False)
+    same_device(x, w, w_scale)
     gemv = _use_gemv(path, "fp8_block", x.shape[0], x.shape[1])
+    if path == "swap" or (path == "auto" and not gemv and x.shape[0] in SWAP_AUTO_M):
+        x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant or SWAP_FUSE)
+        out = _output(out, (x.shape[0], w.shape[0]), out_dtype, x.device)
+        return launch_swap(x, x_scale, w, w_scale, out, quant_a, _sm_count(x.device), lambda n: _counters(x.device, n),
+                           block_n, split_k, num_warps, num_stages, _CTAS_PER_SM, not _fp8_dot_ok(x.device))
     x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant or gemv)
     return _dense(x, x_scale, w, w_scale, out, out_dtype, "fp8_block", block_m, block_n, split_k, num_warps,
                   num_stages, quant_a, gemv, (block_k, None))
@@ -384,15 +346,15 @@ def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: 
     path: 'dot' (tensor cores; K step block_k, loads one step ahead with prefetch), 'gemv' (M <= 16,
     K % 8 == 0) or 'auto' (by M)."""
     check_2d("x", x, _ACT_DTYPES)
-    _check_int4_weight(w, w_scale, x.shape[1], grouped=False)
-    _same_device(x, w, w_scale)
+    check_int4_weight(w, w_scale, x.shape[1], grouped=False)
+    same_device(x, w, w_scale)
     return _dense(x, None, w, w_scale, out, x.dtype, "int4_group", block_m, block_n, split_k, num_warps,
                   num_stages, gemv=_use_gemv(path, "int4_group", x.shape[0], x.shape[1]), bk=(block_k, prefetch))
 
 
 def _grouped(x, x_scale, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, out_dtype, fmt, block_m, block_n,
              split_k, num_warps, num_stages, quant_a=False, gemv=False, bk=(None, None)):
-    t_len, top_k = _check_routing(x, topk_ids, topk_weights, a_is_pairs)
+    t_len, top_k = check_routing(x, topk_ids, topk_weights, a_is_pairs)
     n_exp, n, k = w.shape[0], w.shape[1], x.shape[1]
     pairs = t_len * top_k
     out = _output(out, (pairs, n), out_dtype, x.device)
@@ -428,8 +390,8 @@ def fp8_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_i
         raise ValueError(f"x must be 2-D [T or T*k, K], got {tuple(x.shape)}")
     if out_dtype not in _ACT_DTYPES + (torch.float32,):
         raise ValueError(f"out_dtype must be bf16, fp16 or fp32, got {out_dtype}")
-    _check_fp8_weight(w, w_scale, x.shape[1], grouped=True)
-    _same_device(x, w, w_scale)
+    check_fp8_weight(w, w_scale, x.shape[1], grouped=True)
+    same_device(x, w, w_scale)
     gemv = _moe_gemv(path, "fp8_block", w, topk_ids, x.shape[1])
     x, x_scale, quant_a = _fp8_inputs(x, None, fuse_act_quant or gemv)
     return _grouped(x, x_scale, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, out_dtype, "fp8_block",
@@ -443,8 +405,8 @@ def int4_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_
                   prefetch: bool | None = None) -> torch.Tensor:
     """Grouped W4A16, rows, path, block_k and prefetch as in `fp8_moe_gemm` / `int4_gemm`: w [E, N, K/2] uint8, w_scale [E, N, ceil(K/128)]; out in x.dtype."""
     check_2d("x", x, _ACT_DTYPES)
-    _check_int4_weight(w, w_scale, x.shape[1], grouped=True)
-    _same_device(x, w, w_scale)
+    check_int4_weight(w, w_scale, x.shape[1], grouped=True)
+    same_device(x, w, w_scale)
     return _grouped(x, None, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, x.dtype, "int4_group",
                     block_m, block_n, split_k, num_warps, num_stages,
                     gemv=_moe_gemv(path, "int4_group", w, topk_ids, x.shape[1]), bk=(block_k, prefetch))

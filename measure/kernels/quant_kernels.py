@@ -8,7 +8,7 @@ One kernel, `quant_gemm_kernel`, serves the four GEMMs (FP8 block / int4 group x
 - K steps of BLOCK_K = G x 128 (G = 1, 2 or 4 quantization groups): each step first issues the loads of all its
   groups (`_fp8_load` / `_int4_load`; groups past the split's end or K masked to 0), then per group one tl.dot whose
   partial sum takes that group's scales, so fewer, wider steps keep more bytes in flight per program.
-  FP8 quantizes the activation tile per row and group in registers (`_fp8_act`, the same arithmetic as
+  FP8 quantizes the activation tile per row and group in registers (`fp8_act`, the same arithmetic as
   `quant_formats._act_quant_kernel`) unless it came pre-quantized; int4 turns each nibble into a bf16 / fp16 number
   with one OR (`code | MAGIC` is the float 2^k + code, exact), multiplies in the tensor cores and removes the
   2^k + 8 offset with the row sums of x (`_int4_math`).
@@ -100,7 +100,7 @@ def program_rows(pid_m, ids, M, sorted_pairs, counts, starts, cum_blocks, E, top
 
 
 @triton.jit
-def _fp8_act(a, q_ty: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
+def fp8_act(a, q_ty: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
     """Per-row quantization of one [BM, 128] group: s = max(|a|, eps) / 448, q = fp8(clamp(a / s))."""
     af = a.to(tl.float32)
     s = tl.maximum(tl.max(tl.abs(af), 1), EPS) / FP8_MAX_C
@@ -132,7 +132,7 @@ def _fp8_load(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, k_stop, K, stride_a
 def _fp8_math(w, w_s, a, a_s, QUANT_A: tl.constexpr, UPCAST: tl.constexpr, ROUND_FP32: tl.constexpr,
               FP8_MAX_C: tl.constexpr, EPS: tl.constexpr):
     if QUANT_A:
-        a, a_s = _fp8_act(a, w.dtype, FP8_MAX_C, EPS, ROUND_FP32)
+        a, a_s = fp8_act(a, w.dtype, FP8_MAX_C, EPS, ROUND_FP32)
     if UPCAST:
         a = a.to(tl.float32)
         w = w.to(tl.float32)

@@ -1,0 +1,157 @@
+"""The swap-AB FP8 kernel (issue 17, round 5; `quant_swap`) against the tensor-core kernel and the GEMV kernel on
+the dense shapes (`quant_bench.DENSE_DEFAULT`) of q35 / q122 / nem at M = 1, 2, 4, 8, 16, 64, plus the fixed cost
+per call of every path on tiny weights.
+
+Run on a GPU (with wmtp installed):
+    python3 -m wmtp.measure.scripts.quant_sw --out DIR [--procs 14] [--budget-s 150]
+As `quant_i4`: `--procs` worker processes first compile every call into Triton's cache, then one process checks our
+kernels against fp32 torch on the first dense shape of each model at every M and times everything with
+`quant_bench`'s method (CUDA-graph replay over copies of the weights exceeding 3x the L2, L2 flushed by a read
+before each replay, the 2 GiB copy ceiling of the same run), writing quant_bench's outputs.
+Kernel names: `wmtp_fp8_block` the tensor-core kernel (path 'dot', activations quantized by a separate launch);
+`_gemv` the GEMV kernel (M <= 16, one launch); `_swap` the swap-AB kernel with the launcher's plan, activations
+quantized in the kernel; `[pq]` after `quantize_act_fp8` (two launches); `[bn64]` 64-wide tiles; `[w8]` 8 warps;
+`[st3]` / `[st6]` pipeline stages; `[c2]` / `[c8]` split-K planned for 2 / 8 programs per SM (default 4); `[sk1]`
+no split-K. int4: `wmtp_int4_group_gemv[pk]` round 4's packed GEMV step, with the same `[c2]` / `[sk1]`.
+Fixed cost: model `tiny`, components `n128k128` / `n1024k1024` (M = 1; bytes too few to matter), and `launch`: a
+Triton copy of 512 bytes (one program), the floor of any kernel in a replayed graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import torch
+
+from wmtp.measure.kernels import quant_gemm as qg
+from wmtp.measure.kernels.quant_kernels import copy_ as triton_copy
+from wmtp.measure.scripts import quant_bench as qb
+from wmtp.measure.scripts.quant_bk import Warm, call_peer, models_arg, peer_ops
+from wmtp.measure.scripts.quant_peers import dense_format, dense_fns, dense_ref, weight_set
+from wmtp.measure.scripts.quant_shapes import dense_shapes
+
+MS = (1, 2, 4, 8, 16, 64)
+PEERS = ("torch_bf16", "torch_scaled_mm_rowwise")
+FP8 = {"": dict(path="dot"), "_gemv": dict(path="gemv"), "_gemv[c2]": dict(path="gemv", ctas=2),
+       "_gemv[sk1]": dict(path="gemv", split_k=1), "_swap": dict(path="swap"),
+       "_swap[pq]": dict(path="swap", fuse=False), "_swap[bn64]": dict(path="swap", block_n=64),
+       "_swap[w8]": dict(path="swap", num_warps=8), "_swap[st3]": dict(path="swap", num_stages=3),
+       "_swap[st6]": dict(path="swap", num_stages=6), "_swap[c2]": dict(path="swap", ctas=2),
+       "_swap[c8]": dict(path="swap", ctas=8), "_swap[sk1]": dict(path="swap", split_k=1)}
+INT4 = {"_gemv[pk]": dict(path="gemv"), "_gemv[pk-c2]": dict(path="gemv", ctas=2),
+        "_gemv[pk-sk1]": dict(path="gemv", split_k=1)}
+TINY = {"n128k128": (128, 128), "n1024k1024": (1024, 1024)}
+
+
+def call(launch, args, cfg):
+    """launch(*args, **cfg) with the swap kernel's activation quantization and the programs per SM set for the call."""
+    cfg = dict(cfg)
+    saved = qg.SWAP_FUSE, qg._CTAS_PER_SM
+    qg.SWAP_FUSE, qg._CTAS_PER_SM = cfg.pop("fuse", saved[0]), cfg.pop("ctas", saved[1])
+    try:
+        return launch(*args, **cfg)
+    finally:
+        qg.SWAP_FUSE, qg._CTAS_PER_SM = saved
+
+
+def dense_calls(x, m):
+    """kernel -> fn(weight set) at rows x [M, K]: ours (every variant that takes M rows) and the peers."""
+    out = {}
+    for tag, cfg in FP8.items():
+        if not (cfg["path"] == "gemv" and m > 16):
+            out["wmtp_fp8_block" + tag] = lambda w, c=cfg: call(qg.fp8_gemm, (x, *w["fp8"]), c)
+    for tag, cfg in INT4.items():
+        if m <= 16:
+            out["wmtp_int4_group" + tag] = lambda w, c=cfg: call(qg.int4_gemm, (x, *w["int4"]), c)
+    peers = dense_fns(x)
+    out.update({name: (lambda w, name=name: call_peer(peers[name], w[name])) for name in PEERS})
+    return out
+
+
+def run_dense(b, model, comp, n, k, check, keep, ms=MS):
+    gen = torch.Generator(device=b.dev).manual_seed(17)
+    copies = 1 if not b.timing else max(1, min(qb._copies(n * k // 2, b.l2), (8 << 30) // (6 * n * k)))
+    wsets = [peer_ops(weight_set(n, k, b.dev, gen)) for _ in range(copies)]
+    for m in ms:
+        x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
+        for kernel, fn in dense_calls(x, m).items():
+            if not keep(kernel, model, comp):
+                continue
+            dtype, nbytes = dense_format(kernel, n, k)
+            if check and kernel.startswith("wmtp"):
+                ref = dense_ref(x, wsets[0], "wmtp_int4" if "int4" in kernel else "wmtp_fp8")
+                b.check(kernel, model, comp, m, n, k, 1, 1, lambda fn=fn: fn(wsets[0]), ref)
+            b.measure(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes, [lambda fn=fn, w=w: fn(w) for w in wsets])
+    del wsets
+
+
+def sweep(b, models, keep, out_dir=None):
+    """Fixed cost first (tiny weights, M = 1), then every dense shape; checks on each model's first shape."""
+    if b.timing and keep("launch", "tiny", "launch"):
+        src = torch.zeros(128, dtype=torch.int32, device=b.dev)
+        dst = torch.empty_like(src)
+        b.measure("launch", "tiny", "launch", 1, 128, 1, 1, 1, "int32", 512, [lambda: triton_copy(dst, src, 128)])
+    for comp, (n, k) in TINY.items():
+        run_dense(b, "tiny", comp, n, k, False, keep, ms=(1,))
+    for model in models:
+        shapes = dense_shapes(model)
+        for i, comp in enumerate(c for c in qb.DENSE_DEFAULT if c in shapes):
+            run_dense(b, model, comp, *shapes[comp], check=i == 0, keep=keep)
+            torch.cuda.empty_cache()
+            if out_dir is not None:
+                qb.write_outputs(b, out_dir, final=False)
+
+
+def warm(args, shard, procs):
+    b = Warm(args)
+    b.timing = False
+
+    def keep(kernel, model, comp):  # ours only (the peers compile nothing), spread over the workers
+        return kernel.startswith("wmtp") and zlib.crc32(f"{kernel} {model} {comp}".encode()) % procs == shard
+
+    sweep(b, models_arg(args), keep)
+    torch.cuda.synchronize()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, help="output folder")
+    ap.add_argument("--models", default=",".join(qb.MODELS))
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--timer", choices=("graph", "do_bench"), default="graph")
+    ap.add_argument("--budget-s", type=float, default=600.0, help="stop timing after this many seconds")
+    ap.add_argument("--procs", type=int, default=14, help="parallel compile workers before timing (0: none)")
+    ap.add_argument("--warm", default="", help=argparse.SUPPRESS)  # I/P: worker I of P
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        print("error: quant_sw times kernels on a CUDA GPU (CPU checks: tests/test_kernels_quant_swap.py)")
+        return 2
+    if args.warm:
+        shard, procs = (int(v) for v in args.warm.split("/"))
+        warm(args, shard, procs)
+        return 0
+    if args.out is None:
+        print("error: --out is required")
+        return 2
+    t0 = time.monotonic()
+    base = [sys.executable, "-m", "wmtp.measure.scripts.quant_sw", "--models", args.models]
+    workers = [subprocess.Popen(base + ["--warm", f"{i}/{args.procs}"]) for i in range(args.procs)]
+    for p in workers:
+        p.wait()
+    print(f"compile workers done in {time.monotonic() - t0:.0f} s", flush=True)
+    b = qb.Bench(args)
+    qb.run_copy(b)
+    sweep(b, models_arg(args), lambda *_: True, args.out)
+    qb.write_outputs(b, args.out, final=True)
+    return qb._report(b, args.out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
