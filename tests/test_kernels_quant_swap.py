@@ -28,18 +28,18 @@ def test_fp8_swap_matches_reference(m, n, k, split_k):
     wq, ws = quantize_fp8_block(make_weight(gen, n, k))
     ref = ref_fp8_gemm(x, wq, ws)
     assert ref.abs().max() > 1e-2
-    for fuse in (True, False):  # in-kernel activation quantization, or `quantize_act_fp8` first
+    xq, xs = quantize_act_fp8(x.to(DEV))  # pre-quantized activations: the same numbers, so the same output
+    pre = fp8_gemm(xq, wq.to(DEV), ws.to(DEV), x_scale=xs, split_k=split_k, path="swap")
+    assert rel(pre, ref) < TOL
+    for act in ("pre", "loop", "prologue"):  # `quantize_act_fp8` first, in the K loop, in a prologue of the kernel
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
-        qg.SWAP_FUSE, saved = fuse, qg.SWAP_FUSE
+        qg.SWAP_ACT, saved = act, qg.SWAP_ACT
         try:
             fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), split_k=split_k, out=out, path="swap")
         finally:
-            qg.SWAP_FUSE = saved
+            qg.SWAP_ACT = saved
         assert not torch.isnan(out).any()
-        assert rel(out, ref) < TOL
-    xq, xs = quantize_act_fp8(x.to(DEV))  # pre-quantized activations: the same numbers, so the same output
-    pre = fp8_gemm(xq, wq.to(DEV), ws.to(DEV), x_scale=xs, split_k=split_k, path="swap")
-    assert torch.equal(pre, out)
+        assert torch.equal(out, pre), act
 
 
 def test_fp8_swap_block_n_64_and_128_cross_scale_blocks():
@@ -54,7 +54,8 @@ def test_fp8_swap_block_n_64_and_128_cross_scale_blocks():
     ref = ref_fp8_gemm(x, wq, ws)
     for bn in (64, 128):
         out = fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), block_n=bn, out_dtype=torch.float32, path="swap")
-        assert rel(out[:, :128], ref[:, :128]) < 1e-5 and rel(out[:, 128:], ref[:, 128:]) < 1e-5
+        # fp8 tensor-core sums are not exact fp32 (1.3e-4 measured on the H200); a wrong block scale is O(1)
+        assert rel(out[:, :128], ref[:, :128]) < 1e-3 and rel(out[:, 128:], ref[:, 128:]) < 1e-3
 
 
 def test_fp8_swap_known_answer():

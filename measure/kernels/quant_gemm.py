@@ -56,10 +56,11 @@ GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 INT4_GEMV_STEP = "packed"  # the int4 GEMV step: 'packed' / 'f32' / 'words' (round 2), `quant_gemv_int4.int4_mode`
 _GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
 _PATHS = ("auto", "gemv", "dot", "swap")
-# dense fp8 rows that path='auto' gives the swap-AB kernel (`quant_swap`; empty: none); SWAP_FUSE: it quantizes the
-# activations itself (one launch) rather than after `quantize_act_fp8`
+# dense fp8 rows that path='auto' gives the swap-AB kernel (`quant_swap`; empty: none); SWAP_ACT: where it quantizes
+# bf16 / fp16 / fp32 activations ('pre': `quantize_act_fp8` first, a second launch; 'loop' / 'prologue': in the kernel)
 SWAP_AUTO_M: tuple = ()
-SWAP_FUSE = True
+SWAP_ACT = "pre"
+SWAP_STAGES = 4
 # (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`): 128 without prefetch for
 # both formats, from measure/results/h200-quant-v4 (wider steps and the prefetch were slower on most shapes)
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
@@ -315,7 +316,7 @@ def _dense(x, x_scale, w, w_scale, out, out_dtype, fmt, block_m, block_n, split_
 
 def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: torch.Tensor | None = None,
              out_dtype: torch.dtype = torch.bfloat16, split_k: int | None = None, block_m: int | None = None,
-             block_n: int | None = None, num_warps: int | None = None, num_stages: int = 4,
+             block_n: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
              out: torch.Tensor | None = None, fuse_act_quant: bool = False, path: str = "auto",
              block_k: int | None = None) -> torch.Tensor:
     """y [M, N] = x [M, K] @ dequant(w [N, K], w_scale)^T with x quantized per 1x128 group (W8A8). path: 'dot'
@@ -329,13 +330,14 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: t
     same_device(x, w, w_scale)
     gemv = _use_gemv(path, "fp8_block", x.shape[0], x.shape[1])
     if path == "swap" or (path == "auto" and not gemv and x.shape[0] in SWAP_AUTO_M):
-        x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant or SWAP_FUSE)
+        x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant or SWAP_ACT != "pre")
         out = _output(out, (x.shape[0], w.shape[0]), out_dtype, x.device)
-        return launch_swap(x, x_scale, w, w_scale, out, quant_a, _sm_count(x.device), lambda n: _counters(x.device, n),
-                           block_n, split_k, num_warps, num_stages, _CTAS_PER_SM, not _fp8_dot_ok(x.device))
+        return launch_swap(x, x_scale, w, w_scale, out, (SWAP_ACT if SWAP_ACT != "pre" else "loop") if quant_a else
+                           "pre", _sm_count(x.device), lambda n: _counters(x.device, n), block_n, split_k, num_warps,
+                           num_stages or SWAP_STAGES, _CTAS_PER_SM, not _fp8_dot_ok(x.device))
     x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant or gemv)
     return _dense(x, x_scale, w, w_scale, out, out_dtype, "fp8_block", block_m, block_n, split_k, num_warps,
-                  num_stages, quant_a, gemv, (block_k, None))
+                  num_stages or 4, quant_a, gemv, (block_k, None))
 
 
 def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: int | None = None,

@@ -24,14 +24,31 @@ from wmtp.measure.kernels.quant_formats import FP8_EPS, FP8_MAX, GROUP, interpre
 from wmtp.measure.kernels.quant_kernels import fp8_act, finish_tile
 
 SWAP_MAX_M = 64  # the most rows the swap-AB kernel takes (one program holds them all)
+ACT_MODES = {"pre": 0, "loop": 1, "prologue": 2}  # activations: pre-quantized, quantized per K step, or first
+
+
+@triton.jit
+def _quantize_rows(A, Aq, Aq_s, rows, r_ok, g_lo, g_hi, K, stride_am, stride_qm, stride_qsm,
+                   FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
+    """ACT 'prologue': groups [g_lo, g_hi) of every row quantized (`fp8_act`) into the scratch Aq / Aq_s. Programs of
+    one split write the same bytes (same values); each reads back only what it wrote, after a CTA barrier."""
+    for g in range(g_lo, g_hi):
+        ks = g * 128 + tl.arange(0, 128)
+        ok = r_ok[:, None] & (ks < K)[None, :]
+        a = tl.load(A + rows[:, None] * stride_am + ks[None, :], mask=ok, other=0.0)
+        q, s = fp8_act(a, Aq.dtype.element_ty, FP8_MAX_C, EPS, ROUND_FP32)
+        tl.store(Aq + rows[:, None] * stride_qm + ks[None, :], q, mask=ok)
+        tl.store(Aq_s + rows * stride_qsm + g, s, mask=r_ok)
+    tl.debug_barrier()  # the CTA's stores are visible to all its threads before the loop reads them
 
 
 @triton.jit(do_not_specialize=["M"])
-def fp8_swap_kernel(A, A_s, W, W_s, Out, Part, Count, M, N, K, g_per_split, n_split,
-                    stride_am, stride_asm, stride_wn, stride_wsn, stride_ps, stride_om,
-                    QUANT_A: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
+def fp8_swap_kernel(A, A_s, Aq, Aq_s, W, W_s, Out, Part, Count, M, N, K, g_per_split, n_split,
+                    stride_am, stride_asm, stride_qm, stride_qsm, stride_wn, stride_wsn, stride_ps, stride_om,
+                    ACT: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
                     UPCAST: tl.constexpr, ROUND_FP32: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr):
-    """Out [M, N] = A [M, K] @ dequant(W [N, K])^T, computed transposed per tile; see the module docstring."""
+    """Out [M, N] = A [M, K] @ dequant(W [N, K])^T, computed transposed per tile; see the module docstring.
+    ACT 0: A fp8 with scales A_s; 1: A quantized in the loop; 2: quantized into Aq / Aq_s first (`_quantize_rows`)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = tl.arange(0, BLOCK_M)
@@ -40,20 +57,27 @@ def fp8_swap_kernel(A, A_s, W, W_s, Out, Part, Count, M, N, K, g_per_split, n_sp
     c_ok = cols < N
     w_base = W + cols.to(tl.int64)[:, None] * stride_wn  # [BN, 1]
     ws_base = W_s + (cols // 128) * stride_wsn  # [BN]: each row's 128-row scale block
-    a_base = A + rows.to(tl.int64)[:, None] * stride_am  # [BM, 1]
     acc = tl.zeros([BLOCK_N, BLOCK_M], tl.float32)
     g_lo = pid_k * g_per_split
     g_hi = tl.minimum(g_lo + g_per_split, tl.cdiv(K, 128))
+    if ACT == 2:
+        _quantize_rows(A, Aq, Aq_s, rows.to(tl.int64), r_ok, g_lo, g_hi, K, stride_am, stride_qm, stride_qsm,
+                       FP8_MAX_C, EPS, ROUND_FP32)
+        a_base = Aq + rows.to(tl.int64)[:, None] * stride_qm  # [BM, 1]
+        as_base = Aq_s + rows * stride_qsm
+    else:
+        a_base = A + rows.to(tl.int64)[:, None] * stride_am
+        as_base = A_s + rows * stride_asm
     for g in range(g_lo, g_hi):
         ks = g * 128 + tl.arange(0, 128)
         k_ok = ks < K
         w = tl.load(w_base + ks[None, :], mask=c_ok[:, None] & k_ok[None, :], other=0.0)  # [BN, 128] fp8
         w_s = tl.load(ws_base + g, mask=c_ok, other=0.0)
         a = tl.load(a_base + ks[None, :], mask=r_ok[:, None] & k_ok[None, :], other=0.0)  # [BM, 128]
-        if QUANT_A:
+        if ACT == 1:
             a, a_s = fp8_act(a, W.dtype.element_ty, FP8_MAX_C, EPS, ROUND_FP32)
         else:
-            a_s = tl.load(A_s + rows * stride_asm + g, mask=r_ok, other=0.0)
+            a_s = tl.load(as_base + g, mask=r_ok, other=0.0)
         if UPCAST:
             a = a.to(tl.float32)
             w = w.to(tl.float32)
@@ -86,21 +110,28 @@ def swap_plan(m, n, k, sm, block_n=None, split_k=None, ctas_per_sm=4):
     return block_m, block_n, triton.cdiv(groups, per), per
 
 
-def launch_swap(x, x_scale, w, w_scale, out, quant_a, sm, counters, block_n=None, split_k=None, num_warps=None,
+def launch_swap(x, x_scale, w, w_scale, out, act, sm, counters, block_n=None, split_k=None, num_warps=None,
                 num_stages=4, ctas_per_sm=4, upcast=False):
-    """Plan and launch `fp8_swap_kernel` once (x bf16 / fp16 / fp32 with quant_a, or fp8 with x_scale); `counters(n)`
-    gives the split-K semaphores (zeroed, re-armed by each launch). Returns `out`."""
+    """Plan and launch `fp8_swap_kernel` once; act 'pre' (x fp8 with x_scale), 'loop' or 'prologue' (x bf16 / fp16 /
+    fp32, quantized in the kernel: `ACT_MODES`); `counters(n)` gives the split-K semaphores (zeroed, re-armed by each
+    launch). Returns `out`."""
     m, k = x.shape
     n = w.shape[0]
     block_m, block_n, split, per = swap_plan(m, n, k, sm, block_n, split_k, ctas_per_sm)
     n_tiles = triton.cdiv(n, block_n)
     part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else out
     count = counters(n_tiles) if split > 1 else out
+    mode = ACT_MODES[act]
+    if mode == 2:
+        xq = torch.empty((m, k), dtype=w.dtype, device=x.device)
+        xq_s = torch.empty((m, triton.cdiv(k, GROUP)), dtype=torch.float32, device=x.device)
+    else:
+        xq, xq_s = x, out
     fp8_swap_kernel[(n_tiles, split)](
-        x, x_scale if x_scale is not None else x, w, w_scale, out, part, count, m, n, k, per, split,
-        x.stride(0), x_scale.stride(0) if x_scale is not None else 0, w.stride(0), w_scale.stride(0),
-        part.stride(0) if split > 1 else 0, out.stride(0),
-        QUANT_A=quant_a, SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=upcast,
+        x, x_scale if x_scale is not None else x, xq, xq_s, w, w_scale, out, part, count, m, n, k, per, split,
+        x.stride(0), x_scale.stride(0) if x_scale is not None else 0, xq.stride(0), xq_s.stride(0) if mode == 2 else 0,
+        w.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
+        ACT=mode, SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=upcast,
         ROUND_FP32=interpreting(), FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, num_warps=num_warps or 4, num_stages=num_stages,
     )
     return out

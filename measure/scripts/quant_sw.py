@@ -9,10 +9,11 @@ kernels against fp32 torch on the first dense shape of each model at every M and
 `quant_bench`'s method (CUDA-graph replay over copies of the weights exceeding 3x the L2, L2 flushed by a read
 before each replay, the 2 GiB copy ceiling of the same run), writing quant_bench's outputs.
 Kernel names: `wmtp_fp8_block` the tensor-core kernel (path 'dot', activations quantized by a separate launch);
-`_gemv` the GEMV kernel (M <= 16, one launch); `_swap` the swap-AB kernel with the launcher's plan, activations
-quantized in the kernel; `[pq]` after `quantize_act_fp8` (two launches); `[bn64]` 64-wide tiles; `[w8]` 8 warps;
-`[st3]` / `[st6]` pipeline stages; `[c2]` / `[c8]` split-K planned for 2 / 8 programs per SM (default 4); `[sk1]`
-no split-K. int4: `wmtp_int4_group_gemv[pk]` round 4's packed GEMV step, with the same `[c2]` / `[sk1]`.
+`_gemv` the GEMV kernel (M <= 16, one launch); `_swap[...]` the swap-AB kernel with the launcher's plan and:
+`pre` activations quantized by `quantize_act_fp8` first (two launches), `pro` in a prologue of the kernel, `loop`
+in its K loop (one launch each); `st2/3/4` pipeline stages (default 4); `w8` 8 warps (default 4); `bn64` 64-wide
+tiles; `c2` / `c8` split-K planned for 2 / 8 programs per SM (default 4); `[sk1]` no split-K. int4:
+`wmtp_int4_group_gemv[pk]` round 4's packed GEMV step, with the same `[c2]` / `[sk1]`.
 Fixed cost: model `tiny`, components `n128k128` / `n1024k1024` (M = 1; bytes too few to matter), and `launch`: a
 Triton copy of 512 bytes (one program), the floor of any kernel in a replayed graph.
 """
@@ -38,12 +39,17 @@ from wmtp.measure.scripts.quant_shapes import dense_shapes
 
 MS = (1, 2, 4, 8, 16, 64)
 PEERS = ("torch_bf16", "torch_scaled_mm_rowwise")
-FP8 = {"": dict(path="dot"), "_gemv": dict(path="gemv"), "_gemv[c2]": dict(path="gemv", ctas=2),
-       "_gemv[sk1]": dict(path="gemv", split_k=1), "_swap": dict(path="swap"),
-       "_swap[pq]": dict(path="swap", fuse=False), "_swap[bn64]": dict(path="swap", block_n=64),
-       "_swap[w8]": dict(path="swap", num_warps=8), "_swap[st3]": dict(path="swap", num_stages=3),
-       "_swap[st6]": dict(path="swap", num_stages=6), "_swap[c2]": dict(path="swap", ctas=2),
-       "_swap[c8]": dict(path="swap", ctas=8), "_swap[sk1]": dict(path="swap", split_k=1)}
+_SW = dict(path="swap")
+FP8 = {"": dict(path="dot"), "_gemv": dict(path="gemv"), "_gemv[sk1]": dict(path="gemv", split_k=1),
+       "_swap[pre]": dict(_SW, act="pre", num_stages=4), "_swap[pre-st3]": dict(_SW, act="pre", num_stages=3),
+       "_swap[pre-st2]": dict(_SW, act="pre", num_stages=2),
+       "_swap[pre-st3-w8]": dict(_SW, act="pre", num_stages=3, num_warps=8),
+       "_swap[pre-st3-c8]": dict(_SW, act="pre", num_stages=3, ctas=8),
+       "_swap[pro]": dict(_SW, act="prologue", num_stages=4), "_swap[pro-st3]": dict(_SW, act="prologue", num_stages=3),
+       "_swap[pro-st3-w8]": dict(_SW, act="prologue", num_stages=3, num_warps=8),
+       "_swap[pro-st3-bn64]": dict(_SW, act="prologue", num_stages=3, block_n=64),
+       "_swap[pro-st3-c2]": dict(_SW, act="prologue", num_stages=3, ctas=2),
+       "_swap[loop-st3]": dict(_SW, act="loop", num_stages=3)}
 INT4 = {"_gemv[pk]": dict(path="gemv"), "_gemv[pk-c2]": dict(path="gemv", ctas=2),
         "_gemv[pk-sk1]": dict(path="gemv", split_k=1)}
 TINY = {"n128k128": (128, 128), "n1024k1024": (1024, 1024)}
@@ -52,12 +58,12 @@ TINY = {"n128k128": (128, 128), "n1024k1024": (1024, 1024)}
 def call(launch, args, cfg):
     """launch(*args, **cfg) with the swap kernel's activation quantization and the programs per SM set for the call."""
     cfg = dict(cfg)
-    saved = qg.SWAP_FUSE, qg._CTAS_PER_SM
-    qg.SWAP_FUSE, qg._CTAS_PER_SM = cfg.pop("fuse", saved[0]), cfg.pop("ctas", saved[1])
+    saved = qg.SWAP_ACT, qg._CTAS_PER_SM
+    qg.SWAP_ACT, qg._CTAS_PER_SM = cfg.pop("act", saved[0]), cfg.pop("ctas", saved[1])
     try:
         return launch(*args, **cfg)
     finally:
-        qg.SWAP_FUSE, qg._CTAS_PER_SM = saved
+        qg.SWAP_ACT, qg._CTAS_PER_SM = saved
 
 
 def dense_calls(x, m):
