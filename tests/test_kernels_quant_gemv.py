@@ -100,21 +100,32 @@ class _Spy:
 
 def test_auto_dispatch_by_rows(monkeypatch):
     """path='auto': the GEMV kernel up to GEMV_MAX_M rows (dense) / GEMV_MAX_MOE_ROWS mean rows per routed expert,
-    the tensor-core kernel above; int4 with K % 8 != 0 always the tensor-core kernel."""
+    fp8 dense the swap-AB kernel over SWAP_AUTO_M rows, the tensor-core kernel above; int4 with K % 8 != 0 always the
+    tensor-core kernel."""
     log = []
     monkeypatch.setattr(qg, "quant_gemv_kernel", _Spy(log, "gemv"))
     monkeypatch.setattr(qg, "quant_gemm_kernel", _Spy(log, "dot"))
+    monkeypatch.setattr(qg, "launch_swap", lambda *a, **kw: log.append("swap"))
     gen = torch.Generator().manual_seed(9)
     packed, s = (t.to(DEV) for t in quantize_int4_group(make_weight(gen, 96, 1024)))
     wq, ws = (t.to(DEV) for t in quantize_fp8_block(make_weight(gen, 96, 1024)))
     x = torch.randn(20, 1024, generator=gen).to(torch.bfloat16).to(DEV)
-    for fmt, launch, w in (("int4_group", int4_gemm, (packed, s)), ("fp8_block", fp8_gemm, (wq, ws))):
-        top = qg.GEMV_MAX_M[fmt]
-        for m, want in ((1, "gemv" if top >= 1 else "dot"), (top, "gemv"), (top + 1, "dot")):
-            if m:
-                log.clear()
-                launch(x[:m], *w)
-                assert log[-1] == want, (fmt, m)
+    top = qg.GEMV_MAX_M["int4_group"]
+    for m, want in ((1, "gemv" if top >= 1 else "dot"), (top, "gemv"), (top + 1, "dot")):
+        if m:
+            log.clear()
+            int4_gemm(x[:m], packed, s)
+            assert log[-1] == want, ("int4", m)
+    lo, hi = qg.SWAP_AUTO_M  # fp8: GEMV up to GEMV_MAX_M rows, then the swap-AB kernel from lo to hi rows, then dot
+    assert qg.GEMV_MAX_M["fp8_block"] < lo <= hi < 20
+    for m in range(1, 20):
+        log.clear()
+        fp8_gemm(x[:m], wq, ws)
+        want = "gemv" if m <= qg.GEMV_MAX_M["fp8_block"] else "swap" if lo <= m <= hi else "dot"
+        assert log == [want], ("fp8", m)
+    log.clear()
+    fp8_gemm(x[:lo], wq, ws, block_n=64)  # a tensor-core launch configuration named: the tensor-core kernel
+    assert log == ["dot"]
     p2, s2 = (torch.stack([t, t]) for t in (packed, s))
     for tokens, ids in ((1, [[0, 1]]), (2, [[0, 1], [1, 0]])):  # 1 and 2 rows per routed expert
         log.clear()
@@ -143,3 +154,31 @@ def test_gemv_errors():
         fp8_gemm(x, wq, ws, split_k=4, path="gemv")
     out = int4_gemm(x[:, :260], p[:, :130], s)  # auto: K % 8 != 0 takes the tensor-core kernel
     assert out.shape == (2, 32) and not torch.isnan(out).any()
+
+
+class _Grid:
+    def __init__(self, log):
+        self.log = log
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.log.append(tuple(grid))
+
+
+def test_int4_gemv_split_plan_programs_per_sm(monkeypatch):
+    """Dense int4 GEMV up to 2 rows plans split-K for INT4_GEMV_CTAS programs per SM, 3+ rows for _CTAS_PER_SM. On
+    the CPU the plan counts 4 SMs; N = 32 gives two 16-wide tiles, K = 8192 64 groups. By hand: 2 per SM wants
+    ceil(8 / 2) = 4 splits (of 16 groups), 4 per SM 8 splits (of 8 groups; 1 row steps 8 groups, 3 rows 2)."""
+    grids = []
+    monkeypatch.setattr(qg, "quant_gemv_kernel", _Grid(grids))
+    monkeypatch.setattr(qg, "INT4_GEMV_CTAS", 2)
+    monkeypatch.setattr(qg, "_CTAS_PER_SM", 4)
+    gen = torch.Generator().manual_seed(3)
+    packed, s = (t.to(DEV) for t in quantize_int4_group(make_weight(gen, 32, 8192)))
+    x = torch.randn(3, 8192, generator=gen).to(torch.bfloat16).to(DEV)
+    if DEV != "cpu":
+        pytest.skip("the hand-derived split counts assume the CPU's 4 'SMs'")
+    for m in (1, 2, 3):
+        int4_gemm(x[:m], packed, s, path="gemv")
+    monkeypatch.setattr(qg, "INT4_GEMV_CTAS", None)
+    int4_gemm(x[:1], packed, s, path="gemv")
+    assert grids == [(1, 2, 4), (1, 2, 4), (1, 2, 8), (1, 2, 8)]

@@ -53,12 +53,19 @@ _ROUTE_IN_KERNEL_MAX = 256  # pairs up to which grouped GEMMs route in the kerne
 # the tensor-core kernel on 15 / 15 / 15 / 13 / 3 of 15 dense shapes at M = 1 / 2 / 4 / 8 / 16)
 GEMV_MAX_M = {"fp8_block": 1, "int4_group": 8}
 GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
+# programs per SM the GEMV plan aims for (split-K) with dense int4 up to 2 rows (None: `_CTAS_PER_SM`): 2, from
+# measure/results/h200-quant-v6 ([pk-c2]: geomean 1.08x / 1.06x faster at M = 1 / 2, at most 6 % slower on a shape)
+INT4_GEMV_CTAS = 2
 INT4_GEMV_STEP = "packed"  # the int4 GEMV step: 'packed' / 'f32' / 'words' (round 2), `quant_gemv_int4.int4_mode`
 _GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
 _PATHS = ("auto", "gemv", "dot", "swap")
-# dense fp8 rows that path='auto' gives the swap-AB kernel (`quant_swap`; empty: none); SWAP_ACT: where it quantizes
-# bf16 / fp16 / fp32 activations ('pre': `quantize_act_fp8` first, a second launch; 'loop' / 'prologue': in the kernel)
-SWAP_AUTO_M: tuple = ()
+# dense fp8 rows [lo, hi] that path='auto' gives the swap-AB kernel (`quant_swap`), from measure/results/h200-quant-v6:
+# faster than the tensor-core kernel on 14 / 14 / 12 / 12 of 15 dense shapes at M = 2 / 4 / 8 / 16 (one BLOCK_M = 16
+# tile for every M <= 16), slower on 13 of 15 at M = 64 and than the GEMV kernel on 13 of 15 at M = 1. SWAP_ACT: where
+# it quantizes bf16 / fp16 / fp32 activations ('pre': `quantize_act_fp8` first, a second launch; 'loop' (3 stages: within
+# 2 % of 'pre' at M = 1..8, 6 % faster at 16) / 'prologue' (slower): in the kernel); SWAP_STAGES: pipeline stages
+# (with 'pre', 4 fastest of 2 / 3 / 4)
+SWAP_AUTO_M = (2, 16)
 SWAP_ACT = "pre"
 SWAP_STAGES = 4
 # (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`): 128 without prefetch for
@@ -214,7 +221,7 @@ def _moe_gemv(path, fmt, w, topk_ids, k):
     return _use_gemv(path, fmt, triton.cdiv(pairs, max(1, min(w.shape[0], pairs))), k, GEMV_MAX_MOE_ROWS)
 
 
-def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt):
+def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt, ctas=None):
     """(block_n, G = 128-groups per step, split, groups per split) of the GEMV kernel: 32-wide tiles (16 where
     they leave SMs idle), steps of 512 K (int4 <= 2 rows: 1024; round 4's step 1024 / rows, >= 128), split-K as
     `_split_plan` with each split a whole number of steps when automatic."""
@@ -229,7 +236,7 @@ def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt):
         raise ValueError(f"the fp8 GEMV path needs block_n <= {GROUP} (one weight scale block per tile)")
     n_tiles = triton.cdiv(n, block_n)
     if split_k is None:
-        want = triton.cdiv(_CTAS_PER_SM * sm, live_tiles * n_tiles)
+        want = triton.cdiv((ctas or _CTAS_PER_SM) * sm, live_tiles * n_tiles)
         cap = max(1, w_bytes // (4 * 8 * max(rows * n, 1)))
         per = triton.cdiv(triton.cdiv(groups, max(1, min(want, groups, cap))), g_step) * g_step
     elif not 1 <= split_k <= max(groups, 1):
@@ -244,7 +251,9 @@ def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, liv
     """Plan and launch `quant_gemv_kernel` once (x bf16 / fp16, or fp8 with x_scale); returns `out`."""
     n, k = out.shape[1], x.shape[1]
     int4 = fmt == "int4_group"
-    block_n, g_step, split, per = _gemv_plan(tile_rows, live_tiles, n, k, w_bytes, x.device, split_k, block_n, fmt)
+    ctas = INT4_GEMV_CTAS if int4 and not grouped and tile_rows <= 2 else None
+    block_n, g_step, split, per = _gemv_plan(tile_rows, live_tiles, n, k, w_bytes, x.device, split_k, block_n, fmt,
+                                             ctas)
     n_tiles = triton.cdiv(n, block_n)
     part = torch.empty((split, rows, n), dtype=torch.float32, device=x.device) if split > 1 else out
     count = _counters(x.device, m_tiles * n_tiles) if split > 1 else out
@@ -321,7 +330,8 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: t
              block_k: int | None = None) -> torch.Tensor:
     """y [M, N] = x [M, K] @ dequant(w [N, K], w_scale)^T with x quantized per 1x128 group (W8A8). path: 'dot'
     (tensor cores; K step block_k = 128 / 256 / 512), 'gemv' (M <= 16; activations always quantized inside the
-    kernel), 'swap' (`quant_swap`, M <= 64, weights in the MMA's M slot) or 'auto' (by M)."""
+    kernel), 'swap' (`quant_swap`, M <= 64, weights in the MMA's M slot) or 'auto' (by M; 'dot' when block_m,
+    block_n or block_k is given)."""
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [M, K], got {tuple(x.shape)}")
     if out_dtype not in _ACT_DTYPES + (torch.float32,):
@@ -329,7 +339,9 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: t
     check_fp8_weight(w, w_scale, x.shape[1], grouped=False)
     same_device(x, w, w_scale)
     gemv = _use_gemv(path, "fp8_block", x.shape[0], x.shape[1])
-    if path == "swap" or (path == "auto" and not gemv and x.shape[0] in SWAP_AUTO_M):
+    tiles_named = (block_m, block_n, block_k) != (None, None, None)  # a tensor-core launch configuration: 'dot'
+    lo, hi = SWAP_AUTO_M
+    if path == "swap" or (path == "auto" and not gemv and not tiles_named and lo <= x.shape[0] <= hi):
         x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant or SWAP_ACT != "pre")
         out = _output(out, (x.shape[0], w.shape[0]), out_dtype, x.device)
         return launch_swap(x, x_scale, w, w_scale, out, (SWAP_ACT if SWAP_ACT != "pre" else "loop") if quant_a else

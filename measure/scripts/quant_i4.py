@@ -44,12 +44,13 @@ VARIANTS = {"": dict(path="dot", block_k=128, prefetch=False), **{t: {"path": "g
 def call(launch, args, cfg, **kw):
     """launch(*args, **kw) under a variant: the module's GEMV step and programs per SM set for the call only."""
     cfg = dict(cfg)
-    saved = qg.INT4_GEMV_STEP, qg._CTAS_PER_SM
+    saved = qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS  # a named ctas holds for every row count
+    qg.INT4_GEMV_CTAS = None if "ctas" in cfg else saved[2]
     qg.INT4_GEMV_STEP, qg._CTAS_PER_SM = cfg.pop("step", saved[0]), cfg.pop("ctas", saved[1])
     try:
         return launch(*args, **cfg, **kw)
     finally:
-        qg.INT4_GEMV_STEP, qg._CTAS_PER_SM = saved
+        qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS = saved
 
 
 def run_dense(b, model, comp, n, k, check, keep):

@@ -13,7 +13,8 @@ Kernel names: `wmtp_fp8_block` the tensor-core kernel (path 'dot', activations q
 `pre` activations quantized by `quantize_act_fp8` first (two launches), `pro` in a prologue of the kernel, `loop`
 in its K loop (one launch each); `st2/3/4` pipeline stages (default 4); `w8` 8 warps (default 4); `bn64` 64-wide
 tiles; `c2` / `c8` split-K planned for 2 / 8 programs per SM (default 4); `[sk1]` no split-K. int4:
-`wmtp_int4_group_gemv[pk]` round 4's packed GEMV step, with the same `[c2]` / `[sk1]`.
+`wmtp_int4_group_gemv[pk]` round 4's packed GEMV step with the launcher's plan (measure/results/h200-quant-v6 timed it
+with 4 programs per SM; since then 2 up to 2 rows, `quant_gemm.INT4_GEMV_CTAS`), with the same `[c2]` / `[sk1]`.
 Fixed cost: model `tiny`, components `n128k128` / `n1024k1024` (M = 1; bytes too few to matter), and `launch`: a
 Triton copy of 512 bytes (one program), the floor of any kernel in a replayed graph.
 """
@@ -58,12 +59,13 @@ TINY = {"n128k128": (128, 128), "n1024k1024": (1024, 1024)}
 def call(launch, args, cfg):
     """launch(*args, **cfg) with the swap kernel's activation quantization and the programs per SM set for the call."""
     cfg = dict(cfg)
-    saved = qg.SWAP_ACT, qg._CTAS_PER_SM
+    saved = qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS  # a named ctas holds for every row count
+    qg.INT4_GEMV_CTAS = None if "ctas" in cfg else saved[2]
     qg.SWAP_ACT, qg._CTAS_PER_SM = cfg.pop("act", saved[0]), cfg.pop("ctas", saved[1])
     try:
         return launch(*args, **cfg)
     finally:
-        qg.SWAP_ACT, qg._CTAS_PER_SM = saved
+        qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS = saved
 
 
 def dense_calls(x, m):
