@@ -11,6 +11,8 @@ import gzip
 import json
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +159,28 @@ def test_a_line_without_the_words_holds_nothing(parts):
     line = "".join(parts)
     if not _maybe_ours(line.translate(_ZERO)):
         assert "Decode batch" not in line and parse_other(line + "\n", 1) is None
+
+
+@pytest.mark.parametrize("block", [1 << 21, 30011])
+def test_sglang_lines_switching_batch_size_every_line_read_the_same(tmp_path, monkeypatch, block):
+    """A ramp: #running-req changes line to line (every block holds several batch sizes, each bin's sum of
+    accept lengths gathered across them in line order), with prefill lines between and some lines dropping
+    their accept len but not their accept rate (1 in the artifact's bins)."""
+    monkeypatch.setattr(log_blocks, "BLOCK_CHARS", block)
+    rng = random.Random(block)
+    lines = []
+    for n in range(1, 60000):
+        s = re.sub(r"#running-req: \d+", f"#running-req: {rng.choice([1, 2, 3, 8, 64])}", _sglang_line(rng, n))
+        lines.append(re.sub(r"accept len: [\d.]+, (?=accept rate)", "", s) if rng.random() < 0.3 else s)
+    path = tmp_path / "ramp.log"
+    path.write_text("\n".join(lines) + "\n")
+    new, ref = _both(path)
+    assert new == ref
+    rep = json.loads(new)
+    assert len(rep["runs"][0]["tpot_by_batch"]) == 5 and rep["runs"][0]["dropped_after_prefill"] > 0
+
+
+def test_wmtp_predict_and_the_cli_do_not_import_numpy():
+    """numpy is imported by the block reader when it first reads a block, not by importing the commands."""
+    code = "import sys, wmtp.predict, wmtp.cli.main, wmtp.log_analysis; assert 'numpy' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,15 +1,17 @@
 """A block's SGLang decode and prefill lines into `SglangRuns`, a column at a time: what feeding them one by
-one to `SglangRuns.decode` / `prefill` does, with the arithmetic done by C (map, compress, reduce, Counter)
-and the float sums in line order (so the results are the same to the last bit). A block whose lines
-switch runs, ranks or kinds (or whose lines the per-line parsers also fed) is fed line by line instead."""
+one to `SglangRuns.decode` / `prefill` does, with the arithmetic done by C (map, compress, reduce, numpy:
+imported on first use, `numpy()`) and the float sums in line order (so the results are the same to the last
+bit). A block whose lines switch runs, ranks or kinds (or whose lines the per-line parsers also fed) is fed
+line by line instead."""
 
 from __future__ import annotations
 
 import math
-from collections import Counter
+from bisect import bisect_left
 from functools import reduce
-from itertools import accumulate, compress, repeat
-from operator import add, and_, eq, is_not, itemgetter, lt, mul, ne, not_, or_, sub, truediv
+from itertools import compress, repeat
+from operator import add, is_not, itemgetter, ne, sub
+from typing import Iterator
 
 from wmtp.log_records import MAX_VALUE
 from wmtp.logstats import BIN_WIDTH as _R, MAX_ROWS, PerBatch
@@ -123,9 +125,8 @@ def feed(runs, base: int, di: list, pi: list, dcols, pfx_d: list, pfx_p: list, i
         return
     (pid, dp), = keys
     first = di[0]
-    for i in pi:
-        if i < first:
-            runs.prefill(pid, dp)
+    for _ in range(bisect_left(pi, first)):  # rows ascending
+        runs.prefill(pid, dp)
     runs.decode(base + first + 1, None, run[0], tok[0], al[0], rate[0], thr[0], None, None, secs[0], pid, dp)
     if secs[0] is not None:
         d = list(map(sub, secs[1:], secs[:-1]))
@@ -133,148 +134,138 @@ def feed(runs, base: int, di: list, pi: list, dcols, pfx_d: list, pfx_p: list, i
             feed_scalar(runs, _scalar_events(base, di, pi, dcols, pfx_d, pfx_p, info, skip=first))
             return
         runs.last_t = secs[-1]
-    if pi:
-        is_p = [0] * (di[-1] + 1)
-        for i in pi:
-            if i <= di[-1]:
-                is_p[i] = 1
-        cp = list(accumulate(is_p))
-        ap = list(map(bool, map(sub, map(cp.__getitem__, di[1:]), map(cp.__getitem__, di[:-1]))))
-    else:
-        ap = None
-    _vector(runs.cur, [base + i + 1 for i in di[1:]], run, tok, al, rate, thr, ap)
+    ap = None
+    if pi:  # a prefill row between two decode rows: prefill rows before each (no row is both)
+        before = numpy().searchsorted(pi, di)
+        ap = before[1:] > before[:-1]
+    _vector(runs.cur, base + 1, di, run, tok, al, rate, thr, ap)
     st = runs.state[(pid, dp)]
     st[0], st[1], st[2] = False, tok[-1], thr[-1]
     if pi and pi[-1] > di[-1]:
         runs.prefill(pid, dp)
 
 
-def _vector(cur, ln: list, run: list, tok: list, al, rate, thr: list, ap) -> None:
+def numpy():
+    """numpy, imported on first use: `wmtp predict` and the rest of the core stay free of it."""
+    import numpy as np
+
+    return np
+
+
+def _vector(cur, at: int, di: list, run: list, tok: list, al, rate, thr: list, ap) -> None:
     """`SglangRuns.decode` on decode lines 1.. of the columns (line 0 fed already, same run and rank, no
-    split among them); `ap`: whether a prefill line of the rank came before each (None: none did)."""
-    m = len(ln)
-    run1, tok1, thr1, al1 = run[1:], tok[1:], thr[1:], al[1:]
+    split among them; line numbers `at` + `di`); `ap`: whether a prefill line of the rank came before each
+    (a numpy bool array; None: none did). The
+    per-line work in numpy; float sums in line order (`reduce`, `numpy.add.at`: one add at a time)."""
+    np = numpy()
+    m = len(di) - 1
     cur.lines += m
-    cur.last_line = ln[-1]
-    have = list(filter(None, al1))  # an accept len is >= 1
+    cur.last_line = at + di[-1]
+    have = list(filter(None, al[1:]))  # an accept len is >= 1
     cur.al[2] = reduce(add, have, cur.al[2])
     cur.al[3] += len(have)
     if rate[1:].count(None) < m:
         have = list(compress(rate[1:], map(is_not, rate[1:], repeat(None))))
         cur.rate[0] = reduce(add, have, cur.rate[0])
         cur.rate[1] += len(have)
-    used = None  # all lines: no zero tokens or batch, no stall
-    if 0 in tok1 or 0 in run1 or 0.0 in thr1 or any(map(eq, tok1, tok[:-1])):
-        nz = list(map(bool, map(min, tok1, run1)))  # tokens == 0 or running <= 0: not used, not a stall
-        stall = list(map(and_, nz, map(or_, map(eq, thr1, repeat(0.0)), map(
-            and_, map(lt, thr1, map(mul, repeat(0.5), thr[:-1])), map(eq, tok1, tok[:-1])))))
-        n_stall = sum(stall)
-        if n_stall:
-            cur.stalls += n_stall
-            room = MAX_ROWS - len(cur.stall_lines)
-            if room > 0:
-                cur.stall_lines.extend(list(compress(ln, stall))[:room])
-        used = list(map(and_, nz, map(not_, stall)))
-    if used is None:
-        runU, thrU, apU, alU = run1, thr1, ap, al1
-    else:
-        runU, thrU, alU = list(compress(run1, used)), list(compress(thr1, used)), list(compress(al1, used))
-        apU = None if ap is None else list(compress(ap, used))
-    if not runU:
+    t, h = np.array(tok, dtype=np.int64), np.array(thr, dtype=np.float64)
+    r1 = np.array(run[1:], dtype=np.int64)
+    nz = (t[1:] != 0) & (r1 != 0)  # tokens == 0 or running <= 0: not used, not a stall
+    stall = nz & ((h[1:] == 0.0) | ((h[1:] < 0.5 * h[:-1]) & (t[1:] == t[:-1])))
+    n_stall = int(np.count_nonzero(stall))
+    if n_stall:
+        cur.stalls += n_stall
+        room = MAX_ROWS - len(cur.stall_lines)
+        if room > 0:
+            rows = (np.flatnonzero(stall)[:room] + 1).tolist()
+            cur.stall_lines.extend(map(add, map(di.__getitem__, rows), repeat(at)))
+    used = np.flatnonzero(nz & ~stall)
+    if not used.size:
         return
-    ltU = list(map(_log, thrU))
+    run_u = r1[used]
+    lth = np.array(list(map(_log, h[1:][used].tolist())))  # math.log: the reference's logs, bit for bit
+    a_u = None if al.count(None) == len(al) else np.array(al[1:], dtype=np.float64)[used]  # None: nan
+    ap_u = None if ap is None or not ap.any() else ap[used]
     pbs = cur.per_batch
-    sizes = set(runU)
+    sizes = np.unique(run_u).tolist()
     for r in sizes:
         if r not in pbs:
             pbs[r] = PerBatch(_log(r * 1e3))
-    if len(sizes) == 1:
-        r, = sizes
-        k1 = list(map(round, map(truediv, map(sub, repeat(pbs[r].log_ms), ltU), repeat(_R))))
-        parts = [(False, k1)] if not apU or not any(apU) else \
-            [(False, compress(k1, map(not_, apU))), (True, compress(k1, apU))]
-        for a, ks in parts:
-            bb = (cur.after_prefill if a else cur.tpot).by_batch
-            b = bb.get(r)
-            if b is None:
-                b = bb[r] = {}
-            for k, c in Counter(ks).items():
-                b[k] = b.get(k, 0) + c
-    else:
-        lms = {r: pbs[r].log_ms for r in sizes}
-        k1 = list(map(round, map(truediv, map(sub, map(lms.__getitem__, runU), ltU), repeat(_R))))
-        for (a, r, k), c in Counter(zip(apU or repeat(False), runU, k1)).items():
-            bb = (cur.after_prefill if a else cur.tpot).by_batch
-            b = bb.get(r)
-            if b is None:
-                b = bb[r] = {}
-            b[k] = b.get(k, 0) + c
-    if apU:
-        cur.dropped += sum(apU)
-        have = list(filter(None, compress(alU, map(not_, apU))))
-    else:
-        have = list(filter(None, alU))
-    cur.al[0] = reduce(add, have, cur.al[0])
-    cur.al[1] += len(have)
-    _t_iter(pbs, runU, ltU, alU)
+    log_ms = np.array([pbs[r].log_ms for r in sizes])[np.searchsorted(sizes, run_u)] if len(sizes) > 1 \
+        else pbs[sizes[0]].log_ms
+    k1 = np.rint((log_ms - lth) / _R).astype(np.int64)
+    after = np.zeros(len(used), dtype=np.int64) if ap_u is None else ap_u.astype(np.int64)
+    for ar, ks, cs in _groups(np, (after << 24) + run_u, k1):  # running <= 1e7 < 2**24
+        _add_counts((cur.after_prefill if ar >> 24 else cur.tpot).by_batch.setdefault(ar & 0xFFFFFF, {}), ks, cs)
+    if a_u is not None:
+        mine = ~np.isnan(a_u) if ap_u is None else ~np.isnan(a_u) & ~ap_u
+        cur.al[0] = reduce(add, a_u[mine].tolist(), cur.al[0])
+        cur.al[1] += int(np.count_nonzero(mine))
+    if ap_u is not None:
+        cur.dropped += int(np.count_nonzero(ap_u))
+    _t_iter(np, pbs, sizes, run_u, lth, a_u)
 
 
-def _t_iter(pbs: dict, runU: list, ltU: list, alU) -> None:
+def _groups(np, hi, lo, values=None) -> Iterator:
+    """(hi, the distinct lo of it, their counts[, the `values` of each line as one array, their index into
+    the distinct lo]) for each distinct `hi` (an int >= 0 below 2**31; `lo`: ints fitting 32 bits signed);
+    the lo ascending, or with `values` in order of their first line."""
+    key = (hi.astype(np.int64) << 32) + (lo + (1 << 31))
+    if values is None:
+        uniq, cnt = np.unique(key, return_counts=True)
+    else:
+        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        cnt = np.bincount(inv.reshape(-1), minlength=len(uniq))
+    his = uniq >> 32
+    cuts = [0, *(np.flatnonzero(his[1:] != his[:-1]) + 1).tolist(), len(uniq)]
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        los = (uniq[a:b] & 0xFFFFFFFF) - (1 << 31)
+        if values is None:
+            yield int(his[a]), los.tolist(), cnt[a:b].tolist()
+            continue
+        order = np.argsort(first[a:b], kind="stable")
+        rank = np.empty(b - a, dtype=np.int64)
+        rank[order] = np.arange(b - a)
+        mine = (inv.reshape(-1) >= a) & (inv.reshape(-1) < b)
+        yield int(his[a]), los[order].tolist(), cnt[a:b][order].tolist(), values[mine], rank[inv.reshape(-1)[mine] - a]
+
+
+def _add_counts(d: dict, keys: list, counts: list) -> None:
+    d.update(zip(keys, map(add, map(d.get, keys, repeat(0)), counts)))
+
+
+def _t_iter(np, pbs: dict, sizes: list, run_u, lt, a_u) -> None:
     """The artifact's T_iter and throughput bins of the used lines (after the first 2 at each batch size)."""
-    keep, sizes = None, set(runU)
-    if any(pbs[r].seen < 2 for r in sizes):
-        keep = []
-        for r in runU:
-            pb = pbs[r]
-            pb.seen += 1
-            keep.append(pb.seen > 2)
-    elif len(sizes) == 1:
-        pbs[runU[0]].seen += len(runU)
-    else:
-        for r, c in Counter(runU).items():
-            pbs[r].seen += c
+    keep = None
+    for r in sizes:
+        pb = pbs[r]
+        at = np.flatnonzero(run_u == r) if len(sizes) > 1 else None
+        if pb.seen < 2:
+            drop = (at if at is not None else np.arange(len(run_u)))[:2 - pb.seen]
+            if keep is None:
+                keep = np.ones(len(run_u), dtype=bool)
+            keep[drop] = False
+        pb.seen += len(run_u) if at is None else len(at)
     if keep is not None:
-        runU, ltU = list(compress(runU, keep)), list(compress(ltU, keep))
-        alU = list(compress(alU, keep))
-    if not runU:
+        run_u, lt = run_u[keep], lt[keep]
+        a_u = None if a_u is None else a_u[keep]
+    if not run_u.size:
         return
-    if not all(alU):
-        alU = list(map(_ONE.get, alU, alU))  # no accept len: 1
-    las = map(_LA.__getitem__, alU)
-    k2 = list(map(round, map(truediv, map(sub, las, ltU), repeat(_R))))
-    k3 = map(round, map(truediv, ltU, repeat(_R)))
-    if len(sizes) == 1 and keep is None:
-        pb = pbs[runU[0]]
-        _sum_bins(pb.bins, k2, alU)
-        th = pb.thr
-        for k, c in Counter(k3).items():
-            th[k] = th.get(k, 0) + c
-        return
-    for r, k, a in zip(runU, k2, alU):
+    if a_u is None:
+        a_u, la = np.ones(len(run_u)), 0.0  # no accept len: 1
+    else:
+        a_u = np.where(np.isnan(a_u), 1.0, a_u)
+        la = np.array(list(map(_LA.__getitem__, a_u.tolist())))
+    k2 = np.rint((la - lt) / _R).astype(np.int64)
+    k3 = np.rint(lt / _R).astype(np.int64)
+    for r, ks, cs in _groups(np, run_u, k3):
+        _add_counts(pbs[r].thr, ks, cs)
+    for r, ks, cs, vals, at in _groups(np, run_u, k2, a_u):  # ks: in order of their first line
         bins = pbs[r].bins
-        b = bins.get(k)
-        if b is None:
-            b = bins[k] = [0, 0.0]
-        b[0] += 1
-        b[1] += a
-    for (r, k), c in Counter(zip(runU, k3)).items():
-        th = pbs[r].thr
-        th[k] = th.get(k, 0) + c
-
-
-def _sum_bins(bins: dict, ks: list, vals: list) -> None:
-    """bins[k] = [count, sum of vals] over (k, val) pairs: each bin's sum added up in line order (the lines
-    of a bin gathered by a stable sort), new bins inserted in order of their first line."""
-    counts = Counter(ks)  # keys in order of first occurrence
-    for k in counts:
-        if k not in bins:
-            bins[k] = [0, 0.0]
-    perm = sorted(range(len(ks)), key=ks.__getitem__)
-    vals = list(map(vals.__getitem__, perm))
-    at = 0
-    for k in sorted(counts):
-        c = counts[k]
-        b = bins[k]
-        b[0] += c
-        b[1] = reduce(add, vals[at:at + c], b[1])
-        at += c
+        new = [k for k in ks if k not in bins]
+        if new:
+            bins.update(zip(new, map(list, repeat((0, 0.0), len(new)))))
+        olds = list(map(bins.__getitem__, ks))
+        sums = np.array(list(map(itemgetter(1), olds)))
+        np.add.at(sums, at, vals)  # one add at a time, in line order: each bin's sum as the reference adds it
+        bins.update(zip(ks, map(list, zip(map(add, map(itemgetter(0), olds), cs), sums.tolist()))))

@@ -3,14 +3,15 @@ per line (split, translate, map, sort) and Python the work per kind of line.
 
 Each line's skeleton (its digits made 0) is looked up once per block (`_SKELETONS`, filled by `_LAYOUT`):
 every line of one skeleton matches the same way, so its kind and the places of its fields come from the
-skeleton. Kinds: SGLang decode lines in `wmtp.logs._DECODE`'s common layouts and prefill lines, both with
-the `[date time DPx TPx] ` prefix (into `SglangRuns` through `wmtp.log_batch`, a block at a time); vLLM V1
-`Engine N:` throughput and `SpecDecoding metrics:` lines, V0 `Avg prompt throughput` and `Speculative
-metrics:` lines, in their common layouts (read into the records `wmtp.logs`' parsers build); lines with
-none of the words `wmtp.logs`' parsers look for (skipped, as `parse_other` skips them); decode lines
-`parse_sglang_general` gives up on whatever their numbers (garbled); and every other line, or one whose
-numbers fail a parser's range checks, through `wmtp.logs`' parsers (`_line`: what `stream` does with it).
-Numbers are plain digits (`_N`); a field `float` would read differently is left to the parsers.
+skeleton (numpy, imported on the first block, sorts the rows by kind). Kinds: SGLang decode lines in
+`wmtp.logs._DECODE`'s common layouts and prefill lines, both with the `[date time DPx TPx] ` prefix (into
+`SglangRuns` through `wmtp.log_batch`, a block at a time); vLLM V1 `Engine N:` throughput and `SpecDecoding
+metrics:` lines, V0 `Avg prompt throughput` and `Speculative metrics:` lines, in their common layouts (read
+into the records `wmtp.logs`' parsers build); lines with none of the words `wmtp.logs`' parsers look for
+(skipped, as `parse_other` skips them); decode lines `parse_sglang_general` gives up on whatever their numbers
+(garbled); and every other line, or one whose numbers fail a parser's range checks, through `wmtp.logs`'
+parsers (`_line`: what `stream` does with it). Numbers are plain digits (`_N`); a field `float` would read
+differently is left to the parsers.
 `wmtp.logs.stream` stays the reference: `tests/test_log_blocks.py` holds the two to the same output.
 """
 
@@ -18,13 +19,13 @@ from __future__ import annotations
 
 import re
 import zlib
-from itertools import compress, count, groupby, repeat
-from operator import add, gt, itemgetter
+from itertools import accumulate, count, groupby, repeat
+from operator import add, getitem, itemgetter, mul
 from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
-from wmtp.log_batch import Prefixes, decode_columns, feed
+from wmtp.log_batch import Prefixes, decode_columns, feed, numpy
 from wmtp.log_records import MAX_VALUE, DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
 from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, open_text, parse_other,
                        parse_sglang_general, prefix_fields)
@@ -58,10 +59,11 @@ _LAYOUT = re.compile(
     rf"|{_V0}Speculative metrics: Draft acceptance rate: ({_N}), System efficiency: {_N}, Number of "
     rf"speculative tokens: (\d+), Number of accepted tokens: (\d+), Number of draft tokens: (\d+), "
     rf"Number of emitted tokens: (\d+)\.$", re.ASCII)
-_GROUPS = {1: (1, 2, 3, 4, 5, 6, 8), 10: (10,), 12: (12, 13, 14, 15, 16), 17: (17, 18, 19, 20, 21),
+_GROUPS = {1: (1, 2, (3, 4), 5, 6, 8), 10: (10,), 12: (12, 13, 14, 15, 16), 17: (17, 18, 19, 20, 21),
            22: (22, 23, 24, 25), 26: (26, 27, 28, 29, 30, 31)}
 _SKIP, _PARSE, _GARBLED, _DEC, _PRE, _V1T, _V1S, _V0T, _V0S = range(9)
 _KINDS = {1: _DEC, 10: _PRE, 12: _V1T, 17: _V1S, 22: _V0T, 26: _V0S}
+_ABSENT = slice(0, 0)  # a field the line does not hold: ""
 _ZERO = str.maketrans("123456789", "000000000")
 _ZERO_UTF8 = bytes.maketrans(b"123456789", b"000000000")  # the same on the UTF-8 bytes (faster)
 
@@ -107,10 +109,17 @@ class _Skeletons(dict):
         if m is None or (first == 10 and "Decode batch" in skel):  # a prefill line the decode test sees first
             v = (next(_IDS), _GARBLED if _garbled(skel) else _PARSE if _maybe_ours(skel) else _SKIP, ())
         else:
-            v = (next(_IDS), _KINDS[first], tuple(slice(*m.span(g)) if m.group(g) is not None else None
-                                                   for g in _GROUPS[first]))
+            v = (next(_IDS), _KINDS[first], tuple(_span(m, g) for g in _GROUPS[first]))
         self[utf8] = v
         return v
+
+
+def _span(m: re.Match, g) -> slice:
+    """Where group `g` matched (a tuple of groups: the one that did), `_ABSENT` where none did."""
+    for h in g if type(g) is tuple else (g,):
+        if m.group(h) is not None:
+            return slice(*m.span(h))
+    return _ABSENT
 
 
 class _Plans(dict):
@@ -144,6 +153,35 @@ def _prefix_planned(pre: str, skel: str | None = None) -> tuple:
                 _SECS.clear()
             _SECS[ts] = secs
     return ts, secs, None if p is None else pre[p], None if d is None else int(pre[d])
+
+
+class _Days(dict):
+    """(year, month, day) texts -> `wmtp.logs.day_seconds` of them (bounded)."""
+
+    def __missing__(self, key: tuple) -> int:
+        if len(self) >= 4096:
+            self.clear()
+        v = self[key] = day_seconds(*key)
+        return v
+
+
+_DAYS = _Days()
+
+
+def _prefix_columns(pres: list, skel: str) -> tuple:
+    """The seconds and pids `_prefix_planned` gives for prefixes of one skeleton `skel`, a column at a time."""
+    tm, p, _ = _PLANS[skel]
+    n = len(pres)
+    pids = list(map(itemgetter(p), pres)) if p is not None else [None] * n
+    if not tm:
+        return [None] * n, pids
+    hh, mm, ss = (list(map(int, map(itemgetter(tm[g]), pres))) for g in (6, 7, 8))
+    secs = list(map(add, map(add, map(mul, hh, repeat(3600)), map(mul, mm, repeat(60))), ss))
+    if tm[1].stop or tm[4].stop:  # a group taking part holds digits: its span ends past 0
+        y, mo, d = (map(itemgetter(tm[1]), pres), map(itemgetter(tm[2]), pres), map(itemgetter(tm[3]), pres)) \
+            if tm[1].stop else (repeat("1970"), map(itemgetter(tm[4]), pres), map(itemgetter(tm[5]), pres))
+        secs = list(map(add, secs, map(_DAYS.__getitem__, zip(y, mo, d))))
+    return secs, pids
 
 
 _SECS: dict = {}  # the time text `TIME_RE` matched -> its seconds (the same text, the same groups)
@@ -211,10 +249,10 @@ def _info(pre: str, skel: str) -> tuple:
 
 
 def _vllm_columns(kind: int, v: list, lns: list, skels: list):
-    """The records of vLLM lines of one layout (`v`: a column per field, the prefix first), or None when a
-    number of one of them is out of `parse_throughput`'s / `parse_vllm`'s range."""
-    info = list(map(_info, v[0], skels))
-    secs, pids = map(itemgetter(1), info), map(itemgetter(2), info)
+    """The records of vLLM lines of one skeleton (`v`: a column per field, the prefix first; `skels`: the
+    prefixes' skeletons, all the same), or None when a number of one of them is out of `parse_throughput`'s
+    / `parse_vllm`'s range."""
+    secs, pids = _prefix_columns(v[0], skels[0])  # one skeleton: one plan
     if kind == _V1T or kind == _V0T:
         prompt, gen, running = list(map(float, v[-3])), list(map(float, v[-2])), list(map(int, v[-1]))
         if max(prompt) > MAX_VALUE or max(gen) > MAX_VALUE or max(running) > 1e7:
@@ -258,39 +296,30 @@ def _vllm_group(kind: int, rows: list, spans: tuple, lines: list, skels: list, b
 def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True) -> list:
     """One block of whole lines (newline-terminated; the last one not when `newline` is False), its first
     line being line `base + 1`: SGLang lines go to `runs`, the other records come back as (line number,
-    record), in file order. Lines are grouped by skeleton; each group's fields are sliced out at once."""
+    record), in file order. Lines are classed by their skeleton's kind; SGLang fields are sliced out in line
+    order (each line with its skeleton's spans), vLLM lines a skeleton at a time."""
     lines, skels = block.split("\n"), block.encode().translate(_ZERO_UTF8).split(b"\n")
     if newline:
         lines.pop()
         skels.pop()
     n = len(lines)
     descs = list(map(_SKELETONS.__getitem__, skels))
-    ids = list(map(itemgetter(0), descs))
     kinds = list(map(itemgetter(1), descs))
-    dec: list = [[] for _ in range(8)]  # row, prefix, running, #token, #full token, accept len, rate, throughput
-    pre: list = [[], []]  # row, prefix
-    todo, out, skipped, garbled = [], [], kinds.count(_SKIP), 0
-    for _, g in groupby(sorted(compress(range(n), kinds), key=ids.__getitem__), key=ids.__getitem__):  # _SKIP is 0
-        rows = list(g)
-        _, kind, spans = descs[rows[0]]
-        if kind == _GARBLED:
-            garbled += len(rows)
-        elif kind == _PARSE:
-            todo += rows
-        elif kind >= _V1T:
+    rows_of, skipped, garbled = _rows_by_kind(kinds)
+    todo, out = rows_of.get(_PARSE, []), []
+    vrows = [i for k in (_V1T, _V1S, _V0T, _V0S) for i in rows_of.get(k, ())]
+    if vrows:
+        ids = list(map(itemgetter(0), map(descs.__getitem__, vrows)))
+        for _, g in groupby(sorted(range(len(vrows)), key=ids.__getitem__), key=ids.__getitem__):
+            rows = list(map(vrows.__getitem__, g))
+            _, kind, spans = descs[rows[0]]
             todo += _vllm_group(kind, rows, spans, lines, skels, base, out)
-        else:
-            got = list(map(lines.__getitem__, rows))
-            cols = dec if kind == _DEC else pre
-            cols[0] += rows
-            for col, sp in zip(cols[1:], spans):
-                col += map(itemgetter(sp), got) if sp else repeat("", len(rows))
-    dec = _in_order(dec)
-    pre = _in_order(pre)
-    dcols = decode_columns(dec[2], list(map(add, dec[3], dec[4])), dec[5], dec[6], dec[7]) if dec[0] else None
+    dec = _columns(rows_of.get(_DEC, []), lines, descs, 6)  # row, prefix, running, #token or #full token,
+    pre = _columns(rows_of.get(_PRE, []), lines, descs, 1)  # accept len, rate, throughput; row, prefix
+    dcols = decode_columns(*dec[2:]) if dec[0] else None
     if dec[0] and dcols is None:  # a number out of range: the lines go to the parsers
         todo += dec[0]
-        dec = [[] for _ in range(8)]
+        dec = [[] for _ in range(7)]
     spec = sum(1 for r in out if type(r[1]) is VllmSpecLine)
     stats.vllm += spec
     stats.other += len(out) - spec
@@ -317,13 +346,22 @@ def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True)
     return out, n
 
 
-def _in_order(cols: list) -> list:
-    """Columns gathered a skeleton at a time, put in row order (the first column)."""
-    rows = cols[0]
-    if not any(map(gt, rows[:-1], rows[1:])):
-        return cols
-    perm = sorted(range(len(rows)), key=rows.__getitem__)
-    return [list(map(c.__getitem__, perm)) for c in cols]
+def _rows_by_kind(kinds: list) -> tuple:
+    """({kind: its rows, ascending} for the kinds to read, lines skipped, lines garbled)."""
+    np = numpy()
+    k = np.fromiter(kinds, np.int8, len(kinds))
+    cnt = np.bincount(k, minlength=len(_KINDS) + 3).tolist()
+    order = np.argsort(k, kind="stable").tolist()
+    cuts = [0, *accumulate(cnt)]
+    rows_of = {j: order[cuts[j]:cuts[j + 1]] for j in range(len(cnt)) if cnt[j] and j != _SKIP and j != _GARBLED}
+    return rows_of, cnt[_SKIP], cnt[_GARBLED]
+
+
+def _columns(rows: list, lines: list, descs: list, k: int) -> list:
+    """The rows, then the first `k` fields of each of those lines (its skeleton's spans; "" where absent)."""
+    got = list(map(lines.__getitem__, rows))
+    spans = list(map(itemgetter(2), map(descs.__getitem__, rows)))
+    return [rows] + [list(map(getitem, got, map(itemgetter(f), spans))) for f in range(k)]
 
 
 def stream_blocks(path: str | Path, stats: ParseStats, runs) -> Iterator:
