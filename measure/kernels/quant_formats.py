@@ -38,8 +38,8 @@ def _act_quant_kernel(X, Xq, Xs, K, stride_xm, stride_qm, stride_sm,
     ks = g * GROUP_K + tl.arange(0, GROUP_K)
     ok = ks < K
     x = tl.load(X + m.to(tl.int64) * stride_xm + ks, mask=ok, other=0.0).to(tl.float32)
-    s = tl.maximum(tl.max(tl.abs(x), 0), EPS) / FP8_MAX_C
-    q = tl.minimum(tl.maximum(x / s, -FP8_MAX_C), FP8_MAX_C)
+    s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), 0), EPS), FP8_MAX_C)
+    q = tl.minimum(tl.maximum(tl.math.div_rn(x, s), -FP8_MAX_C), FP8_MAX_C)  # IEEE division (GPU `/` is approximate)
     if ROUND_FP32:
         q = round_e4m3(q)
     tl.store(Xq + m.to(tl.int64) * stride_qm + ks, q.to(Xq.dtype.element_ty), mask=ok)

@@ -56,8 +56,8 @@ def _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, 
             x = x.to(tl.float32)
         else:  # quantize per group of 128 as `quant_formats._act_quant_kernel` does (same arithmetic)
             x = x.to(tl.float32)
-            x_s = tl.maximum(tl.max(tl.abs(x), 1), EPS) / FP8_MAX_C
-            q = tl.minimum(tl.maximum(x / x_s[:, None], -FP8_MAX_C), FP8_MAX_C)
+            x_s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), 1), EPS), FP8_MAX_C)
+            q = tl.minimum(tl.maximum(tl.math.div_rn(x, x_s[:, None]), -FP8_MAX_C), FP8_MAX_C)
             if ROUND_FP32:
                 q = round_e4m3(q)
             x = q.to(tl.float8e4nv).to(tl.float32)

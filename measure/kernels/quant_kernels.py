@@ -103,8 +103,8 @@ def program_rows(pid_m, ids, M, sorted_pairs, counts, starts, cum_blocks, E, top
 def fp8_act(a, q_ty: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
     """Per-row quantization of one [BM, 128] group: s = max(|a|, eps) / 448, q = fp8(clamp(a / s))."""
     af = a.to(tl.float32)
-    s = tl.maximum(tl.max(tl.abs(af), 1), EPS) / FP8_MAX_C
-    q = tl.minimum(tl.maximum(af / s[:, None], -FP8_MAX_C), FP8_MAX_C)
+    s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(af), 1), EPS), FP8_MAX_C)
+    q = tl.minimum(tl.maximum(tl.math.div_rn(af, s[:, None]), -FP8_MAX_C), FP8_MAX_C)
     if ROUND_FP32:
         q = round_e4m3(q)
     return q.to(q_ty), s
