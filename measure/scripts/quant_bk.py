@@ -198,38 +198,47 @@ def models_arg(args):
     return [m.strip() for m in args.models.split(",") if m.strip()]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def script_main(argv, doc: str, module: str, warm, sweep, tests: str, procs: int = 12) -> int:
+    """The command line the side-by-side quantized benchmarks share (quant_bk, quant_i4, quant_sw): compile workers
+    first (`python -m wmtp.measure.scripts.<module> --warm I/P` runs `warm(args, I, P)`), then the copy ceiling and
+    `sweep(bench, models, keep, out)` timed, the outputs and the report; `tests` names the CPU checks."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", type=Path, help="output folder")
     ap.add_argument("--models", default=",".join(qb.MODELS))
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--timer", choices=("graph", "do_bench"), default="graph")
     ap.add_argument("--budget-s", type=float, default=600.0, help="stop timing after this many seconds")
-    ap.add_argument("--procs", type=int, default=12, help="parallel compile workers before timing (0: none)")
+    ap.add_argument("--procs", type=int, default=procs, help="parallel compile workers before timing (0: none)")
+    ap.add_argument("--kernels", default="", help="only these kernel names (comma-separated; default: all)")
     ap.add_argument("--warm", default="", help=argparse.SUPPRESS)  # I/P: worker I of P
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
-        print("error: quant_bk times kernels on a CUDA GPU (CPU checks: tests/test_kernels_quant.py)")
+        print(f"error: {module} times kernels on a CUDA GPU (CPU checks: {tests})")
         return 2
     if args.warm:
-        shard, procs = (int(v) for v in args.warm.split("/"))
-        warm(args, shard, procs)
+        shard, n = (int(v) for v in args.warm.split("/"))
+        warm(args, shard, n)
         return 0
     if args.out is None:
         print("error: --out is required")
         return 2
     t0 = time.monotonic()
-    base = [sys.executable, "-m", "wmtp.measure.scripts.quant_bk", "--models", args.models]
+    base = [sys.executable, "-m", f"wmtp.measure.scripts.{module}", "--models", args.models]
     workers = [subprocess.Popen(base + ["--warm", f"{i}/{args.procs}"]) for i in range(args.procs)]
     for p in workers:
         p.wait()
     print(f"compile workers done in {time.monotonic() - t0:.0f} s", flush=True)
     b = qb.Bench(args)
     qb.run_copy(b)
-    sweep(b, models_arg(args), lambda *_: True, args.out)
+    only = {v.strip() for v in args.kernels.split(",") if v.strip()}
+    sweep(b, models_arg(args), lambda kernel, *_: not only or kernel in only, args.out)
     qb.write_outputs(b, args.out, final=True)
     return qb._report(b, args.out)
+
+
+def main(argv=None) -> int:
+    return script_main(argv, __doc__, "quant_bk", warm, sweep, "tests/test_kernels_quant.py")
 
 
 if __name__ == "__main__":

@@ -17,19 +17,13 @@ BLOCK_K 128); `_gemv`, round 2's GEMV step ('words'); `_gemv[f32]`, round 4's st
 
 from __future__ import annotations
 
-import argparse
-import os
-import subprocess
-import sys
-import time
 import zlib
-from pathlib import Path
 
 import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
 from wmtp.measure.scripts import quant_bench as qb
-from wmtp.measure.scripts.quant_bk import Warm, models_arg, peer_ops, call_peer, items, moe_weights
+from wmtp.measure.scripts.quant_bk import Warm, script_main, models_arg, peer_ops, call_peer, items, moe_weights
 from wmtp.measure.scripts.quant_peers import dense_format, dense_fns, dense_ref, moe_ref, weight_set
 
 MS = (1, 2, 4, 8, 16)
@@ -128,39 +122,7 @@ def warm(args, shard, procs):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, help="output folder")
-    ap.add_argument("--models", default=",".join(qb.MODELS))
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--timer", choices=("graph", "do_bench"), default="graph")
-    ap.add_argument("--budget-s", type=float, default=600.0, help="stop timing after this many seconds")
-    ap.add_argument("--procs", type=int, default=14, help="parallel compile workers before timing (0: none)")
-    ap.add_argument("--kernels", default="", help="only these kernel names (comma-separated; default: all)")
-    ap.add_argument("--warm", default="", help=argparse.SUPPRESS)  # I/P: worker I of P
-    args = ap.parse_args(argv)
-    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
-        print("error: quant_i4 times kernels on a CUDA GPU (CPU checks: tests/test_kernels_quant_gemv4.py)")
-        return 2
-    if args.warm:
-        shard, procs = (int(v) for v in args.warm.split("/"))
-        warm(args, shard, procs)
-        return 0
-    if args.out is None:
-        print("error: --out is required")
-        return 2
-    t0 = time.monotonic()
-    base = [sys.executable, "-m", "wmtp.measure.scripts.quant_i4", "--models", args.models]
-    workers = [subprocess.Popen(base + ["--warm", f"{i}/{args.procs}"]) for i in range(args.procs)]
-    for p in workers:
-        p.wait()
-    print(f"compile workers done in {time.monotonic() - t0:.0f} s", flush=True)
-    b = qb.Bench(args)
-    qb.run_copy(b)
-    only = {v.strip() for v in args.kernels.split(",") if v.strip()}
-    sweep(b, models_arg(args), lambda kernel, *_: not only or kernel in only, args.out)
-    qb.write_outputs(b, args.out, final=True)
-    return qb._report(b, args.out)
+    return script_main(argv, __doc__, "quant_i4", warm, sweep, "tests/test_kernels_quant_gemv4.py", procs=14)
 
 
 if __name__ == "__main__":

@@ -21,20 +21,14 @@ Triton copy of 512 bytes (one program), the floor of any kernel in a replayed gr
 
 from __future__ import annotations
 
-import argparse
-import os
-import subprocess
-import sys
-import time
 import zlib
-from pathlib import Path
 
 import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
 from wmtp.measure.kernels.quant_kernels import copy_ as triton_copy
 from wmtp.measure.scripts import quant_bench as qb
-from wmtp.measure.scripts.quant_bk import Warm, call_peer, models_arg, peer_ops
+from wmtp.measure.scripts.quant_bk import Warm, script_main, call_peer, models_arg, peer_ops
 from wmtp.measure.scripts.quant_peers import dense_format, dense_fns, dense_ref, weight_set
 from wmtp.measure.scripts.quant_shapes import dense_shapes
 
@@ -128,37 +122,7 @@ def warm(args, shard, procs):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, help="output folder")
-    ap.add_argument("--models", default=",".join(qb.MODELS))
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--timer", choices=("graph", "do_bench"), default="graph")
-    ap.add_argument("--budget-s", type=float, default=600.0, help="stop timing after this many seconds")
-    ap.add_argument("--procs", type=int, default=14, help="parallel compile workers before timing (0: none)")
-    ap.add_argument("--warm", default="", help=argparse.SUPPRESS)  # I/P: worker I of P
-    args = ap.parse_args(argv)
-    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
-        print("error: quant_sw times kernels on a CUDA GPU (CPU checks: tests/test_kernels_quant_swap.py)")
-        return 2
-    if args.warm:
-        shard, procs = (int(v) for v in args.warm.split("/"))
-        warm(args, shard, procs)
-        return 0
-    if args.out is None:
-        print("error: --out is required")
-        return 2
-    t0 = time.monotonic()
-    base = [sys.executable, "-m", "wmtp.measure.scripts.quant_sw", "--models", args.models]
-    workers = [subprocess.Popen(base + ["--warm", f"{i}/{args.procs}"]) for i in range(args.procs)]
-    for p in workers:
-        p.wait()
-    print(f"compile workers done in {time.monotonic() - t0:.0f} s", flush=True)
-    b = qb.Bench(args)
-    qb.run_copy(b)
-    sweep(b, models_arg(args), lambda *_: True, args.out)
-    qb.write_outputs(b, args.out, final=True)
-    return qb._report(b, args.out)
+    return script_main(argv, __doc__, "quant_sw", warm, sweep, "tests/test_kernels_quant_swap.py", procs=14)
 
 
 if __name__ == "__main__":
