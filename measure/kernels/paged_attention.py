@@ -23,7 +23,7 @@ import triton.language as tl
 
 from wmtp.kernel_plan import (MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, AttentionPlan, attention_plan, default_kernel,
                               rows_plan, sub_plan)
-from wmtp.measure.kernels.paged_rows import sub_attention
+from wmtp.measure.kernels.paged_rows import softmax_tile_step, sub_attention
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -106,8 +106,8 @@ def _rows_tile(q, acc, m_i, l_i, K, V, kv_indices, kv_start, start_n, hi, limit,
     """One K/V tile against all rows of the tile (online softmax, base 2). MASK: the split's last
     partial tile or the causal diagonal; otherwise every row sees every key and no mask is built."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < hi  # read under MASK only
     if MASK:
-        n_ok = offs_n < hi
         slots = tl.load(kv_indices + kv_start + offs_n, mask=n_ok, other=0).to(tl.int64)
         k = tl.load(K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :], mask=n_ok[:, None], other=0.0)
         v = tl.load(V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :], mask=n_ok[:, None], other=0.0)
@@ -115,19 +115,7 @@ def _rows_tile(q, acc, m_i, l_i, K, V, kv_indices, kv_start, start_n, hi, limit,
         slots = tl.load(kv_indices + kv_start + offs_n).to(tl.int64)
         k = tl.load(K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :])
         v = tl.load(V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :])
-    s = tl.dot(q, tl.trans(k.to(q.dtype))) * qk_scale
-    if MASK:
-        s = tl.where(n_ok[None, :] & (offs_n[None, :] <= limit[:, None]), s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    else:  # every row sees every key of the tile: the maximum is finite
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = m_new
-    p = tl.math.exp2(s - m_safe[:, None])
-    alpha = tl.math.exp2(m_i - m_safe)
-    acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype))
-    l_i = l_i * alpha + tl.sum(p, 1)
-    return acc, m_new, l_i
+    return softmax_tile_step(q, acc, m_i, l_i, k, v, offs_n, n_ok, limit, qk_scale, MASK)
 
 
 @triton.jit

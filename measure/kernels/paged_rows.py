@@ -46,9 +46,9 @@ def _kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stri
 
 
 @triton.jit
-def _sub_step(q, acc, m_i, l_i, k, v, offs_n, n_ok, limit, qk_scale, MASK: tl.constexpr):
-    """One K/V tile against one row sub-block (online softmax, base 2). Without MASK every row sees
-    every key of the tile, so the running maximum is finite."""
+def softmax_tile_step(q, acc, m_i, l_i, k, v, offs_n, n_ok, limit, qk_scale, MASK: tl.constexpr):
+    """One K/V tile against a block of query rows (online softmax, base 2; the rows and sub kernels).
+    Without MASK every row sees every key of the tile, so the running maximum is finite."""
     s = tl.dot(q, tl.trans(k.to(q.dtype))) * qk_scale
     if MASK:
         s = tl.where(n_ok[None, :] & (offs_n[None, :] <= limit[:, None]), s, float("-inf"))
@@ -69,13 +69,13 @@ def _step_all(k, v, offs_n, n_ok, qk_scale,
               q0, a0, m0, l0, t0, q1, a1, m1, l1, t1, q2, a2, m2, l2, t2, q3, a3, m3, l3, t3,
               SUB1: tl.constexpr, SUB2: tl.constexpr, SUB3: tl.constexpr, MASK: tl.constexpr):
     """The tile against every present sub-block (t*: each row's last visible key)."""
-    a0, m0, l0 = _sub_step(q0, a0, m0, l0, k, v, offs_n, n_ok, t0, qk_scale, MASK)
+    a0, m0, l0 = softmax_tile_step(q0, a0, m0, l0, k, v, offs_n, n_ok, t0, qk_scale, MASK)
     if SUB1 > 0:
-        a1, m1, l1 = _sub_step(q1, a1, m1, l1, k, v, offs_n, n_ok, t1, qk_scale, MASK)
+        a1, m1, l1 = softmax_tile_step(q1, a1, m1, l1, k, v, offs_n, n_ok, t1, qk_scale, MASK)
     if SUB2 > 0:
-        a2, m2, l2 = _sub_step(q2, a2, m2, l2, k, v, offs_n, n_ok, t2, qk_scale, MASK)
+        a2, m2, l2 = softmax_tile_step(q2, a2, m2, l2, k, v, offs_n, n_ok, t2, qk_scale, MASK)
     if SUB3 > 0:
-        a3, m3, l3 = _sub_step(q3, a3, m3, l3, k, v, offs_n, n_ok, t3, qk_scale, MASK)
+        a3, m3, l3 = softmax_tile_step(q3, a3, m3, l3, k, v, offs_n, n_ok, t3, qk_scale, MASK)
     return a0, m0, l0, a1, m1, l1, a2, m2, l2, a3, m3, l3
 
 
