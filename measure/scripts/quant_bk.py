@@ -183,7 +183,8 @@ class Warm(qb.Bench):
             print(f"warm: {kernel} {model} {comp} M={m}: {qb.error_text(exc)}", file=sys.stderr)
 
 
-def warm(args, shard, procs):
+def warm(args, shard, procs, sweep):
+    """A compile worker: `sweep` with timing off over our kernels of shard `shard` of `procs`."""
     b = Warm(args)
     b.timing = False
 
@@ -198,9 +199,9 @@ def models_arg(args):
     return [m.strip() for m in args.models.split(",") if m.strip()]
 
 
-def script_main(argv, doc: str, module: str, warm, sweep, tests: str, procs: int = 12) -> int:
+def script_main(argv, doc: str, module: str, sweep, tests: str, procs: int = 12) -> int:
     """The command line the side-by-side quantized benchmarks share (quant_bk, quant_i4, quant_sw): compile workers
-    first (`python -m wmtp.measure.scripts.<module> --warm I/P` runs `warm(args, I, P)`), then the copy ceiling and
+    first (`python -m wmtp.measure.scripts.<module> --warm I/P` runs `warm(args, I, P, sweep)`), then the copy ceiling and
     `sweep(bench, models, keep, out)` timed, the outputs and the report; `tests` names the CPU checks."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", type=Path, help="output folder")
@@ -218,7 +219,7 @@ def script_main(argv, doc: str, module: str, warm, sweep, tests: str, procs: int
         return 2
     if args.warm:
         shard, n = (int(v) for v in args.warm.split("/"))
-        warm(args, shard, n)
+        warm(args, shard, n, sweep)
         return 0
     if args.out is None:
         print("error: --out is required")
@@ -238,7 +239,7 @@ def script_main(argv, doc: str, module: str, warm, sweep, tests: str, procs: int
 
 
 def main(argv=None) -> int:
-    return script_main(argv, __doc__, "quant_bk", warm, sweep, "tests/test_kernels_quant.py")
+    return script_main(argv, __doc__, "quant_bk", sweep, "tests/test_kernels_quant.py")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,12 @@ BLOCK_K 128); `_gemv`, round 2's GEMV step ('words'); `_gemv[f32]`, round 4's st
 
 from __future__ import annotations
 
-import zlib
 
 import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
 from wmtp.measure.scripts import quant_bench as qb
-from wmtp.measure.scripts.quant_bk import Warm, script_main, models_arg, peer_ops, call_peer, items, moe_weights
+from wmtp.measure.scripts.quant_bk import script_main, peer_ops, call_peer, items, moe_weights
 from wmtp.measure.scripts.quant_peers import dense_format, dense_fns, dense_ref, moe_ref, weight_set
 
 MS = (1, 2, 4, 8, 16)
@@ -110,19 +109,8 @@ def sweep(b, models, keep, out_dir=None):
             qb.write_outputs(b, out_dir, final=False)
 
 
-def warm(args, shard, procs):
-    b = Warm(args)
-    b.timing = False
-
-    def keep(kernel, model, comp):  # ours only (the peers compile nothing), spread over the workers
-        return kernel.startswith("wmtp") and zlib.crc32(f"{kernel} {model} {comp}".encode()) % procs == shard
-
-    sweep(b, models_arg(args), keep)
-    torch.cuda.synchronize()
-
-
 def main(argv=None) -> int:
-    return script_main(argv, __doc__, "quant_i4", warm, sweep, "tests/test_kernels_quant_gemv4.py", procs=14)
+    return script_main(argv, __doc__, "quant_i4", sweep, "tests/test_kernels_quant_gemv4.py", procs=14)
 
 
 if __name__ == "__main__":

@@ -21,14 +21,13 @@ Triton copy of 512 bytes (one program), the floor of any kernel in a replayed gr
 
 from __future__ import annotations
 
-import zlib
 
 import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
 from wmtp.measure.kernels.quant_kernels import copy_ as triton_copy
 from wmtp.measure.scripts import quant_bench as qb
-from wmtp.measure.scripts.quant_bk import Warm, script_main, call_peer, models_arg, peer_ops
+from wmtp.measure.scripts.quant_bk import script_main, call_peer, peer_ops
 from wmtp.measure.scripts.quant_peers import dense_format, dense_fns, dense_ref, weight_set
 from wmtp.measure.scripts.quant_shapes import dense_shapes
 
@@ -110,19 +109,8 @@ def sweep(b, models, keep, out_dir=None):
                 qb.write_outputs(b, out_dir, final=False)
 
 
-def warm(args, shard, procs):
-    b = Warm(args)
-    b.timing = False
-
-    def keep(kernel, model, comp):  # ours only (the peers compile nothing), spread over the workers
-        return kernel.startswith("wmtp") and zlib.crc32(f"{kernel} {model} {comp}".encode()) % procs == shard
-
-    sweep(b, models_arg(args), keep)
-    torch.cuda.synchronize()
-
-
 def main(argv=None) -> int:
-    return script_main(argv, __doc__, "quant_sw", warm, sweep, "tests/test_kernels_quant_swap.py", procs=14)
+    return script_main(argv, __doc__, "quant_sw", sweep, "tests/test_kernels_quant_swap.py", procs=14)
 
 
 if __name__ == "__main__":
