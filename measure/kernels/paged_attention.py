@@ -23,7 +23,7 @@ import triton.language as tl
 
 from wmtp.kernel_plan import (MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, AttentionPlan, attention_plan, default_kernel,
                               rows_plan, sub_plan)
-from wmtp.measure.kernels.paged_rows import softmax_tile_step, sub_attention
+from wmtp.measure.kernels.paged_rows import kv_tile, softmax_tile_step, sub_attention
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -105,16 +105,8 @@ def _rows_tile(q, acc, m_i, l_i, K, V, kv_indices, kv_start, start_n, hi, limit,
                BLOCK_N: tl.constexpr, MASK: tl.constexpr):
     """One K/V tile against all rows of the tile (online softmax, base 2). MASK: the split's last
     partial tile or the causal diagonal; otherwise every row sees every key and no mask is built."""
-    offs_n = start_n + tl.arange(0, BLOCK_N)
-    n_ok = offs_n < hi  # read under MASK only
-    if MASK:
-        slots = tl.load(kv_indices + kv_start + offs_n, mask=n_ok, other=0).to(tl.int64)
-        k = tl.load(K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :], mask=n_ok[:, None], other=0.0)
-        v = tl.load(V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :], mask=n_ok[:, None], other=0.0)
-    else:
-        slots = tl.load(kv_indices + kv_start + offs_n).to(tl.int64)
-        k = tl.load(K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :])
-        v = tl.load(V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :])
+    offs_n, n_ok, k, v = kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh, stride_vt,
+                                 stride_vh, BLOCK_N, MASK)
     return softmax_tile_step(q, acc, m_i, l_i, k, v, offs_n, n_ok, limit, qk_scale, MASK)
 
 

@@ -29,7 +29,7 @@ MERGE_CHUNK = 16  # splits per partial-output load in the merge kernel
 
 
 @triton.jit
-def _kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh, stride_vt, stride_vh,
+def kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh, stride_vt, stride_vh,
              BLOCK_N: tl.constexpr, MASK: tl.constexpr):
     """Slots, K and V of one tile of keys (masked only for a split's last partial tile)."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -227,13 +227,13 @@ def _sub_split_kernel(
         if PREFETCH:
             _l2_prefetch(K, V, s_pf, kvh, stride_kt, stride_kh, stride_vt, stride_vh, LINES, LINE_ELEMS)
             s_pf = _next_slots(kv_indices, kv_start, start_n + 2 * BLOCK_N, full_end, BLOCK_N)
-        offs_n, n_ok, k, v = _kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh,
+        offs_n, n_ok, k, v = kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh,
                                       stride_vt, stride_vh, BLOCK_N, False)
         a0, m0, l0, a1, m1, l1, a2, m2, l2, a3, m3, l3 = _step_all(
             k, v, offs_n, n_ok, qk_scale, q0, a0, m0, l0, t0, q1, a1, m1, l1, t1, q2, a2, m2, l2, t2,
             q3, a3, m3, l3, t3, SUB1, SUB2, SUB3, False)
     for start_n in range(full_end, hi, BLOCK_N):
-        offs_n, n_ok, k, v = _kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh,
+        offs_n, n_ok, k, v = kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh,
                                       stride_vt, stride_vh, BLOCK_N, True)
         a0, m0, l0, a1, m1, l1, a2, m2, l2, a3, m3, l3 = _step_all(
             k, v, offs_n, n_ok, qk_scale, q0, a0, m0, l0, t0, q1, a1, m1, l1, t1, q2, a2, m2, l2, t2,
