@@ -237,9 +237,9 @@ def test_rows_kernel_decode(index_mode):
     assert err < TOL[torch.bfloat16]
 
 
-@pytest.mark.parametrize("d", [1, 4])
-def test_rows_kernel_fp8_kv_with_scales(d):
-    gen = torch.Generator().manual_seed(40 + d)
+@pytest.mark.parametrize("kernel, d, seed", [("rows", 1, 41), ("rows", 4, 44), ("sub", 1, 51), ("sub", 5, 55)])
+def test_kernel_fp8_kv_with_scales(kernel, d, seed):
+    gen = torch.Generator().manual_seed(seed)
     hq, hkv, hd, n = 16, 2, 32, 77
     k = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
     v = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
@@ -250,7 +250,7 @@ def test_rows_kernel_fp8_kv_with_scales(d):
     ref = ref_attention(q, k.double() * 0.25, v.double() * 0.5, ptr, idx, qo)  # dequantized K, V
     out = torch.full_like(q, float("nan"), device=DEV)
     paged_attention(q.to(DEV), k.to(DEV), v.to(DEV), ptr.to(DEV), idx.to(DEV), qo.to(DEV), d, n, out=out,
-                    kernel="rows", k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16)
+                    kernel=kernel, k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16)
     assert not torch.isnan(out).any()
     assert rel_err(out, ref) < TOL[torch.bfloat16]
 
@@ -297,24 +297,6 @@ def test_sub_kernel_fused_merge_rearms():
         err = run_attention([150, 20, 97], [1, 1, 1], 16, 2, 64, torch.bfloat16, "window", n_sink=4, window=32,
                             seed=seed, kernel="sub", merge="fused", num_splits=5, block_n=16)
         assert err < TOL[torch.bfloat16]
-
-
-@pytest.mark.parametrize("d", [1, 5])
-def test_sub_kernel_fp8_kv_with_scales(d):
-    gen = torch.Generator().manual_seed(50 + d)
-    hq, hkv, hd, n = 16, 2, 32, 77
-    k = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
-    v = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
-    ptr = torch.tensor([0, n], dtype=torch.int32)
-    idx = torch.randperm(n + 5, generator=gen)[:n].to(torch.int32)
-    qo = torch.tensor([0, d], dtype=torch.int32)
-    q = torch.randn(d, hq, hd, generator=gen).to(torch.bfloat16)
-    ref = ref_attention(q, k.double() * 0.25, v.double() * 0.5, ptr, idx, qo)
-    out = torch.full_like(q, float("nan"), device=DEV)
-    paged_attention(q.to(DEV), k.to(DEV), v.to(DEV), ptr.to(DEV), idx.to(DEV), qo.to(DEV), d, n, out=out,
-                    kernel="sub", k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16)
-    assert not torch.isnan(out).any()
-    assert rel_err(out, ref) < TOL[torch.bfloat16]
 
 
 def test_sub_kernel_errors():

@@ -76,6 +76,19 @@ def make_weight(gen, *shape):
     return torch.randn(*shape, generator=gen) / shape[-1] ** 0.5
 
 
+def check_int4_gemv(m, n, k, split_k, seed):
+    """The GEMV path of int4_gemm (whichever step `quant_gemm.INT4_GEMV_STEP` names) against the fp64 reference."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    packed, s = quantize_int4_group(make_weight(gen, n, k))
+    ref = ref_int4_gemm(x, packed, s)
+    assert ref.abs().max() > 1e-2
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), split_k=split_k, out=out, path="gemv")
+    assert not torch.isnan(out).any()
+    assert rel(out, ref) < TOL
+
+
 # ---------------------------------------------------------------------------------------------
 # references and formats on known answers
 

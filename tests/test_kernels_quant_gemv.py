@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from test_kernels_quant import (DEV, TOL, _routing, make_weight, moe_case, ref_fp8_gemm, ref_int4_gemm,  # noqa: E402
-                                rel)
+from test_kernels_quant import (DEV, TOL, _routing, check_int4_gemv, make_weight, moe_case,  # noqa: E402
+                                ref_fp8_gemm, ref_int4_gemm, rel)
 from wmtp.measure.kernels import quant_gemm as qg  # noqa: E402
 from wmtp.measure.kernels.quant_gemm import (fp8_gemm, int4_gemm, int4_moe_gemm,  # noqa: E402
                                              quantize_act_fp8, quantize_fp8_block, quantize_int4_group)
@@ -24,15 +24,7 @@ GEMV_SHAPES = [(1, 200, 1032), (3, 70, 264), (8, 130, 392)]
 @pytest.mark.parametrize("split_k", [None, 2])
 @pytest.mark.parametrize("m, n, k", GEMV_SHAPES)
 def test_int4_gemv_matches_reference(m, n, k, split_k):
-    gen = torch.Generator().manual_seed(4000 * m + n + k)
-    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
-    packed, s = quantize_int4_group(make_weight(gen, n, k))
-    ref = ref_int4_gemm(x, packed, s)
-    assert ref.abs().max() > 1e-2
-    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
-    int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), split_k=split_k, out=out, path="gemv")
-    assert not torch.isnan(out).any()
-    assert rel(out, ref) < TOL
+    check_int4_gemv(m, n, k, split_k, 4000 * m + n + k)
 
 
 @pytest.mark.parametrize("split_k", [None, 3])

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from test_kernels_quant import (DEV, TOL, _routing, make_weight, moe_case, ref_int4_gemm,  # noqa: E402
+from test_kernels_quant import (DEV, TOL, _routing, check_int4_gemv, make_weight, moe_case, ref_int4_gemm,  # noqa: E402
                                 ref_int4_weight, rel)
 from wmtp.measure.kernels import quant_gemm as qg  # noqa: E402
 from wmtp.measure.kernels.quant_gemm import int4_gemm, quantize_int4_group  # noqa: E402
@@ -34,15 +34,7 @@ def step(request, monkeypatch):
 @pytest.mark.parametrize("split_k", [None, 2])
 @pytest.mark.parametrize("m, n, k", SHAPES)
 def test_int4_gemv_steps_match_reference(step, m, n, k, split_k):
-    gen = torch.Generator().manual_seed(7000 * m + n + k)
-    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
-    packed, s = quantize_int4_group(make_weight(gen, n, k))
-    ref = ref_int4_gemm(x, packed, s)
-    assert ref.abs().max() > 1e-2
-    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
-    int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), split_k=split_k, out=out, path="gemv")
-    assert not torch.isnan(out).any()
-    assert rel(out, ref) < TOL
+    check_int4_gemv(m, n, k, split_k, 7000 * m + n + k)
 
 
 @pytest.mark.parametrize("step", ["packed", "f32"], indirect=True)
