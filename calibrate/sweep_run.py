@@ -55,11 +55,19 @@ def merge_raw(new_raw: Path, base_raw: Path, parts: tuple[str, ...], out: Path, 
 
 def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume: bool = False,
                   backend: str = "wmtp", console=None, parts: tuple[str, ...] | None = None,
-                  base_raw: Path | None = None) -> Path:
+                  base_raw: Path | None = None, moe_impl: str = "wmtp") -> Path:
     """Sweep on this GPU (out/raw.csv, appended as measured), fit, write out/profile.json. Returns its path.
-    With `parts` short of the whole sweep, `base_raw` supplies the other parts (module docstring)."""
+    With `parts` short of the whole sweep, `base_raw` supplies the other parts (module docstring); `moe_impl` is
+    the routed-expert kernel of the `moe` rows (`wmtp`, or `sglang`: SGLang's fused MoE)."""
+    from wmtp.measure.components import MOE_IMPLS
     from wmtp.measure.run import run_sweep
 
+    if moe_impl not in MOE_IMPLS:
+        raise WmtpError(f"unknown --moe-backend {moe_impl!r}; known: {', '.join(MOE_IMPLS)}")
+    if moe_impl == "sglang":  # SGLang's files absent: one error before any measurement, not a row per shape
+        from wmtp.measure.backends import sglang_moe
+
+        sglang_moe.load()
     partial = parts is not None and set(parts) != set(PART_KINDS)
     if partial and base_raw is None:
         raise WmtpError("--parts re-measures part of the sweep: give --base-raw, the raw data of a full run "
@@ -69,7 +77,8 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
         if not Path(base_raw).exists():
             raise WmtpError(f"no base raw data at {base_raw}")
         base = read_raw(Path(base_raw))  # a corrupt base is an error before the sweep, not after it
-    raw, meta = run_sweep(specs, out, quick=quick, resume=resume, backend=backend, console=console, parts=parts)
+    raw, meta = run_sweep(specs, out, quick=quick, resume=resume, backend=backend, console=console, parts=parts,
+                          moe_impl=moe_impl)
     if not partial:
         return fit_raw_to_profile(raw, out / "profile.json", meta, [s.key for s in specs])
     merged, info = merge_raw(raw, Path(base_raw), parts, out / "raw.merged.csv", base)

@@ -71,6 +71,9 @@ def calibrate(
     base_raw: Annotated[Optional[Path], typer.Option(
         "--base-raw", help="With --parts: the raw data of a full run (e.g. the shipped "
                            "wmtp_model/data/profiles/h200.raw.csv.gz) whose other parts complete the fit.")] = None,
+    moe_backend: Annotated[str, typer.Option(
+        "--moe-backend", help="Routed-expert kernel of the moe rows: wmtp (its own) or sglang (SGLang's fused MoE "
+                              "Triton kernel, from a copy of SGLang's files: measure/backends/sglang_moe.py).")] = "wmtp",
 ) -> None:
     """Sweep the latency components on this GPU and fit a profile (or refit one with --from-raw, or fit a
     framework profile from serving logs with --from-logs)."""
@@ -78,7 +81,7 @@ def calibrate(
 
     _one_mode({"--from-logs": bool(from_logs), "--add-tp": add_tp is not None, "--from-raw": from_raw is not None},
               {"--resume": resume, "--quick": quick, "--parts": parts is not None, "--base-raw": base_raw is not None,
-               "--backend": backend != "wmtp"},
+               "--backend": backend != "wmtp", "--moe-backend": moe_backend != "wmtp"},
               {"--method": method != "native", "--min-gamma": min_gamma is not None}, bool(from_logs))
     if from_logs:
         from wmtp.calibrate.framework_fit import fit_from_logs
@@ -112,7 +115,7 @@ def calibrate(
             from wmtp.measure.backends import check_name
 
             path = run_calibrate(specs, out, quick=quick, resume=resume, backend=check_name(backend, attention=True),
-                                 parts=parse_parts(parts), base_raw=base_raw)
+                                 parts=parse_parts(parts), base_raw=base_raw, moe_impl=moe_backend)
     except KeyboardInterrupt:
         fail(f"interrupted: the samples taken so far are in {out / 'raw.csv'}; `wmtp calibrate --resume` continues")
     typer.echo(f"wrote {path} and {path.with_suffix('.md')}")

@@ -30,6 +30,7 @@ class Component:
     name: str
     work: Work
     calls: list[Callable[[], object]]
+    impl: str = "wmtp"  # the kernels' implementation, the row's `impl`
 
 
 def _copies(bytes_per_copy: float, l2_bytes: float, cap: int = 64) -> int:
@@ -56,7 +57,16 @@ def _pick(items: list[Work], kind: str, name_part: str = "") -> Work:
     raise KeyError(f"no {kind} work item {name_part!r}")
 
 
-def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str, copies: int | None = None) -> Component:
+MOE_IMPLS = ("wmtp", "sglang")
+
+
+def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str, copies: int | None = None,
+                  impl: str = "wmtp") -> Component:
+    """Router, top-k, routed experts (wmtp's grouped kernel, or SGLang's fused MoE with `impl="sglang"`), shared
+    expert and latent projections: the same calls and work item for both, only the routed experts differ."""
+    if impl not in MOE_IMPLS:
+        raise ValueError(f"unknown MoE implementation {impl!r}; known: {', '.join(MOE_IMPLS)}")
+    experts = _sglang_experts() if impl == "sglang" else moe_experts
     s = spec.with_dtypes(weight_dtype="bf16")
     width = s.moe_latent or s.hidden
     n_up = (2 if s.ffn_act == "swiglu" else 1) * s.expert_ffn
@@ -66,8 +76,10 @@ def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str, copies: 
     calls = []
     for _ in range(copies):
         router = rand_weight(s.n_experts, s.hidden)
-        w_up = rand_weight(s.n_experts, width, n_up)
-        w_down = rand_weight(s.n_experts, s.expert_ffn, width)
+        if impl == "sglang":  # SGLang's layout: w13 [E, 2F or F, K], w2 [E, K_out, F]
+            w_up, w_down = rand_weight(s.n_experts, n_up, width), rand_weight(s.n_experts, width, s.expert_ffn)
+        else:
+            w_up, w_down = rand_weight(s.n_experts, width, n_up), rand_weight(s.n_experts, s.expert_ffn, width)
         sh_up = rand_weight((2 if s.ffn_act == "swiglu" else 1) * s.shared_ffn * s.n_shared, s.hidden) if s.n_shared else None
         sh_down = rand_weight(s.hidden, s.shared_ffn * s.n_shared) if s.n_shared else None
         lat = (rand_weight(s.moe_latent, s.hidden), rand_weight(s.hidden, s.moe_latent)) if s.moe_latent else None
@@ -77,7 +89,7 @@ def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str, copies: 
             wts, ids = torch.topk(logits, s.top_k, dim=-1)
             wts = torch.softmax(wts.float(), dim=-1)
             h = F.linear(x, lat[0]) if lat else x
-            y = moe_experts(h, w_up, w_down, ids, wts, s.ffn_act)
+            y = experts(h, w_up, w_down, ids, wts, s.ffn_act)
             if lat:
                 y = F.linear(y, lat[1])
             if sh_up is not None:
@@ -87,7 +99,15 @@ def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str, copies: 
         calls.append(call)
     items = verify_work(s, 1, 1, tokens) if prefix == "verify" else draft_fwd_work(s, 1, tokens)
     work = _pick(items, "moe")
-    return Component("moe", f"{prefix}.moe", work, calls)
+    return Component("moe", f"{prefix}.moe", work, calls, impl)
+
+
+def _sglang_experts():
+    """SGLang's fused experts (`measure/backends/sglang_moe`), loaded now so a missing copy fails before weights."""
+    from wmtp.measure.backends import sglang_moe
+
+    sglang_moe.load()
+    return sglang_moe.fused_experts
 
 
 def dense_ffn_component(spec: ModelSpec, tokens: int, l2: float, copies: int | None = None) -> Component:

@@ -46,10 +46,10 @@ def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out
 
 def run_sweep(specs: list[ModelSpec], out_dir: Path, *, quick: bool = False, resume: bool = False,
               backend: str = "wmtp", command: str = "wmtp calibrate", console=None,
-              parts: tuple[str, ...] | None = None) -> tuple[Path, dict]:
+              parts: tuple[str, ...] | None = None, moe_impl: str = "wmtp") -> tuple[Path, dict]:
     """The calibration sweep on this GPU: raw.csv (rows appended as measured) and raw.meta.json; `parts` (default:
     all of `wmtp.measure.sweep.PARTS`) limits it to some of the sweep. Returns the CSV's path and its provenance
-    (fitting it is `wmtp.calibrate`'s)."""
+    (fitting it is `wmtp.calibrate`'s). `moe_impl`: the routed-expert kernel of the `moe` rows (`wmtp`, `sglang`)."""
     require_gpu()
     from wmtp.measure.backends import get_backend
     from wmtp.measure.harness import ceiling_rows
@@ -65,11 +65,12 @@ def run_sweep(specs: list[ModelSpec], out_dir: Path, *, quick: bool = False, res
     cfg = SweepConfig.quick() if quick else SweepConfig()
     parts = tuple(parts or PARTS)
     meta = collect(TIMER, {
-        "command": command + (" --quick" if quick else "") + (f" --backend {backend}" if backend != "wmtp" else ""),
+        "command": command + (" --quick" if quick else "") + (f" --backend {backend}" if backend != "wmtp" else "")
+        + (f" --moe-backend {moe_impl}" if moe_impl != "wmtp" else ""), "moe_impl": moe_impl,
         "models": [s.key for s in specs], **backend_provenance(impl),
         "sweep": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}, "parts": list(parts),
         "status": "running"})
-    steps = [("ceilings", ceiling_rows)] + sweep_plan(specs, cfg, impl, parts)
+    steps = [("ceilings", ceiling_rows)] + sweep_plan(specs, cfg, impl, parts, moe_impl)
     recorded_run(steps, raw, done, out_dir / "raw.meta.json", meta, resume, console,
                  "`wmtp calibrate --resume` continues")
     return raw, meta

@@ -55,8 +55,8 @@ class SweepConfig:
                    gammas=(1, 4), extra_ctx=0, extend_depths=(2, 5))
 
 
-def _component_row(spec: ModelSpec, work, **shape) -> dict:
-    return dict(kernel=work.kind, impl="wmtp", **model_fields(spec), bytes=work.bytes, flops=work.flops,
+def _component_row(spec: ModelSpec, work, impl: str = "wmtp", **shape) -> dict:
+    return dict(kernel=work.kind, impl=impl, **model_fields(spec), bytes=work.bytes, flops=work.flops,
                 config=work.name, **shape)
 
 
@@ -88,8 +88,9 @@ def _extra_ctx(writer: RowWriter, spec: ModelSpec, cfg: SweepConfig, backend: At
     pools.release()
 
 
-def component_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Callable[[RowWriter], None]]]:
-    """Non-attention components at the token counts a draft forward (B) and a verify (B*d) touch."""
+def component_steps(spec: ModelSpec, cfg: SweepConfig, moe_impl: str = "wmtp") -> Iterator[Step]:
+    """Non-attention components at the token counts a draft forward (B) and a verify (B*d) touch; the routed
+    experts of the `moe` rows run through `moe_impl` (`wmtp`, or `sglang`: SGLang's fused MoE kernel)."""
     draft_tokens = sorted(set(cfg.batches) | {b * q for b in cfg.batches for q in (2, 5)})
     verify_tokens = sorted({b * d for b in cfg.batches for d in cfg.depths if b * d <= 72})
 
@@ -101,8 +102,8 @@ def component_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Ca
                          status=error_status(e))
             return
         tokens = c.work.shape.get("tokens", "")
-        row = _component_row(spec, c.work, ctx="", batch=c.work.shape.get("batch", ""), d=c.work.shape.get("d", ""),
-                             window="", sink="") | {"config": f"{c.name};tokens={tokens}"}
+        row = _component_row(spec, c.work, c.impl, ctx="", batch=c.work.shape.get("batch", ""),
+                             d=c.work.shape.get("d", ""), window="", sink="") | {"config": f"{c.name};tokens={tokens}"}
         timed(writer, row, c.calls, guess_ms(c.work.bytes))
         del c
         _empty_cache()
@@ -111,7 +112,8 @@ def component_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Ca
     for t in draft_tokens:
         yield f"{spec.key} mtp T={t}", lambda w, t=t: run(w, lambda: comp.gemm_component(spec, t, l2, "mtp"))
         if spec.mtp_moe:
-            yield f"{spec.key} draft moe T={t}", lambda w, t=t: run(w, lambda: comp.moe_component(spec, t, l2, "fwd"))
+            yield f"{spec.key} draft moe T={t}", lambda w, t=t: run(
+                w, lambda: comp.moe_component(spec, t, l2, "fwd", impl=moe_impl))
         yield f"{spec.key} lm_head T={t}", lambda w, t=t: run(w, lambda: comp.lm_head_component(spec, t, l2))
     for t in verify_tokens:
         if t not in draft_tokens:
@@ -120,7 +122,8 @@ def component_steps(spec: ModelSpec, cfg: SweepConfig) -> Iterator[tuple[str, Ca
         if spec.n_linear:
             yield f"{spec.key} linear proj T={t}", lambda w, t=t: run(w, lambda: comp.gemm_component(spec, t, l2, "linear"))
         if spec.n_moe:
-            yield f"{spec.key} moe T={t}", lambda w, t=t: run(w, lambda: comp.moe_component(spec, t, l2, "verify"))
+            yield f"{spec.key} moe T={t}", lambda w, t=t: run(
+                w, lambda: comp.moe_component(spec, t, l2, "verify", impl=moe_impl))
         if spec.n_dense_ffn:
             yield f"{spec.key} ffn T={t}", lambda w, t=t: run(w, lambda: comp.dense_ffn_component(spec, t, l2))
     if spec.n_linear:
@@ -182,15 +185,16 @@ def _draft_loop(writer: RowWriter, spec: ModelSpec, cfg: SweepConfig, backend: A
 
 
 def sweep_plan(specs: list[ModelSpec], cfg: SweepConfig, backend: AttentionBackend | None = None,
-               parts: tuple[str, ...] = PARTS) -> list[Step]:
-    """The sweep's steps for `parts` (`wmtp.calibrate.sweep_run.PART_KINDS` says which rows each part writes)."""
+               parts: tuple[str, ...] = PARTS, moe_impl: str = "wmtp") -> list[Step]:
+    """The sweep's steps for `parts` (`wmtp.calibrate.sweep_run.PART_KINDS` says which rows each part writes);
+    `moe_impl` picks the routed-expert kernel of the `moe` rows."""
     backend = backend or get_backend()
     steps: list[Step] = []
     for spec in specs:
         if "attention" in parts:
             steps += list(attention_steps(spec, cfg, backend))
         if "components" in parts:
-            steps += list(component_steps(spec, cfg))
+            steps += list(component_steps(spec, cfg, moe_impl))
         if "loop" in parts:
             steps += list(draft_loop_steps(spec, cfg, backend))
     return steps
