@@ -190,10 +190,12 @@ def silu_and_mul(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def fused_experts(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                  topk_ids: torch.Tensor, act: str = "swiglu") -> torch.Tensor:
+def fused_experts(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_ids: torch.Tensor,
+                  topk_weights: torch.Tensor, act: str = "swiglu") -> torch.Tensor:
     """SGLang's unquantized fused-MoE sequence (module docstring) -> [T, K]. w13 [E, 2F (SwiGLU) or F, K],
-    w2 [E, K, F], topk_weights fp32 [T, k], topk_ids int [T, k]."""
+    w2 [E, K, F], topk_ids int [T, k], topk_weights fp32 [T, k] (the argument order of wmtp's `moe_experts`)."""
+    if topk_ids.is_floating_point() or not topk_weights.is_floating_point():
+        raise WmtpError("topk_ids must be integers and topk_weights floats (ids come before weights)")
     if act not in ("swiglu", "relu2"):
         raise WmtpError(f"unknown activation {act!r}")
     kernels, _ = load()

@@ -85,6 +85,27 @@ def align_ok(tokens: int, key: str, block: int) -> bool:
     return ok and int((s < flat.numel()).sum()) == flat.numel()
 
 
+def component_error(key: str, tokens: int, impl: str) -> float:
+    """The whole moe component (as the sweep builds it) against float64 from its own weights."""
+    spec = get_model(key)
+    call = comp.moe_component(spec, tokens, l2_bytes(), "verify", copies=1, impl=impl).calls[0]
+    router, w_up, w_down, sh_up, sh_down, lat = call.__defaults__
+    x = next(c.cell_contents for c in call.__closure__ if isinstance(c.cell_contents, torch.Tensor))
+    y = call()
+    f = torch.nn.functional
+    wts, ids = torch.topk(f.linear(x, router), spec.top_k, dim=-1)
+    wts = torch.softmax(wts.float(), dim=-1)
+    w13, w2 = (w_up, w_down) if impl == "sglang" else (w_up.transpose(1, 2), w_down.transpose(1, 2))
+    h = x.double() @ lat[0].double().T if lat else x
+    ref = reference(h, w13, w2, wts, ids, spec.ffn_act)
+    if lat:
+        ref = ref @ lat[1].double().T
+    g = x.double() @ sh_up.double().T
+    n = g.shape[1] // 2
+    g = f.silu(g[:, :n]) * g[:, n:] if spec.ffn_act == "swiglu" else torch.relu(g) ** 2
+    return rel(y, ref + g @ sh_down.double().T)
+
+
 def med(calls) -> float:
     return statistics.median(time_calls(calls, reps=50).samples_ms)
 
@@ -96,12 +117,15 @@ def check(out: Path) -> None:
         for tokens in (1, 3, 36):
             x, ((w13, w2),), wts, ids, act = random_case(key, tokens)
             ref = reference(x, w13, w2, wts, ids, act)
-            y_s = sglang_moe.fused_experts(x, w13, w2, wts, ids, act)
+            y_s = sglang_moe.fused_experts(x, w13, w2, ids, wts, act)
             y_w = moe_experts(x, w13.transpose(1, 2).contiguous(), w2.transpose(1, 2).contiguous(), ids, wts, act)
             cfg = sglang_moe.moe_config(w13.shape, w2.shape, ids.shape[1], tokens)
             lines.append(f"| {key} | {tokens} | {cfg[0]}; {cfg[1]} | {rel(y_s, ref):.2e} | {rel(y_w, ref):.2e} | "
                          f"{align_ok(tokens, key, cfg[0]['BLOCK_SIZE_M'])} |")
             del w13, w2
+    lines += ["", "Whole moe component against float64 from its own weights (T = 8): "
+              + ", ".join(f"{k} {i} {component_error(k, 8, i):.2e}" for k in MODELS for i in ("sglang", "wmtp"))]
+    torch.cuda.empty_cache()
     lines += ["", "Median ms (50 replays, L2 flushed): the whole moe component (router, top-k, experts, shared "
               "expert, latent projections), the routed experts alone, the alignment stand-in alone.", "",
               "| model | T | component sglang | component wmtp | experts sglang | experts wmtp | align |",
@@ -114,7 +138,7 @@ def check(out: Path) -> None:
             t_comp = [med(c.calls) for c in cs]
             del cs
             x, ws, wts, ids, act = random_case(key, tokens, copies=2)
-            t_s = med([lambda w=w: sglang_moe.fused_experts(x, w[0], w[1], wts, ids, act) for w in ws])
+            t_s = med([lambda w=w: sglang_moe.fused_experts(x, w[0], w[1], ids, wts, act) for w in ws])
             block = sglang_moe.moe_config(ws[0][0].shape, ws[0][1].shape, ids.shape[1], tokens)[0]["BLOCK_SIZE_M"]
             t_a = med([lambda: sglang_moe.align_block_size(ids, block, spec.n_experts)])
             ws = [(a.transpose(1, 2).contiguous(), b.transpose(1, 2).contiguous()) for a, b in ws]
