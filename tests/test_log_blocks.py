@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -184,3 +185,90 @@ def test_wmtp_predict_and_the_cli_do_not_import_numpy():
     """numpy is imported by the block reader when it first reads a block, not by importing the commands."""
     code = "import sys, wmtp.predict, wmtp.cli.main, wmtp.log_analysis; assert 'numpy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _decode_line(ts: int, run: str, tok: str, al: str, thr: str, usage: str = "0.41") -> str:
+    return (f"[2026-11-01 00:{ts // 60 % 60:02d}:{ts % 60:02d} TP0] Decode batch. #running-req: {run}, #token: {tok}, "
+            f"token usage: {usage}, accept len: {al}, cuda graph: True, gen throughput (token/s): {thr}, #queue-req: 0")
+
+
+@pytest.mark.parametrize("odd", ["points", "long", "non-ascii", "out-of-range"])
+def test_decode_numbers_in_other_plain_shapes_read_the_same(tmp_path, monkeypatch, odd):
+    """Decode lines whose numbers `wmtp.log_batch.decode_fixed` reads from the bytes (points in running and
+    tokens, leading zeros, 15 digits) or leaves to the texts (16 digits, a non-ASCII skeleton), or whose
+    numbers fail the range checks, mixed with plain lines: the same report as the per-line reader."""
+    monkeypatch.setattr(log_blocks, "BLOCK_CHARS", 30011)
+    rng = random.Random(odd)
+    shapes = {"points": lambda: (f"{rng.randint(1, 9)}.{rng.randint(0, 99)}", f"{rng.randint(1, 10**6)}.5",
+                                 f"00{rng.uniform(1, 7):.3f}", f"{rng.uniform(0, 10**9):.5f}"),
+              "long": lambda: ("2", f"{rng.randint(1, 10**6):016d}", "2.5",
+                               f"{rng.randint(10**10, 10**11)}.{rng.randint(0, 10**6)}"),
+              "non-ascii": lambda: ("2", "123", f"{rng.uniform(1, 7):.2f}", f"{rng.uniform(0, 999):.2f}"),
+              "out-of-range": lambda: ("2", "123", rng.choice(["0.5", "1000.01", "2"]), "1000000000000.5")}[odd]
+    taken = []
+    real = log_blocks.decode_fixed
+    monkeypatch.setattr(log_blocks, "decode_fixed", lambda *a: taken.append(real(*a)) or taken[-1])
+    lines = []
+    for n in range(6000):
+        if rng.random() < 0.2:
+            lines.append(_decode_line(n // 7, *shapes(), usage="0.41\u00e9" if odd == "non-ascii" else "0.41"))
+        else:
+            lines.append(_decode_line(n // 7, "2", str(rng.randint(1, 10**6)), f"{rng.uniform(1, 7):.2f}",
+                                      f"{rng.uniform(50, 300):.2f}"))
+    path = tmp_path / f"{odd}.log"
+    path.write_text("\n".join(lines) + "\n")
+    new, ref = _both(path)
+    assert new == ref
+    kinds = {"points": {"ok"}, "long": {False}, "non-ascii": {False}, "out-of-range": {None}}[odd]
+    assert {"ok" if type(t) is tuple else t for t in taken} == kinds
+    if odd != "out-of-range":
+        assert json.loads(new)["records"]["sglang_decode"] == 6000
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**15 - 1), st.integers(0, 14)), min_size=1, max_size=20))
+def test_decode_fixed_reads_what_float_reads(nums):
+    """Throughputs of up to 15 digits, any number of them after the point: what `float` reads from the
+    text, to the last bit, and tokens what `int` reads."""
+    thr = [f"{m:0{k + 1}d}"[:-k] + "." + f"{m:0{k + 1}d}"[-k:] if k else str(m) for m, k in nums]
+    tok = [str(m // 1000) for m, _ in nums]
+    lines = [_decode_line(0, "3", t, "2.50", x) for t, x in zip(tok, thr)]
+    raw = ("\n".join(lines) + "\n").encode()
+    skels = raw.translate(log_blocks._ZERO_UTF8).split(b"\n")[:-1]
+    descs = [log_blocks._SKELETONS[s] for s in skels]
+    starts = np.cumsum([0] + [len(s) + 1 for s in skels])
+    got = log_blocks.decode_fixed(raw, starts, list(range(len(lines))), descs, skels)
+    want = [float(x) for x in thr]
+    if max(want) > 1e12:
+        assert got is None
+        return
+    assert got[1] == [int(t) for t in tok] and got[0] == [3] * len(lines) and got[2] == [2.5] * len(lines)
+    assert [x.hex() for x in got[4]] == [x.hex() for x in want]
+
+
+def test_decode_and_prefill_prefixes_of_several_lengths_read_the_same(tmp_path, monkeypatch):
+    """Prefixes of several lengths in one block (each run of equal ones sliced once), short prefill lines
+    last in a block after long prefixes (then read line by line), non-ASCII lines between."""
+    monkeypatch.setattr(log_blocks, "BLOCK_CHARS", 4099)
+    rng = random.Random(5)
+    got = []
+    real = log_blocks.Lines.prefixes
+    monkeypatch.setattr(log_blocks.Lines, "prefixes", lambda *a: got.append(real(*a)) or got[-1])
+    lines = []
+    for n in range(8000):
+        long = " ".join(f"{c}{c}{rng.randint(1, 3)}" for c in "ABCDEFGHIJ")
+        s = _decode_line(n // 9, "2", str(rng.randint(1, 10**6)), f"{rng.uniform(1, 7):.2f}",
+                         f"{rng.uniform(50, 300):.2f}")
+        r = rng.random()
+        if r < 0.2:
+            s = s.replace(" TP0]", f" TP0 {long}]")
+        elif r < 0.3:
+            s = f"[00:00:{n // 9 % 60:02d} TP0{rng.choice(['', ' ' + long])}] Prefill batch."
+        elif r < 0.31:
+            s += " \u00e9"
+        lines.append(s)
+    path = tmp_path / "prefixes.log"
+    path.write_text("\n".join(lines) + "\n")
+    new, ref = _both(path)
+    assert new == ref
+    assert None in got and any(type(g) is list and len(set(map(len, g))) > 1 for g in got)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
-from wmtp.log_batch import Prefixes, decode_columns, feed, numpy
+from wmtp.log_batch import Lines, Prefixes, decode_columns, decode_fixed, feed, numpy
 from wmtp.log_records import MAX_VALUE, DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
 from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, open_text, parse_other,
                        parse_sglang_general, prefix_fields)
@@ -96,9 +96,10 @@ def _garbled(skel: str) -> bool:
 
 
 class _Skeletons(dict):
-    """A line's skeleton (its digits made 0) -> (id, kind, spans of the fields): every line of one skeleton
-    matches `_LAYOUT` the same way (its digits sit where a `\\d` or a class holding every digit reads them),
-    and holds the same words (none holds a digit). Bounded."""
+    """A line's skeleton (its digits made 0) -> (id, kind, spans of the fields, id << 24 | length of the
+    prefix << 4 | kind): every line of one skeleton matches `_LAYOUT` the same way (its digits sit where a
+    `\\d` or a class holding every digit reads them), and holds the same words (none holds a digit). A
+    prefix of 2**20 characters or more: the parsers read the line. Bounded."""
 
     def __missing__(self, utf8: bytes) -> tuple:
         if len(self) >= 16384:
@@ -106,10 +107,15 @@ class _Skeletons(dict):
         skel = utf8.decode()
         m = _LAYOUT.match(skel)
         first = m and next(g for g in _GROUPS if m.group(g) is not None)
+        i, plen = next(_IDS), m and m.end(first)
         if m is None or (first == 10 and "Decode batch" in skel):  # a prefill line the decode test sees first
-            v = (next(_IDS), _GARBLED if _garbled(skel) else _PARSE if _maybe_ours(skel) else _SKIP, ())
+            kind = _GARBLED if _garbled(skel) else _PARSE if _maybe_ours(skel) else _SKIP
+            v = (i, kind, (), i << 24 | kind)
+        elif plen >= 1 << 20:
+            v = (i, _PARSE, (), i << 24 | _PARSE)
         else:
-            v = (next(_IDS), _KINDS[first], tuple(_span(m, g) for g in _GROUPS[first]))
+            kind = _KINDS[first]
+            v = (i, kind, tuple(_span(m, g) for g in _GROUPS[first]), i << 24 | plen << 4 | kind)
         self[utf8] = v
         return v
 
@@ -270,10 +276,10 @@ def _vllm_columns(kind: int, v: list, lns: list, skels: list):
     return list(map(VllmSpecLine, lns, repeat(None), acc, dr, map(list, repeat((), len(lns))), secs, pids, k, em, rate))
 
 
-def _vllm_group(kind: int, rows: list, spans: tuple, lines: list, skels: list, base: int, out: list) -> list:
+def _vllm_group(kind: int, rows: list, spans: tuple, lines: Lines, skels: list, base: int, out: list) -> list:
     """The records of one skeleton's vLLM lines appended to `out` as (line number, record); returns the
     rows whose numbers the parsers must see (out of range)."""
-    got = list(map(lines.__getitem__, rows))
+    got = lines.take(rows)
     v = [list(map(itemgetter(sp), got)) for sp in spans]
     psk = list(map(bytes.decode, map(itemgetter(spans[0]), map(skels.__getitem__, rows))))  # ASCII
     if kind == _V0S:  # `parse_vllm` cuts a V0 line before "peculative metrics"
@@ -296,27 +302,31 @@ def _vllm_group(kind: int, rows: list, spans: tuple, lines: list, skels: list, b
 def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True) -> list:
     """One block of whole lines (newline-terminated; the last one not when `newline` is False), its first
     line being line `base + 1`: SGLang lines go to `runs`, the other records come back as (line number,
-    record), in file order. Lines are classed by their skeleton's kind; SGLang fields are sliced out in line
-    order (each line with its skeleton's spans), vLLM lines a skeleton at a time."""
-    lines, skels = block.split("\n"), block.encode().translate(_ZERO_UTF8).split(b"\n")
+    record), in file order. Lines are classed by their skeleton's kind; SGLang decode numbers are read from
+    the block's bytes a skeleton at a time (`decode_fixed`; else the fields sliced out with each line's
+    skeleton's spans), prefixes once per run of equal ones, vLLM lines a skeleton at a time."""
+    raw = block.encode()
+    skels = raw.translate(_ZERO_UTF8).split(b"\n")
     if newline:
-        lines.pop()
         skels.pop()
-    n = len(lines)
+    n = len(skels)
+    np = numpy()
+    starts = np.zeros(n + 1, dtype=np.int64)  # each line's byte offset
+    np.cumsum(np.fromiter(map(len, skels), np.int64, n) + 1, out=starts[1:])
+    lines = Lines(block, raw, starts)
     descs = list(map(_SKELETONS.__getitem__, skels))
-    kinds = list(map(itemgetter(1), descs))
-    rows_of, skipped, garbled = _rows_by_kind(kinds)
+    codes = np.fromiter(map(itemgetter(3), descs), np.int64, n)
+    rows_of, rows_np, skipped, garbled = _rows_by_kind(np, codes & 15)
     todo, out = rows_of.get(_PARSE, []), []
     vrows = [i for k in (_V1T, _V1S, _V0T, _V0S) for i in rows_of.get(k, ())]
     if vrows:
         ids = list(map(itemgetter(0), map(descs.__getitem__, vrows)))
         for _, g in groupby(sorted(range(len(vrows)), key=ids.__getitem__), key=ids.__getitem__):
             rows = list(map(vrows.__getitem__, g))
-            _, kind, spans = descs[rows[0]]
+            kind, spans = descs[rows[0]][1:3]
             todo += _vllm_group(kind, rows, spans, lines, skels, base, out)
-    dec = _columns(rows_of.get(_DEC, []), lines, descs, 6)  # row, prefix, running, #token or #full token,
-    pre = _columns(rows_of.get(_PRE, []), lines, descs, 1)  # accept len, rate, throughput; row, prefix
-    dcols = decode_columns(*dec[2:]) if dec[0] else None
+    dec, dcols = _decode_rows(rows_of.get(_DEC, []), rows_np.get(_DEC), codes, lines, descs, skels)
+    pre = _prefill_rows(rows_of.get(_PRE, []), rows_np.get(_PRE), codes, lines, descs)
     if dec[0] and dcols is None:  # a number out of range: the lines go to the parsers
         todo += dec[0]
         dec = [[] for _ in range(7)]
@@ -346,20 +356,41 @@ def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True)
     return out, n
 
 
-def _rows_by_kind(kinds: list) -> tuple:
-    """({kind: its rows, ascending} for the kinds to read, lines skipped, lines garbled)."""
-    np = numpy()
-    k = np.fromiter(kinds, np.int8, len(kinds))
-    cnt = np.bincount(k, minlength=len(_KINDS) + 3).tolist()
-    order = np.argsort(k, kind="stable").tolist()
+def _rows_by_kind(np, kinds) -> tuple:
+    """({kind: its rows, ascending} for the kinds to read, the same as arrays, lines skipped, lines garbled)."""
+    cnt = np.bincount(kinds, minlength=len(_KINDS) + 3).tolist()
+    order = np.argsort(kinds.astype(np.int8), kind="stable")
     cuts = [0, *accumulate(cnt)]
-    rows_of = {j: order[cuts[j]:cuts[j + 1]] for j in range(len(cnt)) if cnt[j] and j != _SKIP and j != _GARBLED}
-    return rows_of, cnt[_SKIP], cnt[_GARBLED]
+    rows_np = {j: order[cuts[j]:cuts[j + 1]] for j in range(len(cnt)) if cnt[j] and j != _SKIP and j != _GARBLED}
+    return {j: r.tolist() for j, r in rows_np.items()}, rows_np, cnt[_SKIP], cnt[_GARBLED]
 
 
-def _columns(rows: list, lines: list, descs: list, k: int) -> list:
+def _decode_rows(rows: list, rows_np, codes, lines: Lines, descs: list, skels: list) -> tuple:
+    """([rows, prefixes, and the text of each field when read as text], `decode_columns`' numbers of
+    them or None): the numbers read from the bytes a skeleton at a time (`decode_fixed`), or from the
+    fields' texts when a skeleton's numbers are not plain enough for it."""
+    if not rows:
+        return [[] for _ in range(7)], None
+    mine = codes[rows_np]
+    dcols = decode_fixed(lines.buf, lines.starts, rows_np, descs, skels, mine >> 24)
+    if dcols is False:
+        dec = _columns(rows, lines, descs, 6)  # row, prefix, running, #token or #full token,
+        return dec, decode_columns(*dec[2:])  # accept len, rate, throughput
+    pfx = lines.prefixes(rows_np, mine >> 4 & 0xFFFFF) if dcols else None
+    return ([rows, pfx] if pfx is not None else _columns(rows, lines, descs, 1)), dcols
+
+
+def _prefill_rows(rows: list, rows_np, codes, lines: Lines, descs: list) -> list:
+    """[rows, prefixes] of prefill lines."""
+    if not rows:
+        return [[], []]
+    pfx = lines.prefixes(rows_np, codes[rows_np] >> 4 & 0xFFFFF)
+    return [rows, pfx] if pfx is not None else _columns(rows, lines, descs, 1)
+
+
+def _columns(rows: list, lines: Lines, descs: list, k: int) -> list:
     """The rows, then the first `k` fields of each of those lines (its skeleton's spans; "" where absent)."""
-    got = list(map(lines.__getitem__, rows))
+    got = lines.take(rows)
     spans = list(map(itemgetter(2), map(descs.__getitem__, rows)))
     return [rows] + [list(map(getitem, got, map(itemgetter(f), spans))) for f in range(k)]
 
