@@ -40,6 +40,7 @@ FIT_GAMMAS = (4, 5, 6, 7)  # the paper's post-cliff latency fit (App. B)
 SHORT_CTX = 4096  # a context where attention is negligible: isolates constant per-step terms
 FIGURES_CSV = Path(__file__).resolve().with_name("paper_figures.csv")
 ROLES = ("yes", "derived", "no")
+COUNT_UNITS = ("d", "requests", "B")  # whole numbers: printed exactly, no rounding to allow for
 
 
 # ------------------------------------------------------------------------------ the figure table
@@ -243,16 +244,25 @@ def tool_value(fig: Figure, engine: bool = True) -> float:
 
 # ------------------------------------------------------------------------------ scoring
 def score(fig: Figure, tool: float) -> dict:
-    """Point: signed relative error. Range: inside or not, and how far outside (in the figure's unit)."""
+    """Point: signed relative error. Range: inside or not (the printed bounds widened by their rounding), and how
+    far outside (in the figure's unit)."""
     out = {"id": fig.id, "figure": fig.figure, "model": fig.model, "unit": fig.unit, "kind": fig.kind,
            "section": fig.section, "paper": fig.lo if fig.kind == "point" else [fig.lo, fig.hi], "tool": tool,
            "fit_input": fig.fit_input != "no", "role": fig.fit_input}
     if fig.kind == "point":
         out["rel_err"] = (tool - fig.lo) / fig.lo
-    else:
-        out["inside"] = fig.lo <= tool <= fig.hi
-        out["outside_by"] = max(fig.lo - tool, tool - fig.hi, 0.0)
+    else:  # the paper prints its bounds rounded: a value that rounds onto a bound is inside
+        r = 0.0 if fig.unit in COUNT_UNITS else 1.0
+        lo, hi = fig.lo - r * printed_half_unit(fig.lo), fig.hi + r * printed_half_unit(fig.hi)
+        out["inside"] = lo <= tool <= hi
+        out["outside_by"] = max(lo - tool, tool - hi, 0.0)
     return out
+
+
+def printed_half_unit(x: float) -> float:
+    """Half a unit of the last digit the paper printed (figures are stored as printed: 2.55 -> 0.005)."""
+    s = f"{x:g}"
+    return 0.5 * 10 ** -(len(s.split(".")[1]) if "." in s else 0)
 
 
 def heldout_scores(engine: bool = True) -> list[dict]:
