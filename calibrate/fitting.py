@@ -97,11 +97,18 @@ def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[s
     loop = draft_loop_check(df, fits, dict(MODELS), sm, backend)
     hw = hardware_key(meta)
     prof = build_profile(fits, hw, meta, ceilings(df), raw, models,
-                         extra={"draft_loop_check": loop, "backend": backend,
+                         extra={"draft_loop_check": loop, "backend": backend, "moe_backend": moe_backend_of(meta),
                                 "backend_versions": meta.get("backend_versions", {})})
     save_profile(prof, profile_path)
     atomic_write_text(profile_path.with_suffix(".md"), profile_summary(prof))
     return profile_path
+
+
+def moe_backend_of(meta: dict) -> str:
+    """The routed-expert kernel of a sweep's `moe` rows: its `moe_impl`, or the `impl` of `moe_rows` replaced from
+    another run (both in the raw meta), else wmtp's own."""
+    rows = meta.get("moe_rows") if isinstance(meta.get("moe_rows"), dict) else {}
+    return str(meta.get("moe_impl") or rows.get("impl") or "wmtp")
 
 
 def profile_summary(prof: dict) -> str:

@@ -3,7 +3,8 @@
 For each model (layer counts scaled down where the bf16 weights do not fit, and predicted for the
 same scaled row), method (dense, native, window), ctx and d: build the iteration of
 `wmtp.measure.composed` from the attention backend's kernels (the profile's own backend unless
-another is asked for), replay it as a CUDA graph, and compare its median time with
+another is asked for) and the MoE kernel the profile's `moe` rows were measured with (`--moe-backend` to
+override), replay it as a CUDA graph, and compare its median time with
 `wmtp.latency.step_cost` priced by the profile. Rows are written as they are measured.
 """
 
@@ -19,13 +20,36 @@ from wmtp.latency import step_cost
 from wmtp.profile import ProfileCostModel, load_profile
 from wmtp.specs import ModelSpec
 
-COLUMNS = ["model", "layers", "backend", "method", "ctx", "d", "window", "sink", "extend_queries", "predicted_ms",
+COLUMNS = ["model", "layers", "backend", "moe_backend", "method", "ctx", "d", "window", "sink", "extend_queries", "predicted_ms",
            "measured_ms", "measured_p10_ms", "measured_p90_ms", "rel_err", "reps", "predicted_source", "status"]
 
 
 def profile_backend(profile: dict) -> str:
     """The attention backend a profile was measured with (profiles before backends: wmtp)."""
     return str(profile.get("backend") or profile.get("provenance", {}).get("backend") or "wmtp")
+
+
+def profile_moe_backend(profile: dict) -> str:
+    """The routed-expert kernel a profile's `moe` rows were measured with: its `moe_backend`, else what its
+    provenance records (a sweep's `moe_impl`, or the `impl` of `moe_rows` replaced from another run), else wmtp."""
+    from wmtp.calibrate.fitting import moe_backend_of
+
+    return str(profile.get("moe_backend") or moe_backend_of(profile.get("provenance", {})))
+
+
+def moe_backend_for(profile: dict, override: str | None = None) -> str:
+    """The MoE kernel to compose steps with (`override`, else the profile's own), its files checked now:
+    a WmtpError when it is unknown or SGLang's files are absent, before any GPU work."""
+    from wmtp.measure.components import MOE_IMPLS
+
+    name = override or profile_moe_backend(profile)
+    if name not in MOE_IMPLS:
+        raise WmtpError(f"unknown --moe-backend {name!r}; known: {', '.join(MOE_IMPLS)}")
+    if name == "sglang":
+        from wmtp.measure.backends import sglang_moe
+
+        sglang_moe.load()
+    return name
 
 
 def layers_label(trunc: ModelSpec, note: str) -> str:
@@ -35,17 +59,18 @@ def layers_label(trunc: ModelSpec, note: str) -> str:
 
 def run_validate(profile_path: Path, specs: list[ModelSpec], out_dir: Path, ctxs=(65536, 262144, 1048576),
                  depths=(3, 5, 7), window: int = defaults.WINDOW, sink: int = defaults.SINK,
-                 backend: str | None = None, console=None) -> tuple[Path, Path]:
+                 backend: str | None = None, console=None, moe_backend: str | None = None) -> tuple[Path, Path]:
     """Time composed steps on this GPU against `profile_path`; writes validation.csv (rows as measured)
-    and validation.md. Returns both paths."""
+    and validation.md. Returns both paths. `moe_backend` overrides the profile's MoE kernel."""
     from wmtp.measure import composed, require_gpu
     from wmtp.measure.backends import check_name, get_backend
     from wmtp.measure.harness import free_bytes, l2_bytes
     from wmtp.measure.provenance import atomic_write_text
     from wmtp.measure.steps import progress_bar
 
-    require_gpu()
     prof = load_profile(profile_path)
+    moe = moe_backend_for(prof, moe_backend)
+    require_gpu()
     measured_with = profile_backend(prof)
     name = check_name(backend or measured_with, attention=True)
     if name != measured_with:
@@ -63,7 +88,7 @@ def run_validate(profile_path: Path, specs: list[ModelSpec], out_dir: Path, ctxs
         task = bar.add_task("validating", total=len(plan) * len(specs))
         for spec in specs:
             trunc, note = composed.fit_layers(spec, max(ctxs), 0.80 * free_bytes())
-            model = composed.ComposedModel(trunc, max(ctxs), l2_bytes(), attn)
+            model = composed.ComposedModel(trunc, max(ctxs), l2_bytes(), attn, moe_impl=moe)
 
             def predict(method, ctx, d, ext, trunc=trunc):
                 return step_cost(trunc, hw, cost, method, ctx, d if method != "dense" else 1, 1, window, sink,
@@ -71,7 +96,7 @@ def run_validate(profile_path: Path, specs: list[ModelSpec], out_dir: Path, ctxs
 
             for row in composed.composed_rows(model, spec.key, plan, predict, window=window, sink=sink,
                                               on_step=lambda label: bar.update(task, description=label)):
-                w.writerow({**row, "layers": layers_label(trunc, note), "backend": name})
+                w.writerow({**row, "layers": layers_label(trunc, note), "backend": name, "moe_backend": moe})
                 f.flush()
                 bar.advance(task)
             del model
@@ -86,7 +111,9 @@ def validation_summary(csv_path: Path) -> str:
     df = pd.read_csv(csv_path)
     ok = df[df.status == "ok"].copy()
     backend = ", ".join(sorted(set(df["backend"].astype(str)))) if "backend" in df.columns and len(df) else "wmtp"
-    lines = [f"# Composed-step validation: predicted vs measured (attention backend: {backend})", ""]
+    moe = ", ".join(sorted(set(df["moe_backend"].astype(str)))) if "moe_backend" in df.columns and len(df) else "wmtp"
+    lines = [f"# Composed-step validation: predicted vs measured (attention backend: {backend}; MoE kernel: {moe})",
+             ""]
     if ok.empty:
         return "\n".join(lines + ["No step was measured."]) + "\n"
     ok["abs_err"] = ok.rel_err.abs()

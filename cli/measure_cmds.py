@@ -149,23 +149,26 @@ def validate(
     out: Annotated[Path, typer.Option("--out", help="Output folder: validation.csv, validation.md.")] = Path("calibration"),
     backend: Annotated[Optional[str], typer.Option(
         "--backend", help="Attention kernels of the composed steps (default: the profile's own backend).")] = None,
+    moe_backend: Annotated[Optional[str], typer.Option(
+        "--moe-backend", help="Routed-expert kernel of the composed steps: wmtp or sglang (default: the one the "
+                              "profile's moe rows were measured with).")] = None,
 ) -> None:
     """Time whole composed speculative iterations on this GPU and compare them with the profile (GPU only)."""
     from wmtp.models import get_model
     from wmtp.units import parse_int_list
 
+    from wmtp.calibrate.validate import moe_backend_for
     from wmtp.measure import require_gpu
-
-    require_gpu()
     from wmtp.profile import load_profile
 
-    load_profile(profile)
+    moe_backend = moe_backend_for(load_profile(profile), moe_backend)  # SGLang's files absent: an error now
+    require_gpu()
     specs = [get_model(k) for k in comma_list(models)]
     ctxs = parse_int_list(ctx, what="--ctx")
     ds = parse_int_list(depths, what="--depths")
     from wmtp.calibrate.validate import run_validate
 
-    path, md = run_validate(profile, specs, out, tuple(ctxs), tuple(ds), backend=backend)
+    path, md = run_validate(profile, specs, out, tuple(ctxs), tuple(ds), backend=backend, moe_backend=moe_backend)
     typer.echo(f"wrote {path} and {md}")
 
 

@@ -8,7 +8,8 @@ At a model row's real shapes, every layer with its own random weights and its ow
           pass (ceil(AL) queries over S_eff keys, MTP projections, FFN), then gamma draft forwards
           (1-query attention over S_eff keys, MTP projections, FFN, the shared lm_head).
 The attention kernels and index builds come from one attention backend (`measure/backends`:
-`wmtp` by default, or `flashinfer` as SGLang plans it), planned once per step.
+`wmtp` by default, or `flashinfer` as SGLang plans it), planned once per step; the routed experts of
+every MoE layer from one MoE kernel (`moe_impl`: wmtp's own, or `sglang`'s fused MoE).
 The iteration is captured in one CUDA graph and replayed (CUDA events; L2 not flushed: one replay
 follows another, as decode steps do). Where the weights do not fit, the layer counts are scaled
 down together (`fit_layers`) and the prediction is made for the same truncated row.
@@ -61,8 +62,11 @@ def fit_layers(spec: ModelSpec, ctx: int, budget_bytes: float) -> tuple[ModelSpe
 class ComposedModel:
     """Weights and KV pools for one (truncated) model at context up to `max_ctx`, batch 1."""
 
-    def __init__(self, spec: ModelSpec, max_ctx: int, l2: float, backend: AttentionBackend | None = None):
-        self.spec, self.max_ctx = spec, max_ctx
+    def __init__(self, spec: ModelSpec, max_ctx: int, l2: float, backend: AttentionBackend | None = None,
+                 moe_impl: str = "wmtp"):
+        if moe_impl not in comp.MOE_IMPLS:
+            raise ValueError(f"unknown MoE implementation {moe_impl!r}; known: {', '.join(comp.MOE_IMPLS)}")
+        self.spec, self.max_ctx, self.moe_impl = spec, max_ctx, moe_impl
         s = spec
         self.l2 = l2
         self.backend = backend or get_backend()
@@ -82,7 +86,7 @@ class ComposedModel:
         `collective(tokens, width)` returns a call that all-reduces a [tokens, width] bf16 buffer
         across tensor-parallel ranks: one after every mixer and FFN, and for the logits slice,
         as `wmtp.tp.tp_collectives` counts them."""
-        s, l2, dev = self.spec, self.l2, comp.DEVICE
+        s, l2, dev, moe = self.spec, self.l2, comp.DEVICE, self.moe_impl
         ar = collective or (lambda tokens, width: None)
 
         def add_ar(calls, tokens, width):
@@ -101,7 +105,7 @@ class ComposedModel:
         tokens = d
         qv = torch.randn(tokens, s.q_heads, s.head_dim, device=dev, dtype=torch.bfloat16)
         ov = torch.empty_like(qv)
-        ffn = (lambda: comp.moe_component(s, tokens, l2, "verify", copies=1)) if s.n_moe else (
+        ffn = (lambda: comp.moe_component(s, tokens, l2, "verify", copies=1, impl=moe)) if s.n_moe else (
             lambda: comp.dense_ffn_component(s, tokens, l2, copies=1))
         n_ffn = s.n_moe + s.n_dense_ffn
         ffns = [ffn().calls[0] for _ in range(n_ffn)]
@@ -133,7 +137,7 @@ class ComposedModel:
         oe = torch.empty_like(qe)
         calls.append(attn.extend(dk, dv, draft, qe, oe, extend_q))
         calls.append(comp.gemm_component(s, extend_q, l2, "mtp", copies=1).calls[0])
-        mtp_ffn = comp.moe_component(s, extend_q, l2, "fwd", copies=1) if s.mtp_moe else comp.dense_ffn_component(
+        mtp_ffn = comp.moe_component(s, extend_q, l2, "fwd", copies=1, impl=moe) if s.mtp_moe else comp.dense_ffn_component(
             s, extend_q, l2, copies=1)
         calls.append(mtp_ffn.calls[0])
         for _ in range(3):  # eh-projection, mixer, FFN
@@ -141,7 +145,7 @@ class ComposedModel:
         q1 = torch.randn(1, s.q_heads, s.head_dim, device=dev, dtype=torch.bfloat16)
         o1 = torch.empty_like(q1)
         fwd = [comp.gemm_component(s, 1, l2, "mtp", copies=1).calls[0],
-               (comp.moe_component(s, 1, l2, "fwd", copies=1) if s.mtp_moe else
+               (comp.moe_component(s, 1, l2, "fwd", copies=1, impl=moe) if s.mtp_moe else
                 comp.dense_ffn_component(s, 1, l2, copies=1)).calls[0],
                comp.lm_head_component(s, 1, l2, copies=1, weight=self.lm_w).calls[0]]
         fwd_ar = []
