@@ -105,3 +105,22 @@ def test_bench_summary_cut_before_its_tpot_and_itl_values(tmp_path):
     assert out["tpot"]["lines"] == [2, 7]
     p.write_text(p.read_text() + "Mean TPOT (ms):     9.50\n")  # a printed TPOT wins
     assert _both(p)["tpot_ms"] == pytest.approx(9.5)
+
+
+def test_thousands_separators_inside_engine_lines(tmp_path):
+    """A comma inside a number groups its thousands; fields end at `, `. Hand values: vLLM V0 AL = emitted /
+    (draft tokens / k) = 10616 / (13311 / 3); SGLang TPOT = 1010 / 1397.13 tokens/s."""
+    v0 = ("INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: Draft acceptance rate: 0.642, System efficiency: "
+          "0.598, Number of speculative tokens: 3, Number of accepted tokens: 8,547, Number of draft tokens: 13,311, "
+          "Number of emitted tokens: 10,616.\n")
+    p = tmp_path / "v0.log"
+    p.write_text(v0)
+    assert _both(p)["accept_length"] == pytest.approx(10616 / (13311 / 3))
+    sgl = ("Decode batch. #running-req: 1,010, #token: 55,006, token usage: 0.93, gen throughput (token/s): 1,397.13, "
+           "#queue-req: 12,279\n")
+    p.write_text(sgl * 3)
+    assert _both(p)["tpot_ms"] == pytest.approx(1010 / 1397.13 * 1e3, rel=BIN)
+    v1 = ("INFO 06-16 10:03:14 [loggers.py:87] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+          "throughput: 1,226.3 tokens/s, Running: 1,018 reqs, Waiting: 4 reqs, GPU KV cache usage: 57.9%\n")
+    p.write_text(v1 * 3)
+    assert _both(p)["tpot_ms"] == pytest.approx(1018 / 1226.3 * 1e3, rel=BIN)

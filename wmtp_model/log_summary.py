@@ -26,7 +26,6 @@ LABELS = {
     "number of draft proposals": "drafts", "number of draft tokens generated": "draft_tokens",
     "number of accepted tokens": "accepted_tokens",
 }
-_GROUPED = re.compile(r"\s*\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])")  # `106,678`: thousands separators
 # labels that may also stand after other `label: value` pairs on one line (never the first pair's label)
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
 
@@ -57,11 +56,7 @@ def parse_label(line: str, n: int):
             x = num(m.group(2))
             return Value(n, LABELS[m.group(1).lower()], x) if x is not None and finite(x) is not None else False
         key = f"pos:{int(m.group(1))}"
-    v = s[sep + 1:].replace("|", " ")
-    g = _GROUPED.match(v) if "," in v else None
-    if g:
-        v = g.group(0).replace(",", "") + v[g.end():]
-    x = num(v)
+    x = num(s[sep + 1:].replace("|", " "))  # (`num` reads thousands separators)
     if x is None or finite(x) is None:
         return False
     if label.startswith("position"):  # vllm bench serve prints per-position acceptance in %

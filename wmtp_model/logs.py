@@ -37,7 +37,7 @@ from wmtp.errors import WmtpError
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
 from wmtp.log_summary import NoAnsi, parse_label
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
-                              VllmSpecLine, VllmThroughput, after, finite, num)
+                              VllmSpecLine, VllmThroughput, after, finite, num, ungroup)
 
 _MAX, _num, _finite, _after = MAX_VALUE, num, finite, after  # the parsers' short local names
 
@@ -151,15 +151,15 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
     if k < 0:
         return None
     body = line[k + 14:]
-    j = body.find(",")
+    j = body.find(", ")  # fields end at `, ` (a comma inside a number groups its thousands)
     i = body.find("gen throughput (token/s): ")
     if i < 0:
         return None
     i += 26
-    e = body.find(",", i)
+    e = body.find(", ", i)
     try:
-        running = float(body[:j] if j >= 0 else body)
-        thr = float(body[i:e] if e >= 0 else body[i:])
+        running = float(ungroup(body[:j] if j >= 0 else body))
+        thr = float(ungroup(body[i:e] if e >= 0 else body[i:]))
     except ValueError:
         return None
     if not (0 <= running <= 1e7 and 0 <= thr <= _MAX):
@@ -171,7 +171,7 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
             v.append(None)
         else:
             a += len(key)
-            b = body.find(",", a)
+            b = body.find(", ", a)
             v.append(body[a:b] if b >= 0 else body[a:])
     tokens, full, al, rate, retr, queue, cg = v
     if tokens is None:
@@ -226,7 +226,7 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
         pos = [float(x) for x in re.findall(r"\d+\.\d+|\d+", tail)]
         rest = rest[:k]
     f: dict[str, float] = {}
-    for part in rest.split(","):
+    for part in rest.split(", " if "," in rest.replace(", ", "") else ","):  # `, `: keep `2,833` whole
         key, sep, val = part.rpartition(":")
         x = _num(val) if sep else None
         if x is None:
