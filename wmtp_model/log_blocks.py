@@ -73,7 +73,7 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "draft acceptance", "#mean acc len", "#gen drafts", " tg = ", "decoded ", "[METRIC] tpot=",
           "Serving Benchmark Result", "Speculative Decoding")
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
-                "n_predict", "position")
+                "n_predict", "position", "latency", "eel (ms)")  # `Mean E2E Latency`, `Mean E2EL (ms)` less digits
 
 
 def _maybe_ours(shape: str) -> bool:
@@ -89,7 +89,7 @@ def _garbled(skel: str) -> bool:
     number (no `#running-req: ` after `Decode batch`, or no `gen throughput (token/s): ` after it), and
     `_decode_fast` cannot take (it needs both): garbled, whatever its digits."""
     d = skel.find("Decode batch")
-    if d < 0 or "*" in skel or "`" in skel:
+    if d < 0 or "*" in skel or "`" in skel or "\t" in skel:  # (the general path reads tabs as spaces)
         return False
     k = skel.find("#running-req: ", d)
     return k < 0 or "gen throughput (token/s): " not in skel[k + 14:]

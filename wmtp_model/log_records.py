@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 MAX_VALUE = 1e12  # larger counts or rates are not something an engine printed
 NUM_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf", re.I)
+GROUPED_RE = re.compile(r"\s*\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])")
 
 
 @dataclass(slots=True)
@@ -126,11 +127,17 @@ def num(v: str | None) -> float | None:
         except ValueError:
             pass
     if x is None:
-        m = NUM_RE.search(v)
+        m = GROUPED_RE.match(v) if "," in v else None  # `2,833 tokens`: thousands separators
+        m = m or NUM_RE.search(v)
         if not m:
             return None
-        x = float(m.group(0))
+        x = float(m.group(0).replace(",", ""))
     return x if math.isfinite(x) else math.nan
+
+
+def ungroup(t: str) -> str:
+    """`1,010` -> `1010` (thousands separators); any other text unchanged."""
+    return t.replace(",", "") if "," in t and GROUPED_RE.fullmatch(t.strip()) else t
 
 
 def after(body: str, key: str) -> float | None:
@@ -138,5 +145,5 @@ def after(body: str, key: str) -> float | None:
     if i < 0:
         return None
     i += len(key)
-    j = body.find(",", i)
+    j = body.find(", ", i)  # fields end at `, ` (a comma inside a number groups its thousands)
     return num(body[i:] if j < 0 else body[i:j])

@@ -236,4 +236,11 @@ class Summaries:
         if g("llama_tg"):
             return {"value_ms": 1e3 / g("llama_tg"), "samples": 1, "lines": self.line("llama_tg"), "confidence": "low",
                     "estimator": "llama.cpp progress line: 1000 / tg (cumulative t/s of the last task)"}
+        per_req = g("output_tokens") / g("requests") if g("output_tokens") and g("requests") else 0.0
+        e2e, ttft = g("e2e_mean_ms"), g("ttft_mean_ms")
+        if per_req > 1 and e2e and ttft is not None and e2e > ttft:  # a summary cut before its TPOT and ITL values
+            return {"value_ms": (e2e - ttft) / (per_req - 1), "samples": 1, "confidence": "low",
+                    "lines": self.line("e2e_mean_ms", "ttft_mean_ms", "output_tokens", "requests"),
+                    "estimator": "bench summary (Mean E2E - Mean TTFT) / (generated tokens per request - 1) "
+                                 "(no TPOT or ITL value; exact when every request has the same length)"}
         return None

@@ -35,8 +35,9 @@ from typing import Iterator
 
 from wmtp.errors import WmtpError
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
+from wmtp.log_summary import NoAnsi, parse_label
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
-                              VllmSpecLine, VllmThroughput, after, finite, num)
+                              VllmSpecLine, VllmThroughput, after, finite, num, ungroup)
 
 _MAX, _num, _finite, _after = MAX_VALUE, num, finite, after  # the parsers' short local names
 
@@ -49,19 +50,6 @@ _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length
                    r"""mean_acceptance_length|num_spec_steps|num_accepted_draft_tokens|acceptance_histogram|"""
                    r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n|mean_tpot_ms|accept_length)['"]?\s*:\s*"""
                    r"""(\[[^\]]*\]|[-+0-9.eE]+|nan|NaN|Infinity)""")
-_POSITION = re.compile(r"(?:position|acceptance at token)\s+(\d+)$")
-_LABELS = {
-    "mean tpot (ms)": "tpot_mean_ms", "median tpot (ms)": "tpot_median_ms", "p99 tpot (ms)": "tpot_p99_ms",
-    "mean itl (ms)": "itl_mean_ms", "median itl (ms)": "itl_median_ms", "mean ttft (ms)": "ttft_mean_ms",
-    "accept length": "accept_length", "acceptance length": "accept_length", "mean acceptance length": "accept_length",
-    "average acceptance length": "accept_length", "acceptance rate (%)": "accept_rate_pct",
-    "drafts": "drafts", "num_drafts": "drafts", "draft tokens": "draft_tokens", "num_draft_tokens": "draft_tokens",
-    "accepted tokens": "accepted_tokens", "num_accepted_tokens": "accepted_tokens",
-    "total_num_output_tokens": "output_tokens", "total generated tokens": "output_tokens",
-    "max request concurrency": "concurrency", "maximum request concurrency": "concurrency",
-    "successful requests": "requests", "n_draft": "llama_n_draft", "n_predict": "llama_n_predict",
-    "n_drafted": "llama_n_drafted", "n_accept": "llama_n_accept",
-}
 
 
 _prefix_cache: list = [None, (None, None, None, None)]
@@ -156,20 +144,22 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
     """`parse_sglang` for any layout: keys found by string finds, in any order, markdown stripped."""
     if "*" in line or "`" in line:  # markdown emphasis / code around keys or values
         line = line.replace("*", "").replace("`", "")
+    if "\t" in line:  # a paste whose spaces became tabs
+        line = line.replace("\t", " ")
     d = line.find("Decode batch")
     k = line.find("#running-req: ", d)
     if k < 0:
         return None
     body = line[k + 14:]
-    j = body.find(",")
+    j = body.find(", ")  # fields end at `, ` (a comma inside a number groups its thousands)
     i = body.find("gen throughput (token/s): ")
     if i < 0:
         return None
     i += 26
-    e = body.find(",", i)
+    e = body.find(", ", i)
     try:
-        running = float(body[:j] if j >= 0 else body)
-        thr = float(body[i:e] if e >= 0 else body[i:])
+        running = float(ungroup(body[:j] if j >= 0 else body))
+        thr = float(ungroup(body[i:e] if e >= 0 else body[i:]))
     except ValueError:
         return None
     if not (0 <= running <= 1e7 and 0 <= thr <= _MAX):
@@ -181,7 +171,7 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
             v.append(None)
         else:
             a += len(key)
-            b = body.find(",", a)
+            b = body.find(", ", a)
             v.append(body[a:b] if b >= 0 else body[a:])
     tokens, full, al, rate, retr, queue, cg = v
     if tokens is None:
@@ -236,7 +226,7 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
         pos = [float(x) for x in re.findall(r"\d+\.\d+|\d+", tail)]
         rest = rest[:k]
     f: dict[str, float] = {}
-    for part in rest.split(","):
+    for part in rest.split(", " if "," in rest.replace(", ", "") else ","):  # `, `: keep `2,833` whole
         key, sep, val = part.rpartition(":")
         x = _num(val) if sep else None
         if x is None:
@@ -274,13 +264,6 @@ def parse_throughput(line: str, line_no: int) -> VllmThroughput | None:
     engine = "" if not m else m.group(1) if m.group(1) else f"agg{m.group(2)}"
     _, secs, pid, _ = _prefix(line[:m.start() if m else i])
     return VllmThroughput(line_no, secs, pid, engine, prompt, gen, int(running))
-
-
-def _clean(line: str) -> str:
-    s = line.strip()
-    while s[:1] in ("+", ">", "|") and len(s) > 1:
-        s = s[1:].lstrip()
-    return s.replace("*", "").replace("`", "") if ("*" in s or "`" in s) else s
 
 
 def parse_other(line: str, n: int):
@@ -323,26 +306,7 @@ def parse_other(line: str, n: int):
         return Value(n, "metric_tpot_ms", x) if x is not None else False
     if "Serving Benchmark Result" in line or "Speculative Decoding" in line:
         return Value(n, "header", 0.0)
-    s = _clean(line)
-    sep = s.find(":")
-    if sep < 0:
-        sep = s.find("=")
-    if sep <= 0 or sep > 48:
-        return None
-    label = " ".join(s[:sep].lower().replace("|", " ").split())
-    key = _LABELS.get(label)
-    if key is None:
-        m = _POSITION.search(label)
-        if not m:
-            return None
-        key = f"pos:{int(m.group(1))}"
-    x = _num(s[sep + 1:].replace("|", " "))
-    if x is None or _finite(x) is None:
-        return False
-    if label.startswith("position"):  # vllm bench serve prints per-position acceptance in %
-        x /= 100
-    return Value(n, key, x)
-
+    return parse_label(line, n)
 
 def _open(path: Path):
     try:
@@ -363,7 +327,7 @@ def _open(path: Path):
         opener = lambda: open(path, errors="replace")  # noqa: E731
     if b"\x00" in head:
         raise WmtpError(f"{path}: binary data, not a text log")
-    return opener()
+    return NoAnsi(opener()) if b"\x1b[" in head else opener()
 
 
 def open_text(path: str | Path):

@@ -1,0 +1,94 @@
+"""Summary lines as `wmtp.logs.parse_other` reads them once no engine-specific kind matched: one labelled
+number per line (`Mean TPOT (ms):   5.47`, `num_drafts: 1986`, `n_accept  = 231`, `  Position 0:  83.39`),
+or several `label: number` pairs on one line (SGLang's `benchmark/mtbench/bench_sglang_eagle.py`:
+`#questions: 80, Throughput: 276.30 token/s, Acceptance length: 5.36`). Markdown emphasis and backticks,
+diff `+`, quote `>` and table `|` prefixes are decoration and are stripped."""
+
+from __future__ import annotations
+
+import re
+
+from wmtp.log_records import Value, finite, num
+
+POSITION = re.compile(r"(?:position|acceptance (?:rate )?at token)\s+(\d+)$")
+LABELS = {
+    "mean tpot (ms)": "tpot_mean_ms", "median tpot (ms)": "tpot_median_ms", "p99 tpot (ms)": "tpot_p99_ms",
+    "mean itl (ms)": "itl_mean_ms", "median itl (ms)": "itl_median_ms", "mean ttft (ms)": "ttft_mean_ms",
+    "mean e2e latency (ms)": "e2e_mean_ms", "mean e2el (ms)": "e2e_mean_ms",
+    "accept length": "accept_length", "acceptance length": "accept_length", "mean acceptance length": "accept_length",
+    "average acceptance length": "accept_length", "acceptance rate (%)": "accept_rate_pct",
+    "drafts": "drafts", "num_drafts": "drafts", "draft tokens": "draft_tokens", "num_draft_tokens": "draft_tokens",
+    "accepted tokens": "accepted_tokens", "num_accepted_tokens": "accepted_tokens",
+    "total_num_output_tokens": "output_tokens", "total generated tokens": "output_tokens",
+    "max request concurrency": "concurrency", "maximum request concurrency": "concurrency",
+    "successful requests": "requests", "n_draft": "llama_n_draft", "n_predict": "llama_n_predict",
+    "n_drafted": "llama_n_drafted", "n_accept": "llama_n_accept",
+    "number of draft proposals": "drafts", "number of draft tokens generated": "draft_tokens",
+    "number of accepted tokens": "accepted_tokens",
+}
+# labels that may also stand after other `label: value` pairs on one line (never the first pair's label)
+_INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
+
+
+def clean(line: str) -> str:
+    s = line.strip()
+    while s[:1] in ("+", ">", "|") and len(s) > 1:
+        s = s[1:].lstrip()
+    return s.replace("*", "").replace("`", "") if ("*" in s or "`" in s) else s
+
+
+def parse_label(line: str, n: int):
+    """A `Value` for a labelled number, False for a known label with a bad number, None otherwise."""
+    s = clean(line)
+    sep = s.find(":")
+    if sep < 0:
+        sep = s.find("=")
+    if sep <= 0 or sep > 48:
+        return None
+    label = " ".join(s[:sep].lower().replace("|", " ").split())
+    key = LABELS.get(label)
+    if key is None:
+        m = POSITION.search(label)
+        if not m:
+            m = _INLINE.search(s) if "," in s else None
+            if m is None:
+                return None
+            x = num(m.group(2))
+            return Value(n, LABELS[m.group(1).lower()], x) if x is not None and finite(x) is not None else False
+        key = f"pos:{int(m.group(1))}"
+    x = num(s[sep + 1:].replace("|", " "))  # (`num` reads thousands separators)
+    if x is None or finite(x) is None:
+        return False
+    if label.startswith("position"):  # vllm bench serve prints per-position acceptance in %
+        x /= 100
+    return Value(n, key, x)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal colour / style codes (CSI sequences)
+
+
+class NoAnsi:
+    """A text file with its ANSI escape sequences deleted (a log captured from a colour terminal: the
+    codes around a number or a key would hide it from the parsers); chunks end on a line end."""
+
+    def __init__(self, f) -> None:
+        self.f = f
+
+    def read(self, size: int = -1) -> str:
+        text = self.f.read(size)
+        if text and size > 0 and not text.endswith("\n"):
+            text += self.f.readline()  # no escape sequence is cut between two chunks
+        return _ANSI.sub("", text) if "\x1b" in text else text
+
+    def __iter__(self):
+        for line in self.f:
+            yield _ANSI.sub("", line) if "\x1b" in line else line
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.f.close()
