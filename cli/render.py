@@ -90,26 +90,13 @@ def render_prediction(p) -> None:
     console.print(t)
 
     m = p.memory
-    mt = Table(title=f"Memory on {hw.key}" + (f", per GPU of {p.tp}" if p.tp > 1 else "")
-               + (f" (engine accounting: {m.engine_source})" if m.engine else " (analytical, mem_fraction 0.85)"),
-               title_justify="left")
-    mt.add_column("")
-    for n in names:
-        mt.add_column(n, justify="right")
-    mt.add_row("weights", *[format_bytes(m.weights_bytes[n]) for n in names])
-    mt.add_row("target KV / request", *[format_bytes(m.per_request[n].target_kv_bytes) for n in names])
-    mt.add_row("draft KV / request", "-", format_bytes(m.per_request["native"].draft_kv_bytes),
-               f"{format_bytes(m.per_request['window'].draft_kv_bytes)} "
-               + (f"(ring {m.ring_slots} slots)" if m.ring_slots else "(no ring: the window covers the context)"))
-    mt.add_row("recurrent state / request", *[format_bytes(m.per_request[n].state_bytes) for n in names])
-    mt.add_row("max concurrent requests", *[str(m.max_batch[n]) for n in names])
-    if m.engine:
-        mt.add_row("fits (engine accounting)", *["yes" if m.engine[n].fits else "no" for n in names])
-    console.print(mt)
+    render_memory_table(p, names)
+    at_max = ("" if m.extra_requests_window_max is None else
+              f" ({m.extra_requests_window_max:+d} with each at its largest mem_fraction_static)")
     console.print(
         f"draft pool share {m.draft_pool_share * 100:.1f} % of KV [dim]model[/dim] | reclaimable "
         f"{format_bytes(m.reclaimable_bytes)} per request [dim]model[/dim] | window seats "
-        f"{m.extra_requests_window:+d} request(s) vs native"
+        f"{m.extra_requests_window:+d} request(s) vs native{at_max}"
     )
     bd = p.best_depth
     console.print(
@@ -134,6 +121,32 @@ def render_prediction(p) -> None:
                   "(--json lists each).[/dim]")
     for w in p.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def render_memory_table(p, names) -> None:
+    """The memory table of a prediction: per method, weights, KV, state, seats (and the engine's accounting)."""
+    m, hw = p.memory, p.hw
+    mt = Table(title=f"Memory on {hw.key}" + (f", per GPU of {p.tp}" if p.tp > 1 else "")
+               + (f" (engine accounting: {m.engine_source})" if m.engine else " (analytical, mem_fraction 0.85)"),
+               title_justify="left")
+    mt.add_column("")
+    for n in names:
+        mt.add_column(n, justify="right")
+    mt.add_row("weights", *[format_bytes(m.weights_bytes[n]) for n in names])
+    mt.add_row("target KV / request", *[format_bytes(m.per_request[n].target_kv_bytes) for n in names])
+    mt.add_row("draft KV / request", "-", format_bytes(m.per_request["native"].draft_kv_bytes),
+               f"{format_bytes(m.per_request['window'].draft_kv_bytes)} "
+               + (f"(ring {m.ring_slots} slots)" if m.ring_slots else "(no ring: the window covers the context)"))
+    mt.add_row("recurrent state / request", *[format_bytes(m.per_request[n].state_bytes) for n in names])
+    mt.add_row("max concurrent requests", *[str(m.max_batch[n]) for n in names])
+    if m.engine:
+        mt.add_row("fits (engine accounting)", *["yes" if m.engine[n].fits else "no" for n in names])
+        mt.add_row("mem_fraction_static", *[f"{m.engine[n].mem_fraction_static:g}" for n in names])
+    if m.engine_max:
+        mt.add_row("largest mem_fraction_static that fits",
+                   *[f"{e.mem_fraction_static:g}" if e else "none" for e in (m.engine_max[n] for n in names)])
+        mt.add_row("max concurrent requests there", *[str(e.max_batch) if e else "0" for e in (m.engine_max[n] for n in names)])
+    console.print(mt)
 
 
 def render_models(as_json: bool) -> None:

@@ -199,6 +199,13 @@ def extra_window_requests(model, **kw) -> int:
     return requests_seated(model, method="window", **kw) - requests_seated(model, method="native", **kw)
 
 
+def extra_window_requests_at_largest_mfs(model, **kw) -> int:
+    """Requests the window seats beyond native with each method at the largest mem_fraction_static it fits at (the
+    paper's batch sweeps raised it per arm, App. A); without an engine's accounting, at the analytical budget."""
+    mem = prediction(model, **kw).memory
+    return mem.extra_requests_window if mem.extra_requests_window_max is None else mem.extra_requests_window_max
+
+
 def draft_pool_share_pct(model, **kw) -> float:
     return 100 * prediction(model, **kw).memory.draft_pool_share
 
@@ -233,7 +240,7 @@ def peak_ratio(model, *, over, **kw) -> float:
 FUNCTIONS = {f.__name__: f for f in (
     step_ms, step_ratio_pct, step_saving_ms, tpot_ms, speedup, fit_slope_ms, slope_drop_ms, slope_drop_pct,
     intercept_drop_ms, tiling_step_ms, spec_overhead_pct, best_depth, best_depth_gain, requests_seated,
-    extra_window_requests, draft_pool_share_pct, per_user_tok_s, per_user_ratio, peak_batch,
+    extra_window_requests, extra_window_requests_at_largest_mfs, draft_pool_share_pct, per_user_tok_s, per_user_ratio, peak_batch,
     peak_per_gpu_tok_s, peak_ratio)}
 
 

@@ -230,3 +230,22 @@ def test_verify_factor_is_one_where_the_engine_kernel_was_measured_on_that_archi
     ov = EngineOverhead("t", host_step_ms=1.0, verify_attn_factor=1.5)
     assert extra_ms(ov, "verify", "native", 4.0, 1, 1000) == pytest.approx(1.0 + 0.5 * 4.0)
     assert extra_ms(ov, "verify", "native", 4.0, 1, 1000, verify_factor=False) == pytest.approx(1.0)
+
+
+def test_predict_reports_each_method_at_its_largest_mem_fraction():
+    """JSON and table carry the largest mem_fraction_static per method and the seats there; the JSON's extra-request
+    count is the difference of the two seat counts it prints."""
+    args = ["predict", "--model", "q35", "--hw", "b200", "--ctx", "1.04M", "--framework", "sglang-b200-paper"]
+    r = runner.invoke(app, args + ["--json"])
+    assert r.exit_code == 0, r.output
+    mem = json.loads(r.output)["memory"]
+    at = mem["engine_at_largest_mem_fraction"]
+    assert set(at) == {"dense", "native", "window"}
+    for method in ("native", "window"):
+        assert 0.85 <= at[method]["mem_fraction_static"] < 1
+        assert at[method]["max_batch"] >= mem["engine"][method]["max_batch"]
+    assert mem["extra_requests_window_at_largest_mem_fraction"] == at["window"]["max_batch"] - at["native"]["max_batch"]
+    table = runner.invoke(app, args)
+    flat = " ".join(table.output.split())
+    assert table.exit_code == 0 and "largest" in table.output
+    assert f"{mem['extra_requests_window_at_largest_mem_fraction']:+d} with each at its largest mem_fraction_static" in flat

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from wmtp.engine_memory import (CUDA_CONTEXT_BYTES, EngineMemoryConfig, config_from_preset, default_mem_fraction,
-                                engine_memory, graph_buffer_bytes, prefill_activation_bytes)
+                                engine_memory, graph_buffer_bytes, largest_mem_fraction, prefill_activation_bytes)
 from wmtp.errors import WmtpError
 from wmtp.hardware import get_hardware
 from wmtp.models import get_model
@@ -111,3 +111,47 @@ def test_slack_too_small_for_prefill_fails_with_a_reason():
     spec = get_model("mimo7b")
     e = engine_memory(spec, H200, "dense", 8192, 1, EngineMemoryConfig(mem_fraction_static=0.999))
     assert not e.fits and e.max_batch == 0 and "prefill activations" in e.why_not
+
+
+def test_state_pool_from_the_mamba_memory_ratio_by_hand():
+    """Dense decoding with no max_running_requests: the state slots take q / (1 + q) of the rest (SGLang's
+    handle_max_mamba_cache), q per model family where the run set one (the paper: 0.1 for its Qwen models)."""
+    spec = get_model("q35")
+    m = spec.n_linear * spec.state_bytes_per_layer
+    for q, cfg in ((0.9, PAPER), (0.1, EngineMemoryConfig(mem_fraction_static=0.85,
+                                                          mamba_full_memory_ratio={"qwen3_5_moe": 0.1, "default": 0.9}))):
+        e = engine_memory(spec, B200, "dense", 1_040_000, 1, cfg)
+        rest = 0.85 * (B200.hbm_bytes - CUDA_CONTEXT_BYTES) - e.weights_target
+        c = math.floor(rest * q / (1 + q) / m)
+        assert e.state_pool == pytest.approx(m * c)
+        assert e.kv_pool_tokens == math.floor((rest - m * c) / e.kv_cell_bytes)
+    other = EngineMemoryConfig(mamba_full_memory_ratio={"qwen3_5_moe": 0.1, "default": 0.5})
+    assert other.state_memory_ratio("nemotron_h") == 0.5 and other.state_memory_ratio("qwen3_5_moe") == 0.1
+    for bad in (-1, "x", {"a": "b"}, {}, True):
+        with pytest.raises(WmtpError, match="mamba_full_memory_ratio"):
+            EngineMemoryConfig(mamba_full_memory_ratio=bad)
+
+
+@pytest.mark.parametrize("key,tp", [("q35", 1), ("q122", 2), ("nem", 2)])
+def test_largest_mem_fraction_is_the_edge_of_fitting(key, tp):
+    """Properties: the method fits at the returned setting and not 0.001 above it; a windowed draft (its ring
+    instead of a pool the size of the target's) runs at least as high and seats at least as many; the capacity
+    there is at least the capacity at 0.85."""
+    spec = per_gpu_spec(get_model(key).with_dtypes(weight_dtype="nvfp4"), tp)
+    out = {}
+    for method, slots in (("native", 0), ("window", 4103)):
+        e = largest_mem_fraction(spec, B200, method, 1_040_000, 7, PAPER, tp, slots)
+        assert e is not None and e.fits
+        above = min(0.999, round(e.mem_fraction_static + 0.001, 3))
+        if above > e.mem_fraction_static:
+            cfg = EngineMemoryConfig(mem_fraction_static=above)
+            assert not engine_memory(spec, B200, method, 1_040_000, 7, cfg, tp, slots).fits
+        assert e.max_batch >= engine_memory(spec, B200, method, 1_040_000, 7, PAPER, tp, slots).max_batch
+        out[method] = e
+    assert out["window"].mem_fraction_static >= out["native"].mem_fraction_static
+    assert out["window"].max_batch >= out["native"].max_batch
+
+
+def test_largest_mem_fraction_none_when_nothing_fits():
+    spec = get_model("q122").with_dtypes(weight_dtype="bf16")  # 244 GB of bf16 weights on one 180 GB GPU
+    assert largest_mem_fraction(spec, B200, "native", 1_040_000, 7, PAPER) is None

@@ -23,7 +23,7 @@ A method "fits" at (S, d) when B_max >= 1 and the slack check passes. Nothing he
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
@@ -55,7 +55,16 @@ class EngineMemoryConfig:
     cuda_graph_max_bs: int | None = None  # None: 256 below 160 GiB (TP < 4), 512 above
     max_new_tokens: int = 512  # the decode cap of the workload (the paper's: 512)
     radix_cache: bool = False  # the paper disables it; on, state slots are sized from memory
+    # --mamba-full-memory-ratio (state pool : KV pool, used when the state slots are sized from memory): one value, or
+    # one per model family ({"qwen3_5_moe": 0.1, "default": 0.9}); SGLang's default 0.9
+    mamba_full_memory_ratio: float | dict = MAMBA_FULL_MEMORY_RATIO
     source: str = "SGLang defaults (sglang-facts.md, part B)"
+
+    def state_memory_ratio(self, family: str) -> float:
+        r = self.mamba_full_memory_ratio
+        if isinstance(r, dict):
+            return float(r.get(family, r.get("default", MAMBA_FULL_MEMORY_RATIO)))
+        return float(r)
 
     def __post_init__(self) -> None:
         mfs = self.mem_fraction_static
@@ -67,6 +76,12 @@ class EngineMemoryConfig:
                 raise WmtpError(f"{name} must be a positive integer, got {v!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise WmtpError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
+        r = self.mamba_full_memory_ratio
+        values = list(r.values()) if isinstance(r, dict) else [r]
+        if (isinstance(r, dict) and not all(isinstance(k, str) for k in r)) or not values or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 100 for v in values):
+            raise WmtpError(f"mamba_full_memory_ratio must be a number in [0, 100] or a map of model family to one, "
+                            f"got {r!r}")
 
 
 @dataclass(frozen=True)
@@ -170,8 +185,9 @@ def engine_memory(spec: ModelSpec, hw: HardwareSpec, method: str, ctx: int, dept
     if cfg.max_running_requests is not None or speculative:
         r = cfg.max_running_requests or 48  # SGLang's default with EAGLE / NEXTN speculation
         c = r if m > 0 else 0  # radix cache off: one state slot per running request
-    else:  # no cap given: state slots take r / (1 + r) of the rest (mamba_full_memory_ratio r = 0.9)
-        c = max(0, math.floor(rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO) / m)) if m > 0 else 0
+    else:  # no cap given: state slots take q / (1 + q) of the rest (q = mamba_full_memory_ratio, SGLang's 0.9)
+        q = cfg.state_memory_ratio(spec.family)
+        c = max(0, math.floor(rest * q / (1 + q) / m)) if m > 0 else 0
         r = c if m > 0 else 4096
     spec_reserve = m * r * d if speculative and m > 0 else 0.0
     state_pool = m * c
@@ -206,6 +222,20 @@ def engine_memory(spec: ModelSpec, hw: HardwareSpec, method: str, ctx: int, dept
                "mem_fraction_static")
     return EngineMemory(method, m0, mfs, w_target, w_draft, spec_reserve, state_pool, n_tok, cell, r,
                         max_b if not why else 0, slack, slack_needed, not why, why)
+
+
+def largest_mem_fraction(spec: ModelSpec, hw: HardwareSpec, method: str, ctx: int, depth: int, cfg: EngineMemoryConfig,
+                         tp: int = 1, ring_slots: int = 0) -> EngineMemory | None:
+    """The accounting at the largest mem_fraction_static (to 0.001) at which `method` still fits: more of the GPU for
+    the KV pool until the slack can no longer hold what lives outside it (for a native draft its KV pool, which grows
+    with the target's). A practitioner raises it per method this way (the Windowed-MTP paper ran its batch sweeps at
+    0.87-0.98, the window arm at the high end); this is the capacity's upper bound, with no margin for fragmentation.
+    None when the method fits at no setting."""
+    for k in range(999, 99, -1):
+        e = engine_memory(spec, hw, method, ctx, depth, replace(cfg, mem_fraction_static=k / 1000), tp, ring_slots)
+        if e.fits:
+            return e
+    return None
 
 
 def config_from_preset(doc: dict | None) -> EngineMemoryConfig | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from wmtp.engine_memory import EngineMemoryConfig, engine_memory
+from wmtp.engine_memory import EngineMemoryConfig, engine_memory, largest_mem_fraction
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
@@ -46,10 +46,19 @@ class MemoryReport:
     ring_slots: int
     engine: dict | None = None  # method -> wmtp.engine_memory.EngineMemory, when an engine's accounting is used
     engine_source: str = ""
+    engine_max: dict | None = None  # method -> EngineMemory at its largest mem_fraction_static (None: fits at none)
 
     @property
     def extra_requests_window(self) -> int:
         return self.max_batch["window"] - self.max_batch["native"]
+
+    @property
+    def extra_requests_window_max(self) -> int | None:
+        """Requests the window seats beyond native when each runs at its own largest mem_fraction_static."""
+        if not self.engine_max:
+            return None
+        seats = {m: (e.max_batch if e is not None else 0) for m, e in self.engine_max.items()}
+        return seats["window"] - seats["native"]
 
 
 def ring_slots(window: int, sink: int, depth: int, tree_width: int = 1) -> int:
@@ -122,9 +131,11 @@ def memory_report(
         max_b[method] = max(0, math.floor(budget[method] / per_gpu)) if budget[method] > 0 else 0
     covers = window + sink >= ctx  # then windowed is the native draft: no ring, nothing reclaimed
     slots = 0 if covers else ring_slots(window, sink, depth, tree_width)
-    detail = None
+    detail = at_max = None
     if engine is not None:
         detail = {m: engine_memory(spec, hw, m, ctx, depth, engine, engine_tp, slots) for m in ("dense", "native", "window")}
+        at_max = {m: largest_mem_fraction(spec, hw, m, ctx, depth, engine, engine_tp, slots)
+                  for m in ("dense", "native", "window")}
         max_b = {m: e.max_batch for m, e in detail.items()}
         budget = {m: e.kv_pool_tokens * e.kv_cell_bytes for m, e in detail.items()}
         weights = {m: e.weights_target + e.weights_draft for m, e in detail.items()}
@@ -141,4 +152,5 @@ def memory_report(
         ring_slots=slots,
         engine=detail,
         engine_source=engine.engine if engine is not None else "",
+        engine_max=at_max,
     )

@@ -115,6 +115,11 @@ class Prediction:
             "memory": {
                 "source": f"engine accounting ({m.engine_source}, wmtp.engine_memory)" if m.engine else "analytical (DESIGN 3)",
                 **({"engine": {k: engine_memory_json(e) for k, e in m.engine.items()}} if m.engine else {}),
+                **({"engine_at_largest_mem_fraction": {
+                    k: ({"mem_fraction_static": e.mem_fraction_static, "max_batch": e.max_batch} if e else None)
+                    for k, e in m.engine_max.items()},
+                    "extra_requests_window_at_largest_mem_fraction": m.extra_requests_window_max}
+                   if m.engine_max else {}),
                 "draft_pool_share": m.draft_pool_share,
                 "reclaimable_bytes": m.reclaimable_bytes,
                 "ring_slots": m.ring_slots,
