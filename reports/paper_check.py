@@ -332,8 +332,30 @@ def markdown() -> str:
     lines += _summary_lines("held out", summary(engine, True))
     lines += _summary_lines("fit inputs and derived", summary(engine, False))
     lines += _summary_lines("held out, kernels only", summary(kernel, True))
+    lines += fit_lines()
     lines += ["", "## Figures", ""] + table_lines(figs, engine, kernel)
     return "\n".join(lines) + "\n"
+
+
+def fit_lines() -> list[str]:
+    """The preset's own fit beside the figures: in sample, leave-one-point-out, leave-context-out (fit at 1M,
+    predict 261K) and leave-model-out (a model's per-model terms from the others), from the preset's file."""
+    from wmtp.engine import load_preset
+
+    fit = load_preset(ENGINE)["fit"]
+
+    def stat(key: str, what: str) -> str:
+        f = fit.get(key) or {}
+        if not f.get("n"):
+            return f"- {what}: none"
+        return f"- {what}: {f['n']} points, |error| median {100 * f['median']:.1f} %, max {100 * f['max']:.1f} %"
+
+    return ["", f"## The preset's fit ({fit['fit_points']} of {fit['points']} published points, "
+            f"{fit['parameters']} parameters; per point in wmtp_model/data/engines/{ENGINE}.md)", "",
+            stat("in_sample", "in sample"), stat("loo", "leave-one-point-out"),
+            stat("leave_context_out", "leave-context-out (fit at 1M only, predict 261K)"),
+            stat("leave_model_out", "leave-model-out (a model's per-model terms: the other models' mean)"),
+            stat("held_out_points", "its points not fitted (the 261K steps)")]
 
 
 def main(argv=None) -> None:

@@ -315,6 +315,7 @@ def test_heldout_scores_cover_every_figure():
 def test_paper_check_report():
     text = pc.markdown()
     assert "## Summary" in text and "held out:" in text
+    assert "leave-one-point-out:" in text and "leave-context-out" in text and "leave-model-out" in text
     for g in FIGS.values():
         assert f"| {g.id} |" in text
     assert "nan" not in text
