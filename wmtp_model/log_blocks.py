@@ -28,7 +28,7 @@ from wmtp.errors import WmtpError
 from wmtp.log_batch import Lines, Prefixes, decode_columns, decode_fixed, feed, numpy
 from wmtp.log_records import MAX_VALUE, DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
 from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, open_text, parse_other,
-                       parse_sglang_general, prefix_fields)
+                       parse_sglang_general, prefix_fields, tally_decode, tally_other)
 
 BLOCK_CHARS = 1 << 21  # about 12,000 lines; the block's lists take about 10 MiB per MiB of it
 _N = r"\d+(?:\.\d+)?"  # a plain number: float() reads it, finite and >= 0
@@ -217,27 +217,9 @@ def _line(line: str, n: int, stats: ParseStats, out: list) -> None:
             stats.decode += 1
             out.append((n, rec))
             return
-        rec = parse_sglang_general(line, n)
-        if rec is None:
-            stats.garbled += 1
-        else:
-            stats.decode += 1
-            out.append((n, rec))
+        out.extend((n, r) for r in tally_decode(parse_sglang_general(line, n), stats))
         return
-    rec = parse_other(line, n)
-    if rec is None:
-        stats.skipped += 1
-    elif rec is False:
-        stats.garbled += 1
-    elif isinstance(rec, list):
-        stats.other += 1
-        out.extend((n, r) for r in rec)
-    else:
-        if isinstance(rec, VllmSpecLine):
-            stats.vllm += 1
-        else:
-            stats.other += 1
-        out.append((n, rec))
+    out.extend((n, r) for r in tally_other(parse_other(line, n), stats))
 
 
 def _fields(*a):

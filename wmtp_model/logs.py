@@ -346,6 +346,33 @@ def day_seconds(y: str, mo: str, d: str) -> int:
     return _day_cache[key]
 
 
+def tally_decode(rec, stats: ParseStats) -> tuple:
+    """The records of a decode line read by the general parser (None: garbled), counted in `stats`."""
+    if rec is None:
+        stats.garbled += 1
+        return ()
+    stats.decode += 1
+    return (rec,)
+
+
+def tally_other(rec, stats: ParseStats) -> tuple | list:
+    """The records `parse_other` gave for one line (None: skipped, False: garbled, a list: several), counted."""
+    if rec is None:
+        stats.skipped += 1
+        return ()
+    if rec is False:
+        stats.garbled += 1
+        return ()
+    if isinstance(rec, list):
+        stats.other += 1
+        return rec
+    if isinstance(rec, VllmSpecLine):
+        stats.vllm += 1
+    else:
+        stats.other += 1
+    return (rec,)
+
+
 def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> Iterator:
     """Parsed records of one file, in order; `stats` counts what was read, skipped and garbled. With
     `decode`, the SGLang decode lines that `parse_sglang` reads on its fast path are handed to it as
@@ -373,27 +400,9 @@ def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> It
                     if rec is not None:
                         yield rec
                     continue
-                rec = _parse_sglang_general(line, n)
-                if rec is None:
-                    stats.garbled += 1
-                else:
-                    stats.decode += 1
-                    yield rec
+                yield from tally_decode(_parse_sglang_general(line, n), stats)
                 continue
-            rec = parse_other(line, n)
-            if rec is None:
-                stats.skipped += 1
-            elif rec is False:
-                stats.garbled += 1
-            elif isinstance(rec, list):
-                stats.other += 1
-                yield from rec
-            else:
-                if isinstance(rec, VllmSpecLine):
-                    stats.vllm += 1
-                else:
-                    stats.other += 1
-                yield rec
+            yield from tally_other(parse_other(line, n), stats)
     except (OSError, EOFError, zlib.error) as e:
         raise WmtpError(f"{p}: cannot read past line {n}: damaged or truncated file ({e})") from None
     except UnicodeError as e:
