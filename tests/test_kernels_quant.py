@@ -76,6 +76,14 @@ def make_weight(gen, *shape):
     return torch.randn(*shape, generator=gen) / shape[-1] ** 0.5
 
 
+def fp8_case(m, n, k, seed):
+    """bf16 activations [m, k], a block-quantized fp8 weight [n, k] with its scales, and the fp64 reference."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    wq, ws = quantize_fp8_block(make_weight(gen, n, k))
+    return x, wq, ws, ref_fp8_gemm(x, wq, ws)
+
+
 def check_int4_gemv(m, n, k, split_k, seed):
     """The GEMV path of int4_gemm (whichever step `quant_gemm.INT4_GEMV_STEP` names) against the fp64 reference."""
     gen = torch.Generator().manual_seed(seed)
@@ -172,10 +180,7 @@ DENSE_SHAPES = [(1, 200, 384), (3, 64, 300), (17, 130, 384), (3, 16, 1030), (130
 @pytest.mark.parametrize("split_k", [None, 1, 3])
 @pytest.mark.parametrize("m, n, k", DENSE_SHAPES)
 def test_fp8_gemm_matches_reference(m, n, k, split_k):
-    gen = torch.Generator().manual_seed(1000 * m + n + k)
-    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
-    wq, ws = quantize_fp8_block(make_weight(gen, n, k))
-    ref = ref_fp8_gemm(x, wq, ws)
+    x, wq, ws, ref = fp8_case(m, n, k, 1000 * m + n + k)
     assert ref.abs().max() > 1e-2
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
     fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), split_k=split_k, out=out)

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from test_kernels_quant import (DEV, TOL, _routing, check_int4_gemv, make_weight, moe_case,  # noqa: E402
+from test_kernels_quant import (DEV, TOL, _routing, check_int4_gemv, fp8_case, make_weight, moe_case,  # noqa: E402
                                 ref_fp8_gemm, ref_int4_gemm, rel)
 from wmtp.measure.kernels import quant_gemm as qg  # noqa: E402
 from wmtp.measure.kernels.quant_gemm import (fp8_gemm, int4_gemm, int4_moe_gemm,  # noqa: E402
@@ -31,10 +31,7 @@ def test_int4_gemv_matches_reference(m, n, k, split_k):
 @pytest.mark.parametrize("m, n, k", GEMV_SHAPES)
 def test_fp8_gemv_matches_reference(m, n, k, split_k):
     """W8A8 like the tensor-core path: activations quantized per 1x128 group inside the kernel."""
-    gen = torch.Generator().manual_seed(5000 * m + n + k)
-    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
-    wq, ws = quantize_fp8_block(make_weight(gen, n, k))
-    ref = ref_fp8_gemm(x, wq, ws)
+    x, wq, ws, ref = fp8_case(m, n, k, 5000 * m + n + k)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
     fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), split_k=split_k, out=out, path="gemv")
     assert not torch.isnan(out).any()

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from test_kernels_quant import DEV, TOL, make_weight, ref_fp8_gemm, rel  # noqa: E402
+from test_kernels_quant import DEV, TOL, fp8_case, make_weight, ref_fp8_gemm, rel  # noqa: E402
 from wmtp.measure.kernels import quant_gemm as qg  # noqa: E402
 from wmtp.measure.kernels.quant_gemm import fp8_gemm, quantize_act_fp8, quantize_fp8_block  # noqa: E402
 from wmtp.measure.kernels.quant_swap import swap_plan  # noqa: E402
@@ -23,10 +23,7 @@ SWAP_SHAPES = [(1, 200, 392), (5, 70, 256), (33, 130, 168)]
 @pytest.mark.parametrize("split_k", [None, 1, 2])
 @pytest.mark.parametrize("m, n, k", SWAP_SHAPES)
 def test_fp8_swap_matches_reference(m, n, k, split_k):
-    gen = torch.Generator().manual_seed(7000 * m + n + k)
-    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
-    wq, ws = quantize_fp8_block(make_weight(gen, n, k))
-    ref = ref_fp8_gemm(x, wq, ws)
+    x, wq, ws, ref = fp8_case(m, n, k, 7000 * m + n + k)
     assert ref.abs().max() > 1e-2
     xq, xs = quantize_act_fp8(x.to(DEV))  # pre-quantized activations: the same numbers, so the same output
     pre = fp8_gemm(xq, wq.to(DEV), ws.to(DEV), x_scale=xs, split_k=split_k, path="swap")
