@@ -113,9 +113,12 @@ def memory_report(
     tp: int = 1,
     engine: EngineMemoryConfig | None = None,
     engine_tp: int = 1,
+    at_largest_mem_fraction: bool = False,
 ) -> MemoryReport:
     """`spec` is what one GPU holds (the per-GPU slice at tp > 1). With `engine`, the largest batch and whether
-    the method fits come from that engine's accounting (`wmtp.engine_memory`), not from a flat workspace."""
+    the method fits come from that engine's accounting (`wmtp.engine_memory`), not from a flat workspace; with
+    `at_largest_mem_fraction` too, each method's accounting at the largest mem_fraction_static it fits at
+    (`engine_max`: a scan of settings, so only where it is shown)."""
     if not 0 < mem_fraction <= 1:
         raise WmtpError(f"mem_fraction must be in (0, 1], got {mem_fraction}")
     if tree_width < 1:
@@ -134,8 +137,9 @@ def memory_report(
     detail = at_max = None
     if engine is not None:
         detail = {m: engine_memory(spec, hw, m, ctx, depth, engine, engine_tp, slots) for m in ("dense", "native", "window")}
-        at_max = {m: largest_mem_fraction(spec, hw, m, ctx, depth, engine, engine_tp, slots)
-                  for m in ("dense", "native", "window")}
+        if at_largest_mem_fraction:
+            at_max = {m: largest_mem_fraction(spec, hw, m, ctx, depth, engine, engine_tp, slots)
+                      for m in ("dense", "native", "window")}
         max_b = {m: e.max_batch for m, e in detail.items()}
         budget = {m: e.kv_pool_tokens * e.kv_cell_bytes for m, e in detail.items()}
         weights = {m: e.weights_target + e.weights_draft for m, e in detail.items()}
