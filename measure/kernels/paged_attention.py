@@ -23,7 +23,7 @@ import triton.language as tl
 
 from wmtp.kernel_plan import (MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, AttentionPlan, attention_plan, default_kernel,
                               rows_plan, sub_plan)
-from wmtp.measure.kernels.paged_rows import kv_tile, softmax_tile_step, sub_attention
+from wmtp.measure.kernels.paged_rows import kv_tile, softmax_tile_step, split_bounds, sub_attention
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -126,17 +126,7 @@ def _rows_split_kernel(
     kvh = tl.program_id(0) // M_BLOCKS
     split = tl.program_id(1)
     b = tl.program_id(2)
-    if DECODE:
-        q_start = b
-        n_q = 1
-    else:
-        q_start = tl.load(qo_indptr + b)
-        n_q = tl.load(qo_indptr + b + 1) - q_start
-    kv_start = tl.load(kv_indptr + b)
-    n_kv = tl.load(kv_indptr + b + 1) - kv_start
-    split_len = tl.cdiv(tl.cdiv(n_kv, num_splits), BLOCK_N) * BLOCK_N  # whole tiles: one partial tile at most
-    lo = split * split_len
-    hi = tl.minimum(lo + split_len, n_kv)
+    q_start, n_q, kv_start, n_kv, lo, hi = split_bounds(qo_indptr, kv_indptr, b, split, num_splits, BLOCK_N, DECODE)
 
     g = mb * BLOCK_M + tl.arange(0, BLOCK_M)
     if DECODE:

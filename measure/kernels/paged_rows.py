@@ -169,9 +169,9 @@ def _sub_merge(ok, head, t, dims, MidO, MidL, Out, num_splits, stride_ot, stride
 
 
 @triton.jit
-def _bounds(qo_indptr, kv_indptr, b, split, num_splits, BLOCK_N: tl.constexpr, DECODE: tl.constexpr):
+def split_bounds(qo_indptr, kv_indptr, b, split, num_splits, BLOCK_N: tl.constexpr, DECODE: tl.constexpr):
     """Request b's query rows and keys, and split `split`'s key range [lo, hi): whole tiles, so that a split
-    has one partial tile at most."""
+    has one partial tile at most (the rows and sub kernels)."""
     if DECODE:  # one query row per request: no qo_indptr to read
         q_start = b
         n_q = 1
@@ -203,7 +203,7 @@ def _sub_split_kernel(
     kvh = tl.program_id(0) // M_BLOCKS
     split = tl.program_id(1)
     b = tl.program_id(2)
-    q_start, n_q, kv_start, n_kv, lo, hi = _bounds(qo_indptr, kv_indptr, b, split, num_splits, BLOCK_N, DECODE)
+    q_start, n_q, kv_start, n_kv, lo, hi = split_bounds(qo_indptr, kv_indptr, b, split, num_splits, BLOCK_N, DECODE)
     dims = tl.arange(0, HEAD_DIM)
     q0, ok0, h0, r0, t0, a0, m0, l0 = _sub_init(Q, q_start, n_q, n_kv, mb, kvh, group, stride_qt, stride_qh,
                                                 dims, ROWS, 0, SUB0, HEAD_DIM, DECODE, UPCAST)
