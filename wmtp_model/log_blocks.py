@@ -217,9 +217,11 @@ def _line(line: str, n: int, stats: ParseStats, out: list) -> None:
             stats.decode += 1
             out.append((n, rec))
             return
-        out.extend((n, r) for r in tally_decode(parse_sglang_general(line, n), stats))
+        for r in tally_decode(parse_sglang_general(line, n), stats):
+            out.append((n, r))
         return
-    out.extend((n, r) for r in tally_other(parse_other(line, n), stats))
+    for r in tally_other(parse_other(line, n), stats):  # most lines: none (skipped)
+        out.append((n, r))
 
 
 def _fields(*a):
