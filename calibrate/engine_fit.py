@@ -252,12 +252,12 @@ def summary_line(preset: dict) -> str:
 
 
 # ------------------------------------------------------------------ v2: measured kernels + structure + host terms
-STRUCTURE_KEYS = {"engine", "kernel_profile", "counts", "shared", "per_model", "memory", "sources"}
+STRUCTURE_KEYS = {"engine", "kernel_profile", "counts", "shared", "per_model", "named", "memory", "sources"}
 
 
 def read_structure(path: str | Path) -> dict:
     """An engine structure (JSON): kernel profile, structural counts, fitted host terms, memory settings."""
-    from wmtp.engine import COUNTS, TERMS
+    from wmtp.engine import COUNTS, NAMED, TERMS
     from wmtp.fileio import read_json
 
     doc = read_json(Path(path), "engine structure", WmtpError)
@@ -266,11 +266,15 @@ def read_structure(path: str | Path) -> dict:
                         f"(and engine, memory, sources)")
     if set(doc["counts"]) - set(COUNTS) or (set(doc.get("shared", [])) | set(doc.get("per_model", []))) - set(TERMS):
         raise WmtpError(f"engine structure {path}: counts from {', '.join(COUNTS)}, terms from {', '.join(TERMS)}")
+    named = doc.get("named", {})
+    if not isinstance(named, dict) or any(not isinstance(v, dict) or set(v) - set(NAMED) for v in named.values()):
+        raise WmtpError(f"engine structure {path}: named is an object of model -> {{{', '.join(NAMED)}}}")
     return doc
 
 
-def _overhead(structure: dict, values: dict) -> EngineOverhead:
-    return EngineOverhead("fit", **structure["counts"], **values)
+def _overhead(structure: dict, values: dict, model: str) -> EngineOverhead:
+    """The structure's counts, `model`'s named kernels (not fitted) and `values` of the fitted terms."""
+    return EngineOverhead("fit", **structure["counts"], **structure.get("named", {}).get(model, {}), **values)
 
 
 def design_v2(points: list[dict], hw, cost, structure: dict, window: int = defaults.WINDOW,
@@ -281,12 +285,12 @@ def design_v2(points: list[dict], hw, cost, structure: dict, window: int = defau
     a = np.zeros((len(points), len(names)))
     base = np.zeros(len(points))
     for i, pt in enumerate(points):
-        base[i] = _value(pt, hw, cost, window, sink, _overhead(structure, {}))
+        base[i] = _value(pt, hw, cost, window, sink, _overhead(structure, {}, pt["model"]))
         for j, name in enumerate(names):
             model, _, term = name.rpartition(".")
             if model and model != pt["model"]:
                 continue
-            a[i, j] = _value(pt, hw, cost, window, sink, _overhead(structure, _unit(term))) - base[i]
+            a[i, j] = _value(pt, hw, cost, window, sink, _overhead(structure, _unit(term), pt["model"])) - base[i]
     return a, base, names
 
 
@@ -345,7 +349,8 @@ def fit_v2(points: list[dict], hw: HardwareSpec, cost: CostModel, name: str, str
             "hardware": hw.key, "cost_model": cost.name, "kernel_profile": structure["kernel_profile"],
             "window": defaults.WINDOW, "sink": defaults.SINK, "batch": 1,
             "terms": {**structure["counts"], **{t: value[t] for t in structure.get("shared", [])}},
-            "per_model": {m: {t: value[f"{m}.{t}"] for t in structure.get("per_model", [])}
+            "per_model": {m: {**{t: value[f"{m}.{t}"] for t in structure.get("per_model", [])},
+                              **structure.get("named", {}).get(m, {})}
                           for m in sorted({p["model"] for p in points})},
             "memory": structure.get("memory"), "structure_sources": structure.get("sources", {}),
             "unconstrained": [n for j, n in enumerate(names) if not np.any(a[fit_rows, j] != 0)],

@@ -249,3 +249,47 @@ def test_predict_reports_each_method_at_its_largest_mem_fraction():
     flat = " ".join(table.output.split())
     assert table.exit_code == 0 and "largest" in table.output
     assert f"{mem['extra_requests_window_at_largest_mem_fraction']:+d} with each at its largest mem_fraction_static" in flat
+
+
+def test_named_engine_moe_kernel_replaces_the_cost_models_moe():
+    """A preset's named MoE kernel prices each MoE layer as moe_call_ms + routed bytes / moe_tbps + flops at the GPU's
+    peak, in every phase; nothing else moves. Hand arithmetic on the work items' own bytes and flops."""
+    spec, b200 = get_model("q122"), get_hardware("b200")
+    ov = EngineOverhead("t", moe_call_ms=0.02, moe_tbps=5.0)
+    c = step_cost(spec, b200, SOL, "native", 2**20, 7, 1, overhead=ov)
+    bare = step_cost(spec, b200, SOL, "native", 2**20, 7, 1, overhead=EngineOverhead("t"))
+    moved = 0
+    for phase in ("t_verify", "t_ctx", "t_fwd"):
+        for p, q in zip(getattr(c, phase).items, getattr(bare, phase).items):
+            if p.work.kind == "moe":
+                w = p.work
+                peak = b200.tflops_for(w.shape.get("wdtype") or spec.weight_dtype) * 1e9  # flops per ms
+                assert p.time_ms == pytest.approx(w.count * (0.02 + w.bytes / 5e9 + w.flops / peak))
+                assert "engine's MoE kernel on b200" in str(p.source)
+                moved += 1
+            else:
+                assert p.time_ms == pytest.approx(q.time_ms)
+    assert moved >= 3  # the verify's, the draft extend's and the draft forward's MoE layers
+    # 48 layers at 1 token would each pay the call constant: a floor the time cannot go under
+    dense = step_cost(spec, b200, SOL, "dense", 2**20, 1, 1, overhead=ov)
+    moe = [p for p in dense.t_verify.items if p.work.kind == "moe"][0]
+    assert moe.work.count == 48 and moe.time_ms > 48 * 0.02
+    with pytest.raises(WmtpError, match="moe_call_ms"):
+        EngineOverhead("x", moe_tbps=-1.0)
+
+
+def test_named_moe_kernel_is_the_presets_gpus_only(tmp_path):
+    """On another GPU than the preset's the named kernel is dropped (with a warning): it is the preset GPU's kernel."""
+    from wmtp.calibrate.engine_fit import read_structure
+
+    shipped = load_preset("sglang-b200-paper")
+    assert shipped["per_model"]["q122"]["moe_tbps"] > 0  # the shipped preset names one
+    on_b200, _ = resolve("q122", "b200", ["sglang-b200-paper"])
+    on_h200, warnings = resolve("q122", "h200", ["sglang-b200-paper"])
+    assert on_b200["native"].moe_tbps > 0 and on_h200["native"].moe_tbps == 0
+    assert any("MoE kernel" in w for w in warnings)
+    bad = json.loads((engines_dir() / "sglang-b200-paper.structure.json").read_text())
+    bad["named"] = {"q35": {"moe_rate": 1.0}}
+    (tmp_path / "x.structure.json").write_text(json.dumps(bad))
+    with pytest.raises(WmtpError, match="named"):
+        read_structure(tmp_path / "x.structure.json")

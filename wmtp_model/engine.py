@@ -16,6 +16,9 @@ paper's native draft t_ctx is about 3.5 ms at 1M on SGLang, where our index buil
               + index_ns_per_token * B * S_eff + (draft_attn_factor - 1) * draft-extend attention   (v1)
     t_fwd    += fwd_ms + plan_fwd_ms (native) + (draft_attn_factor - 1) * draft decode attention  (v1 factor)
 
+and, where a preset names the engine's own MoE kernel on its GPU (one no profile measured), each MoE layer costs
+    moe_call_ms + routed expert bytes / moe_tbps + flops / peak        (instead of the cost model's MoE kernel)
+
 so windowing removes the engine's O(S) index and draft-attention overhead, but not its constants or
 its verify overhead, exactly as in the paper's phase decomposition (Appendix B).
 
@@ -66,6 +69,12 @@ TERMS = ("host_step_ms", "step_ms", "dense_step_ms", "fwd_ms", "plan_fwd_ms", "e
          "index_ns_per_token",
          "verify_attn_factor", "draft_attn_factor")
 COUNTS = ("verify_index_walks", "draft_index_walks")
+# The engine's own kernel where it runs one no profile measured (named from a public source, not fitted; 0: the cost
+# model's kernel). A serving engine on the preset's GPU may run another MoE kernel than the one the kernel profile
+# timed (SGLang on Blackwell: FlashInfer's fused TRT-LLM NVFP4 MoE or a CUTLASS FP4 MoE, on Hopper its Triton MoE):
+#   moe_call_ms   per MoE layer call: routing, activation quantization, both grouped GEMMs and the finalize (ms)
+#   moe_tbps      rate at which it reads the routed experts' bytes (TB/s)
+NAMED = ("moe_call_ms", "moe_tbps")
 
 
 @dataclass(frozen=True)
@@ -83,12 +92,16 @@ class EngineOverhead:
     draft_attn_factor: float = 1.0
     verify_index_walks: int = 0
     draft_index_walks: int = 0
+    moe_call_ms: float = 0.0
+    moe_tbps: float = 0.0
 
     def __post_init__(self) -> None:
-        for f in TERMS:
+        for f in TERMS + NAMED:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > 1e6:
                 raise WmtpError(f"engine overhead ({self.source}): {f} must be a finite number, got {v!r}")
+        if self.moe_call_ms < 0 or self.moe_tbps < 0:
+            raise WmtpError(f"engine overhead ({self.source}): moe_call_ms and moe_tbps must be >= 0")
         if self.verify_attn_factor <= 0 or self.draft_attn_factor <= 0 or self.index_ns_per_token < 0:
             raise WmtpError(f"engine overhead ({self.source}): attention factors must be > 0 and "
                             "index_ns_per_token >= 0")
@@ -115,6 +128,16 @@ def extra_ms(ov: EngineOverhead, phase: str, method: str, attn_ms: float, batch:
         plan = ov.plan_fwd_ms if method == "native" else 0.0
         return ov.fwd_ms + plan + (ov.draft_attn_factor - 1.0) * attn_ms
     raise WmtpError(f"unknown phase {phase!r}")
+
+
+def engine_moe_ms(ov: EngineOverhead, work, hw, wdtype: str) -> float | None:
+    """One MoE work item's time on the engine's own MoE kernel (`count` layers of one call each: routing,
+    quantization, the grouped GEMMs and the finalize), where the preset names one: its per-call constant, the routed
+    experts' bytes at its rate and the flops at `hw`'s peak for `wdtype`. None: the cost model prices it."""
+    if ov.moe_tbps <= 0 or work.kind != "moe":
+        return None
+    flops_ms = work.flops / (hw.tflops_for(wdtype) * 1e9) if hw.tflops_for(wdtype) > 0 else 0.0
+    return work.count * (ov.moe_call_ms + work.bytes / (ov.moe_tbps * 1e9) + flops_ms)
 
 
 def verify_factor_applies(cost, hw) -> bool:
@@ -171,7 +194,7 @@ def load_preset(name_or_path: str | Path, doc: dict | None = None) -> dict:
     prof = check_versioned(doc, p, "engine preset", KIND, SCHEMA_VERSION, WmtpError)
     try:
         for terms in [prof["terms"], *prof["per_model"].values()]:
-            if any(k not in TERMS + COUNTS for k in terms):
+            if any(k not in TERMS + COUNTS + NAMED for k in terms):
                 raise ValueError
         str(prof["name"]), str(prof["hardware"])
         for per in prof["per_model"].values() or [{}]:
@@ -197,6 +220,10 @@ def overheads_from_preset(prof: dict, model_key: str, hw_key: str) -> tuple[dict
     if hw_key != prof["hardware"]:
         warnings.append(f"engine preset {name} was fitted on {prof['hardware']}, applied to {hw_key}: its constants "
                         "do not scale with the GPU")
+        if any(per.get(k) for k in NAMED):  # the engine's kernel on the preset's GPU, not on this one
+            per = {k: v for k, v in per.items() if k not in NAMED}
+            warnings.append(f"engine preset {name}'s MoE kernel is {prof['hardware']}'s: {hw_key} is priced with the "
+                            "cost model's MoE kernel")
     ov = EngineOverhead(f"engine preset {name}", **prof["terms"], **per)
     return {"dense": ov, "native": ov, "window": ov}, warnings
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from wmtp.engine import EngineOverhead, extra_ms, index_walks, verify_factor_applies
+from wmtp.engine import EngineOverhead, engine_moe_ms, extra_ms, index_walks, verify_factor_applies
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
@@ -260,6 +260,8 @@ def step_cost(
     def priced(items, phase, tokens, s_eff):
         items = list(items) + tp_collectives(full, tp, phase, tokens)
         out = tuple(cost.price(w, hw, spec) for w in items)
+        if overhead is not None and overhead.moe_tbps > 0:  # the engine's own MoE kernel, named by its preset
+            out = tuple(_engine_moe(p, overhead, hw, spec) for p in out)
         if overhead is not None:  # the serving engine's overhead on top of the kernels (wmtp.engine)
             walks = index_walks(overhead, phase, method)
             if walks:  # the engine's per-request index builds, priced by the cost model like any index build
@@ -284,6 +286,14 @@ def step_cost(
         priced(draft_ctx_work(spec, s_eff, batch, al), "ctx", batch * max(1, math.ceil(al)), s_eff),
         priced(draft_fwd_work(spec, s_eff, batch, resident), "fwd", batch, s_eff),
     ), overhead)
+
+
+def _engine_moe(p: Priced, ov: EngineOverhead, hw: HardwareSpec, spec: ModelSpec) -> Priced:
+    ms = engine_moe_ms(ov, p.work, hw, p.work.shape.get("wdtype") or spec.weight_dtype)
+    if ms is None:
+        return p
+    return Priced(p.work, ms, source(f"{ov.source}: the engine's MoE kernel on {hw.key} (named, not measured)",
+                                     Origin.ENGINE))
 
 
 def _checked(c: StepCost, overhead: EngineOverhead | None) -> StepCost:
