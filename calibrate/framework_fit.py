@@ -14,7 +14,8 @@ from pathlib import Path
 from wmtp.errors import WmtpError
 from wmtp.fileio import atomic_write_text
 from wmtp.framework import KIND, SCHEMA_VERSION
-from wmtp.latency import step_cost
+from wmtp.acceptance import MAX_DEPTH
+from wmtp.latency import MAX_BATCH, step_cost
 
 
 def _linfit(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -40,7 +41,7 @@ def fit_t_iter(points: list[dict], min_gamma: int | None = None) -> dict:
             s, k = _linfit(xs[:i] + xs[i + 1:], ys[:i] + ys[i + 1:])
             errs.append(abs((s * xs[i] + k) / ys[i] - 1))
     return {"t_fwd_ms": t_fwd, "c_ms": c, "points_used": len(pts),
-            "heldout_median_rel": sorted(errs)[len(errs) // 2] if errs else math.nan}
+            "heldout_median_rel": sorted(errs)[len(errs) // 2] if errs else None}  # None: < 3 runs, no held-out
 
 
 def _check(name: str, x: float, what: str) -> None:
@@ -75,7 +76,11 @@ def build(points: list[dict], spec, hw, cost, ctx: int, method: str, batch: int,
 
 
 def save(profile: dict, path: str | Path) -> None:
-    atomic_write_text(path, json.dumps(profile, indent=1) + "\n")
+    try:  # NaN / Infinity are not JSON: `wmtp.framework.load` would refuse the file this writes
+        text = json.dumps(profile, indent=1, allow_nan=False)
+    except ValueError:
+        raise WmtpError("the framework fit holds a non-finite number; nothing written") from None
+    atomic_write_text(path, text + "\n")
 
 
 
@@ -90,8 +95,8 @@ def points_from_logs(runs: list[str], batch: int | None, method: str = "native")
     points, sources = [], []
     for run in runs:
         path, _, d = run.rpartition(":")
-        if not path or not d.isdigit() or int(d) < 1:
-            raise WmtpError(f"runs are LOG:D pairs (d >= 1), got {run!r}")
+        if not path or not (d.isascii() and d.isdigit()) or not 1 <= int(d) <= MAX_DEPTH:
+            raise WmtpError(f"runs are LOG:D pairs (d in 1..{MAX_DEPTH}), got {run[-200:]!r}")
         segs = estimate_segments(stream(path), batch)
         fit = [s for s in segs if s.speculative == want_spec and s.t_iter_ms is not None]
         if not fit:
@@ -114,6 +119,8 @@ def fit_from_logs(runs: list[str], spec, hw, cost, ctx: int, method: str, batch:
     """The whole top-down calibration: read the logs, fit, write the framework profile to `out`."""
     if method not in ("native", "window", "dense"):
         raise WmtpError("--method is native, window or dense")
+    if batch is not None and not 1 <= batch <= MAX_BATCH:
+        raise WmtpError(f"--batch must lie in 1..{MAX_BATCH:,}, got {batch}")
     points, sources = points_from_logs(runs, batch, method)
     b = batch or max(p["b_eff"] or 1 for p in points)
     prof = build(points, spec, hw, cost, ctx, method, b, window, sink, min_gamma, sources)

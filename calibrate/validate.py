@@ -44,7 +44,8 @@ def moe_backend_for(profile: dict, override: str | None = None) -> str:
 
     name = override or profile_moe_backend(profile)
     if name not in MOE_IMPLS:
-        raise WmtpError(f"unknown --moe-backend {name!r}; known: {', '.join(MOE_IMPLS)}")
+        where = "" if override else " (the profile's moe_backend / provenance moe_impl)"
+        raise WmtpError(f"unknown --moe-backend {name[:40]!r}{where}; known: {', '.join(MOE_IMPLS)}")
     if name == "sglang":
         from wmtp.measure.backends import sglang_moe
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_WINDOW, CtxOpt, HwOpt, JsonOpt, ModelOpt, ProfileOpt, SinkOpt,
-                             WindowOpt, handles_errors)
+                             WindowOpt, check_count, echo_json, handles_errors)
 from wmtp import defaults
 from wmtp.errors import WmtpError
 
@@ -66,8 +65,10 @@ def logs(
 ) -> None:
     """Per-request TPOT (and AL) from what a serving engine wrote: per line #running-req / gen throughput,
     a TPOT-vs-batch table, runs, stalls, retractions; each result names its estimator and source lines."""
+    from wmtp.latency import MAX_BATCH
     from wmtp.log_analysis import analyse
 
+    check_count(batch, "--batch", 1, MAX_BATCH)
     out = []
     for f in files:
         rep = analyse(f, batch)
@@ -77,7 +78,7 @@ def logs(
                             f"{rep['garbled']} garbled, {rep['skipped']} skipped)")
         out.append(rep)
     if as_json:
-        typer.echo(json.dumps(out, indent=2))
+        echo_json(out)
         return
     _render_logs(out)
 
@@ -94,10 +95,11 @@ def accept(
 ) -> None:
     """Acceptance length, and per-position acceptance alpha_j with 95 % Wilson intervals and AL at other depths
     where the file gives a per-position profile."""
-    from wmtp.acceptance import alpha_intervals
+    from wmtp.acceptance import MAX_DEPTH, alpha_intervals
     from wmtp.acceptance_io import compare as cmp
     from wmtp.acceptance_io import read_acceptance
 
+    check_count(depth, "--depth", 2, MAX_DEPTH)
     if compare and len(files) != 2:
         raise WmtpError("--compare takes exactly two files: native, then window")
     profs = [read_acceptance(f, depth) for f in files]
@@ -110,13 +112,16 @@ def accept(
         if prof is not None:
             iv = alpha_intervals(prof) if prof.counts else [(a, float("nan"), float("nan")) for a in prof.alphas]
             r.update(measured_depth=prof.measured_depth,
-                     alphas=[{"position": j + 1, "alpha": a, "ci95": [lo, hi]} for j, (a, lo, hi) in enumerate(iv)],
+                     alphas=[{"position": j + 1, "alpha": a, "ci95": [lo, hi] if lo == lo else None}  # NaN: no counts
+                             for j, (a, lo, hi) in enumerate(iv)],
                      al_by_depth={str(k): {"al": prof.accept_length(k), "extrapolated": prof.is_extrapolated(k)}
                                   for k in defaults.DEPTH_GRID})
         result.append(r)
     comparison = cmp(profs[0][0], profs[1][0]) if compare else None
     if as_json:
-        typer.echo(json.dumps({"files": result, "comparison": comparison}, indent=2, default=str))
+        for row in comparison or []:  # a position one profile does not reach: no value (NaN is not JSON)
+            row.update({m: None for m in ("native", "window") if row[m] != row[m]})
+        echo_json({"files": result, "comparison": comparison}, default=str)
         return
     from rich.console import Console
     from rich.table import Table
@@ -138,8 +143,8 @@ def accept(
         for c in ("j", "alpha_j", "95 % CI"):
             t.add_column(c, justify="right")
         for a in r["alphas"]:
-            lo, hi = a["ci95"]
-            t.add_row(str(a["position"]), f"{a['alpha']:.3f}", "-" if lo != lo else f"{lo:.3f}-{hi:.3f}")
+            ci = a["ci95"]
+            t.add_row(str(a["position"]), f"{a['alpha']:.3f}", "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}")
         con.print(t)
         con.print("AL by depth: " + ", ".join(f"d={k}: {v['al']:.2f}{' (extrap.)' if v['extrapolated'] else ''}"
                                              for k, v in r["al_by_depth"].items()), soft_wrap=True)

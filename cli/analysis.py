@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,7 +11,7 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CsvOpt, CtxOpt,
                              FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, TpOpt,
-                             WdOpt, WindowOpt, handles_errors, parse_accept, resolve_model)
+                             WdOpt, WindowOpt, echo_json, handles_errors, parse_accept, resolve_model)
 from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
 from wmtp.units import format_tokens
@@ -149,7 +148,7 @@ def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Pat
 
         atomic_write_text(csv_path, buf.getvalue(), "CSV file")
     if as_json:
-        typer.echo(json.dumps({**extra, "rows": rows}, indent=2))
+        echo_json({**extra, "rows": rows})
         return
     from rich.console import Console
 
@@ -281,7 +280,7 @@ def simulate(
                engine_overhead=engine_label(sc.overheads), warnings=warnings,
                source="Monte Carlo over the latency model" + (" and a recorded trace" if tr else ""))
     if as_json:
-        typer.echo(json.dumps(out, indent=2))
+        echo_json(out)
         return
     lo, hi = res.tpot_ci95
     ci = f"95 % CI {lo:.3f}-{hi:.3f}" if lo == lo else "too few steps for a 95 % CI (needs 40)"

@@ -7,6 +7,7 @@ A `WmtpError` (the library's own) becomes one `error: ...` line on stderr and ex
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -95,12 +96,37 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
 
     if (model is None) == (config is None):
         raise WmtpError("give exactly one of --model KEY or --config path/to/config.json")
-    for opt, value in (("--weight-dtype", weight_dtype), ("--kv-dtype", kv_dtype)):
+    from wmtp.specs import KV_DTYPES, WEIGHT_DTYPES
+
+    for opt, value, known in (("--weight-dtype", weight_dtype, WEIGHT_DTYPES), ("--kv-dtype", kv_dtype, KV_DTYPES)):
         if value is not None and not value.strip():
             raise WmtpError(f"{opt} is empty; leave it out for the model's own dtype")
+        if value is not None and value not in known:
+            raise WmtpError(f"{opt} must be one of {', '.join(known)}, got {value[:40]!r}")
     spec = get_model(model) if model is not None else load_config(config, weight_dtype=weight_dtype)
     return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 
 
-def comma_list(text: str) -> list[str]:
-    return [k.strip() for k in text.split(",") if k.strip()]
+def comma_list(text: str, opt: str | None = None) -> list[str]:
+    """The non-empty items of a comma-separated option; with `opt` (its name), none at all is an error."""
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if opt is not None and not keys:
+        raise WmtpError(f"{opt} is empty; give one or more comma-separated registry keys")
+    return keys
+
+
+def check_count(value: int | None, opt: str, lo: int, hi: int) -> None:
+    """An integer option (None: not given) within lo..hi, else one error naming the option."""
+    if value is not None and not lo <= value <= hi:
+        raise WmtpError(f"{opt} must lie in {lo}..{hi:,}, got {value}")
+
+
+def echo_json(obj, default=None) -> None:
+    """`obj` as strict JSON for scripts: NaN and Infinity are not JSON (parsers refuse them), so a result holding
+    one is an error, not invalid output."""
+    try:
+        text = json.dumps(obj, indent=2, allow_nan=False, default=default)
+    except ValueError:
+        raise WmtpError("the result holds a non-finite number (NaN or infinity), which JSON cannot carry; "
+                        "nothing printed") from None
+    typer.echo(text)

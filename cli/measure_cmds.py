@@ -35,7 +35,7 @@ def measure_kernels(
     from wmtp.units import parse_int_list
 
     check_name(backend, attention=True)
-    specs = [get_model(k) for k in comma_list(model)]
+    specs = [get_model(k) for k in comma_list(model, "--model")]
     ctxs = parse_int_list(ctx, what="--ctx")
     batches = parse_int_list(batch, what="--batch")
     from wmtp.measure.run import run_kernels
@@ -104,7 +104,7 @@ def calibrate(
         added = merge_tp(out / "profile.json", add_tp)
         typer.echo(f"added {', '.join(added)} to {out / 'profile.json'}")
         return
-    specs = [get_model(k) for k in comma_list(models)]
+    specs = [get_model(k) for k in comma_list(models, "--models")]
     try:
         if from_raw is not None:
             from wmtp.calibrate.fitting import refit_raw
@@ -157,15 +157,25 @@ def validate(
     from wmtp.models import get_model
     from wmtp.units import parse_int_list
 
-    from wmtp.calibrate.validate import moe_backend_for
+    from wmtp.acceptance import MAX_DEPTH
+    from wmtp.calibrate.validate import moe_backend_for, profile_backend
     from wmtp.measure import require_gpu
+    from wmtp.measure.backends import check_name
     from wmtp.profile import load_profile
 
-    moe_backend = moe_backend_for(load_profile(profile), moe_backend)  # SGLang's files absent: an error now
-    require_gpu()
-    specs = [get_model(k) for k in comma_list(models)]
+    for opt, value in (("--backend", backend), ("--moe-backend", moe_backend)):
+        if value is not None and not value.strip():
+            raise WmtpError(f"{opt} is empty; leave it out for the profile's own")
+    prof = load_profile(profile)
+    moe_backend = moe_backend_for(prof, moe_backend)  # SGLang's files absent: an error now
+    check_name(backend or profile_backend(prof), attention=True)
+    specs = [get_model(k) for k in comma_list(models, "--models")]  # every option checked before the GPU is
     ctxs = parse_int_list(ctx, what="--ctx")
     ds = parse_int_list(depths, what="--depths")
+    bad = [d for d in ds if not 2 <= d <= MAX_DEPTH]
+    if bad:
+        raise WmtpError(f"--depths must lie in 2..{MAX_DEPTH}, got {bad[0]}")
+    require_gpu()
     from wmtp.calibrate.validate import run_validate
 
     path, md = run_validate(profile, specs, out, tuple(ctxs), tuple(ds), backend=backend, moe_backend=moe_backend)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,7 +9,7 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
                              CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
-                             SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, handles_errors, parse_accept,
+                             SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, handles_errors, parse_accept,
                              parse_depth, resolve_model)
 
 
@@ -73,7 +72,7 @@ def predict(
         room = headroom_report(spec, gpu, profile, ctx_tokens, result.methods["native"].cost.depth, result.window,
                                sink, batch, tp)
     if as_json:
-        typer.echo(json.dumps({**result.to_json(), **({"headroom": room} if room else {})}, indent=2))
+        echo_json({**result.to_json(), **({"headroom": room} if room else {})})
         for w in odd:
             typer.echo(f"warning: {w}", err=True)
         return
@@ -138,7 +137,7 @@ def engines(
                 "models": sorted(p["per_model"]), "terms": p["terms"], "per_model": p["per_model"],
                 "fit": p["fit"], "points": p.get("points", {}).get("file")} for p in rows]
     if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+        echo_json(summary)
         return
     from wmtp.calibrate.engine_fit import summary_line
 

@@ -42,6 +42,7 @@ CUSTOM_ALLREDUCE_BYTES = 24 * MiB  # per rank, TP > 1 (custom_all_reduce.py: met
 FLASHINFER_WORKSPACE_BYTES = 384 * MiB  # SGLANG_FLASHINFER_WORKSPACE_SIZE (environ.py), one buffer all wrappers share
 GDN_CHUNK = 64  # FLA's chunk_gated_delta_rule keeps one state [v_heads, dim, dim] per 64-token chunk (bf16)
 MAMBA_CHUNK = 256  # Mamba2 SSD chunk (NemotronH's mamba_chunk_size default); chunk states in fp32 (ssd_chunk_state)
+MAX_SETTING = 1 << 31  # SGLang's server arguments are 32-bit integers; larger is no engine's setting
 
 
 @dataclass(frozen=True)
@@ -68,20 +69,24 @@ class EngineMemoryConfig:
 
     def __post_init__(self) -> None:
         mfs = self.mem_fraction_static
-        if mfs is not None and not (isinstance(mfs, (int, float)) and 0 < mfs < 1):
+        if mfs is not None and not (isinstance(mfs, (int, float)) and not isinstance(mfs, bool) and 0 < mfs < 1):
             raise WmtpError(f"mem_fraction_static must be in (0, 1), got {mfs!r}")
-        for name in ("max_running_requests", "chunked_prefill_size", "cuda_graph_max_bs"):
+        for name in ("max_running_requests", "chunked_prefill_size", "cuda_graph_max_bs", "max_new_tokens"):
             v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or v < 1):
-                raise WmtpError(f"{name} must be a positive integer, got {v!r}")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise WmtpError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SETTING):
+                raise WmtpError(f"{name} must be an integer in 1..{MAX_SETTING:,}, got {repr(v)[:40]}")
+        if self.max_new_tokens is None:
+            raise WmtpError("max_new_tokens must be an integer, got None")
+        if self.engine != "sglang" or self.radix_cache is not False or not isinstance(self.source, str):
+            raise WmtpError(f"engine memory models SGLang with its radix cache off (engine 'sglang', radix_cache "
+                            f"false, source a string), got engine {repr(self.engine)[:40]}, radix_cache "
+                            f"{repr(self.radix_cache)[:40]}")
         r = self.mamba_full_memory_ratio
         values = list(r.values()) if isinstance(r, dict) else [r]
         if (isinstance(r, dict) and not all(isinstance(k, str) for k in r)) or not values or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 100 for v in values):
             raise WmtpError(f"mamba_full_memory_ratio must be a number in [0, 100] or a map of model family to one, "
-                            f"got {r!r}")
+                            f"got {repr(r)[:80]}")
 
 
 @dataclass(frozen=True)
@@ -246,4 +251,7 @@ def config_from_preset(doc: dict | None) -> EngineMemoryConfig | None:
     bad = set(doc) - known
     if bad:
         raise WmtpError(f"engine memory: unknown settings {', '.join(sorted(bad))}")
-    return EngineMemoryConfig(**doc)
+    try:
+        return EngineMemoryConfig(**doc)
+    except WmtpError as e:
+        raise WmtpError(f"engine preset memory section: {e}") from None

@@ -111,15 +111,25 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+def _unique_keys(pairs: list) -> dict:
+    """An object whose keys are all different: a repeated key would silently keep only its last value."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"key {dup[:40]!r} appears twice in one object")
+    return obj
+
+
 def read_json(path: str | Path, what: str, error: type[Exception]):
     """Parse a JSON file; a missing, binary or malformed file raises `error` with one clear sentence.
-    NaN and Infinity (which Python's json would accept) are malformed."""
+    NaN and Infinity (which Python's json would accept) and a key repeated in one object are malformed."""
     p = Path(path)
     text = read_text(p, what, error)
     if not text.strip():
         raise error(f"{what} {p} is empty")
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
         raise error(f"{what} {p} is corrupt: not valid JSON ({e.msg} at line {e.lineno})") from None
     except (ValueError, RecursionError) as e:  # NaN/Infinity, a 5000-digit integer, absurd nesting

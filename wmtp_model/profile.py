@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -51,6 +52,10 @@ def load_profile(path: str | Path) -> dict:
     prov = prof.get("provenance", {})
     if not isinstance(prov, dict) or not _is_num(prov.get("gpu_sm_count", 1), 1, 1e5):
         raise ProfileError(f"profile {p} is corrupt: provenance gpu_sm_count must be a positive count")
+    for key, value in (("backend", prof.get("backend")), ("moe_backend", prof.get("moe_backend")),
+                       ("provenance backend", prov.get("backend")), ("provenance moe_impl", prov.get("moe_impl"))):
+        if value is not None and not (isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", value)):
+            raise ProfileError(f"profile {p} is corrupt: {key} must name a kernel backend, got {repr(value)[:40]}")
     return prof
 
 

@@ -1,0 +1,269 @@
+"""Hostile inputs to what came after the second sweep (test_hostile.py, test_hostile_inputs.py): an engine
+preset's `memory` section, `calibrate-logs` / `calibrate --from-logs`, `logs --batch`, `accept --depth` and its
+JSON, `validate`'s options and the profile's kernel backends, repeated JSON keys, dtype options, empty model lists.
+Each bad input ends in exit code 1 and exactly one `error:` line naming what was wrong, no traceback, nothing
+written; each family has a legal control beside it, so the cases can fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wmtp.cli.common import echo_json
+from wmtp.cli.main import app
+from wmtp.engine import engines_dir
+from wmtp.errors import WmtpError
+from wmtp.profile import PROFILES_DIR
+
+PRESET = json.loads((engines_dir() / "sglang-b200-paper.json").read_text())
+FI_PROFILE = json.loads((PROFILES_DIR / "h200-flashinfer.json").read_text())
+BIG = 10**400  # an integer JSON reads exactly and no float holds
+DELETE = object()
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def assert_one_error(r, *fragments: str) -> str:
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.output
+    for f in fragments:
+        assert f.lower() in lines[0].lower(), lines[0]
+    return lines[0]
+
+
+def strict_json(text: str):
+    """Parse as a strict JSON reader would: NaN and Infinity are not JSON."""
+    def refuse(name):
+        raise ValueError(f"{name} in JSON output")
+    return json.loads(text, parse_constant=refuse)
+
+
+def write(path: Path, doc) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+# ------------------------------------------------------------------------------- engine preset memory
+def preset_with_memory(**changes) -> dict:
+    doc = json.loads(json.dumps(PRESET))
+    for k, v in changes.items():
+        if v is DELETE:
+            doc["memory"].pop(k, None)
+        else:
+            doc["memory"][k] = v
+    return doc
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"max_running_requests": BIG}, "max_running_requests"),  # was an OverflowError traceback
+    ({"chunked_prefill_size": BIG}, "chunked_prefill_size"),  # was an OverflowError traceback
+    ({"cuda_graph_max_bs": 10**30}, "cuda_graph_max_bs"),
+    ({"max_new_tokens": BIG}, "max_new_tokens"),
+    ({"max_new_tokens": None}, "max_new_tokens"),
+    ({"max_running_requests": True}, "max_running_requests"),  # JSON true is not a count
+    ({"max_running_requests": "48"}, "max_running_requests"),
+    ({"mem_fraction_static": True}, "mem_fraction_static"),
+    ({"mamba_full_memory_ratio": {"default": True}}, "mamba_full_memory_ratio"),
+    ({"radix_cache": True}, "radix_cache"),  # not modelled: was silently ignored
+    ({"radix_cache": "no"}, "radix_cache"),
+    ({"engine": "vllm"}, "engine"),  # the accounting is SGLang's
+    ({"engine": 5}, "engine"),
+    ({"source": [1]}, "source"),
+    ({"bogus_setting": 1}, "bogus_setting"),
+])
+def test_preset_memory_section(tmp_path, changes, fragment):
+    p = write(tmp_path / "preset.json", preset_with_memory(**changes))
+    for extra in ([], ["--json"]):
+        assert_one_error(invoke("predict", "--model", "q35", "--hw", "b200", "--framework", p, *extra), fragment)
+
+
+@pytest.mark.parametrize("changes", [{}, {"mem_fraction_static": 0.5}, {"max_running_requests": 1 << 31},
+                                     {"mamba_full_memory_ratio": 0}, {"mem_fraction_static": DELETE}])
+def test_preset_memory_section_legal_values(tmp_path, changes):
+    p = write(tmp_path / "preset.json", preset_with_memory(**changes))
+    r = invoke("predict", "--model", "q35", "--hw", "b200", "--ctx", "256K", "--framework", p, "--json")
+    assert r.exit_code == 0, r.output
+    assert strict_json(r.output)["methods"]["native"]["tpot_ms"] > 0
+
+
+# ----------------------------------------------------------------------------------- repeated JSON keys
+def _dup_key(doc: dict, key: str) -> str:
+    """`doc` as JSON text with `key` written twice (the second time with an absurd value)."""
+    return json.dumps(doc)[:-1] + f', "{key}": 999999999}}'
+
+
+@pytest.mark.parametrize("flag, doc, key", [
+    ("--config", {"model_type": "mimo", "hidden_size": 4096, "vocab_size": 151680, "num_hidden_layers": 36,
+                  "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 11008,
+                  "num_nextn_predict_layers": 1}, "hidden_size"),
+    ("--profile", FI_PROFILE, "hardware"),
+    ("--framework", PRESET, "name"),
+])
+def test_a_key_written_twice_is_refused(tmp_path, flag, doc, key):
+    once, twice = tmp_path / "once.json", tmp_path / "twice.json"  # two names: profiles are cached by path
+    once.write_text(json.dumps(doc))
+    twice.write_text(_dup_key(doc, key))
+    for p in (once, twice):
+        args = ["predict", "--config", p] if flag == "--config" else ["predict", "--model", "q35", flag, p]
+        r = invoke(*args)
+        if p == once:
+            assert r.exit_code == 0, r.output  # the control: the same document, each key once
+        else:
+            assert_one_error(r, "appears twice", key)
+
+
+# ------------------------------------------------------------------------------- calibrate-logs / --from-logs
+def _log(path: Path, step_ms: float, al: float = 3.0, n: int = 40) -> Path:
+    thr = al / (step_ms / 1e3)  # batch 1: tokens per second of one request
+    path.write_text("\n".join(
+        f"[2026-01-01 10:00:{i % 60:02d}] Decode batch. #running-req: 1, #token: 10, token usage: 0.1, "
+        f"accept len: {al:.2f}, cuda graph: True, gen throughput (token/s): {thr:.3f}, #queue-req: 0" for i in range(n)))
+    return path
+
+
+@pytest.fixture
+def runs(tmp_path):
+    return [f"{_log(tmp_path / f'd{d}.log', 2.5 * (d - 1) + 30.0)}:{d}" for d in (3, 5, 7)]
+
+
+@pytest.mark.parametrize("make, extra, fragment", [
+    (lambda r: [r[0].rsplit(":", 1)[0] + ":\u00b2", r[1]], [], "LOG:D"),  # a superscript two: was a ValueError traceback
+    (lambda r: [r[0].rsplit(":", 1)[0] + ":\u0663", r[1]], [], "LOG:D"),  # an Arabic-Indic three
+    (lambda r: [r[0].rsplit(":", 1)[0] + ":65", r[1]], [], "1..64"),
+    (lambda r: [r[0].rsplit(":", 1)[0] + ":" + "9" * 30, r[1]], [], "1..64"),
+    (lambda r: r, ["--batch", "0"], "--batch"),
+    (lambda r: r, ["--batch", "-4"], "--batch"),
+    (lambda r: r, ["--batch", str((1 << 20) + 1)], "--batch"),
+])
+def test_calibrate_logs_bad_runs_and_batch(tmp_path, runs, make, extra, fragment):
+    out = tmp_path / "fw.json"
+    assert_one_error(invoke("calibrate-logs", *make(runs), "--model", "q35", "--out", out, *extra), fragment)
+    assert not out.exists()
+
+
+def test_a_two_run_fit_writes_strict_json_that_predict_reads(tmp_path, runs):
+    """With two runs there is no leave-one-out error: the fit wrote NaN there, which its own reader refused."""
+    out = tmp_path / "fw.json"
+    r = invoke("calibrate-logs", *runs[:2], "--model", "q35", "--out", out)
+    assert r.exit_code == 0, r.output
+    fw = strict_json(out.read_text())
+    assert fw["t_iter_fit"]["points_used"] == 2 and fw["t_iter_fit"]["heldout_median_rel"] is None
+    r = invoke("predict", "--model", "q35", "--framework", out, "--json")
+    assert r.exit_code == 0, r.output
+    out3 = tmp_path / "fw3.json"  # three runs: a held-out error, and the fit is exact (logs on a line)
+    assert invoke("calibrate-logs", *runs, "--model", "q35", "--out", out3).exit_code == 0
+    assert strict_json(out3.read_text())["t_iter_fit"]["heldout_median_rel"] < 0.01
+
+
+# --------------------------------------------------------------------------------------- logs / accept
+@pytest.fixture
+def mean_al(tmp_path) -> Path:
+    p = tmp_path / "offline.log"
+    p.write_text("mean acceptance length: 2.49\n")
+    return p
+
+
+@pytest.mark.parametrize("batch", ["0", "-1", "99999999999999999999"])
+def test_logs_batch_out_of_range(tmp_path, batch):
+    log = _log(tmp_path / "a.log", 30.0)
+    assert invoke("logs", log).exit_code == 0  # the control
+    assert_one_error(invoke("logs", log, "--batch", batch), "--batch")
+
+
+@pytest.mark.parametrize("depth", ["0", "1", "65", "1000"])
+def test_accept_depth_out_of_range(mean_al, depth):
+    assert_one_error(invoke("accept", mean_al, "--depth", depth), "--depth", "2..64")
+
+
+def test_accept_json_without_counts_is_strict_json(mean_al, tmp_path):
+    """A mean AL at --depth has no counts, so no interval: null, not NaN (which is not JSON)."""
+    r = invoke("accept", mean_al, "--depth", "5", "--json")
+    assert r.exit_code == 0, r.output
+    alphas = strict_json(r.output)["files"][0]["alphas"]
+    assert len(alphas) == 4 and all(a["ci95"] is None for a in alphas)  # d = 5: positions 1..4
+    hist = tmp_path / "h.json"
+    hist.write_text("[10, 20, 30]")  # 3 bins: depth 3, positions 1..2 with counts; the mean AL's reach 4
+    r = invoke("accept", mean_al, hist, "--compare", "--depth", "5", "--json")
+    assert r.exit_code == 0, r.output
+    rows = strict_json(r.output)["comparison"]
+    assert [row["window"] is None for row in rows] == [False, False, True, True]
+    r = invoke("accept", mean_al, hist, "--compare", "--depth", "5")
+    assert r.exit_code == 0 and "nan" in r.output  # the table still shows the missing positions
+
+
+def test_json_output_refuses_non_finite_numbers(capsys):
+    with pytest.raises(WmtpError, match="non-finite"):
+        echo_json({"tpot_ms": float("nan")})
+    echo_json({"tpot_ms": 1.5, "ci95": None})
+    assert strict_json(capsys.readouterr().out) == {"tpot_ms": 1.5, "ci95": None}
+
+
+# -------------------------------------------------------------------------------- validate (no GPU needed)
+@pytest.mark.parametrize("extra, fragment", [
+    (["--moe-backend", ""], "--moe-backend is empty"),  # was: silently the profile's own
+    (["--backend", ""], "--backend is empty"),
+    (["--backend", "bogus", "--moe-backend", "wmtp"], "unknown backend 'bogus'"),
+    (["--models", "", "--moe-backend", "wmtp"], "--models is empty"),
+    (["--models", ",,", "--moe-backend", "wmtp"], "--models is empty"),
+    (["--depths", "1", "--moe-backend", "wmtp"], "--depths"),
+    (["--depths", "1000", "--moe-backend", "wmtp"], "--depths"),
+    (["--ctx", "abc", "--moe-backend", "wmtp"], "token count"),
+])
+def test_validate_checks_its_options_before_the_gpu(tmp_path, extra, fragment):
+    """Each was 'no CUDA GPU is visible' on a machine without one: the bad value is the error to report."""
+    out = tmp_path / "val"
+    assert_one_error(invoke("validate", "--profile", PROFILES_DIR / "h200-flashinfer.json", "--out", out, *extra),
+                     fragment)
+    assert not out.exists()
+
+
+def test_validate_names_the_profile_as_the_source_of_an_unknown_moe_kernel(tmp_path):
+    doc = json.loads(json.dumps(FI_PROFILE))
+    doc["moe_backend"] = "triton"
+    p = write(tmp_path / "p.json", doc)
+    assert_one_error(invoke("validate", "--profile", p, "--out", tmp_path / "val"), "'triton'", "the profile's")
+
+
+@pytest.mark.parametrize("where, key, value", [
+    ("top", "backend", 5), ("top", "moe_backend", 7), ("top", "moe_backend", ["sglang"]), ("top", "moe_backend", ""),
+    ("provenance", "backend", 5), ("provenance", "moe_impl", 3), ("top", "backend", "x" * 200),
+])
+def test_profile_kernel_backends_must_be_names(tmp_path, where, key, value):
+    doc = json.loads(json.dumps(FI_PROFILE))
+    (doc if where == "top" else doc["provenance"])[key] = value
+    p = write(tmp_path / "p.json", doc)
+    for args in (["predict", "--model", "q35", "--profile", p], ["predict", "--model", "q35", "--headroom", "--profile", p],
+                 ["validate", "--profile", p, "--out", tmp_path / "val"]):
+        assert_one_error(invoke(*args), key, "must name a kernel backend")
+
+
+# ------------------------------------------------------------------------------ dtypes and model lists
+@pytest.mark.parametrize("args, fragment", [
+    (["predict", "--model", "q35", "--weight-dtype", "nonsense"], "--weight-dtype must be one of"),
+    (["predict", "--model", "q35", "--weight-dtype", "FP8"], "--weight-dtype must be one of"),
+    (["predict", "--model", "q35", "--kv-dtype", "int4"], "--kv-dtype must be one of"),
+    (["sweep", "ctx", "--model", "q35", "--weight-dtype", "int8"], "--weight-dtype must be one of"),
+    (["simulate", "--model", "q35", "--kv-dtype", "fp16"], "--kv-dtype must be one of"),
+    (["calibrate", "--models", ""], "--models is empty"),
+    (["calibrate", "--models", " , "], "--models is empty"),
+    (["measure", "kernels", "--model", ""], "--model is empty"),
+])
+def test_bad_dtypes_and_empty_model_lists(tmp_path, args, fragment):
+    assert_one_error(invoke(*args, *(["--out", tmp_path / "o"] if args[0] == "calibrate" else [])), fragment)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("wd, tp", [("fp8", 2), ("int4", 4), ("nvfp4", 2), ("bf16", 1)])
+def test_legal_dtypes_with_tp(wd, tp):
+    r = invoke("predict", "--model", "q35", "--weight-dtype", wd, "--tp", tp, "--json")
+    assert r.exit_code == 0, r.output
+    out = strict_json(r.output)
+    assert all(m["tpot_ms"] > 0 for m in out["methods"].values())
