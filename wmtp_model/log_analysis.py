@@ -7,20 +7,23 @@ from __future__ import annotations
 from wmtp.errors import WmtpError
 from wmtp.log_blocks import stream_blocks
 from wmtp.log_sources import SpecLines, Summaries
+from wmtp.log_vllm_batch import VllmBatch
 from wmtp.logs import DecodeLine, Event, ParseStats, PrefillLine, Value, VllmSpecLine, VllmThroughput, stream
 from wmtp.logstats import MAX_ROWS, SglangRuns, VllmWindows
 
 
 def collect(path, gap_s: float = 60.0, reference: bool = False) -> tuple:
     """One streaming pass over a file: (parse stats, SGLang runs, vLLM windows, vLLM spec lines, summaries,
-    event counts, event line numbers). Read in blocks (`wmtp.log_blocks`), or with `reference` line by line
-    (`wmtp.logs.stream`, what the block reader is tested against)."""
+    event counts, event line numbers). Read in blocks (`wmtp.log_blocks`; most vLLM lines go to the windows and
+    spec lines a block at a time, `wmtp.log_vllm_batch`), or with `reference` line by line (`wmtp.logs.stream`,
+    what the block reader is tested against)."""
     stats = ParseStats()
     runs, windows, spec, summ = SglangRuns(gap_s), VllmWindows(), SpecLines(), Summaries()
     events = {"retraction": 0, "oom": 0, "preemption": 0}
     event_lines: list[int] = []
     add_run = runs.add
-    records = stream(path, stats, decode=runs.decode) if reference else stream_blocks(path, stats, runs)
+    records = stream(path, stats, decode=runs.decode) if reference else \
+        stream_blocks(path, stats, runs, VllmBatch(windows, spec))
     for r in records:  # most decode lines go to the runs directly, not through here
         if type(r) is PrefillLine or type(r) is DecodeLine:
             add_run(r)

@@ -6,8 +6,9 @@ every line of one skeleton matches the same way, so its kind and the places of i
 skeleton (numpy, imported on the first block, sorts the rows by kind). Kinds: SGLang decode lines in
 `wmtp.logs._DECODE`'s common layouts and prefill lines, both with the `[date time DPx TPx] ` prefix (into
 `SglangRuns` through `wmtp.log_batch`, a block at a time); vLLM V1 `Engine N:` throughput and `SpecDecoding
-metrics:` lines, V0 `Avg prompt throughput` and `Speculative metrics:` lines, in their common layouts (read
-into the records `wmtp.logs`' parsers build); lines with none of the words `wmtp.logs`' parsers look for
+metrics:` lines, V0 `Avg prompt throughput` and `Speculative metrics:` lines, in their common layouts (their
+numbers read a skeleton at a time, into `wmtp.log_vllm_batch.VllmBatch` or the records `wmtp.logs`' parsers
+build); lines with none of the words `wmtp.logs`' parsers look for
 (skipped, as `parse_other` skips them); decode lines `parse_sglang_general` gives up on whatever their numbers
 (garbled); and every other line, or one whose numbers fail a parser's range checks, through `wmtp.logs`'
 parsers (`_line`: what `stream` does with it). Numbers are plain digits (`_N`); a field `float` would read
@@ -26,7 +27,8 @@ from typing import Iterator
 
 from wmtp.errors import WmtpError
 from wmtp.log_batch import Lines, Prefixes, decode_columns, decode_fixed, feed, numpy
-from wmtp.log_records import MAX_VALUE, DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
+from wmtp.log_records import DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
+from wmtp.log_vllm_batch import SPEC, numbers, records
 from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, open_text, parse_other,
                        parse_sglang_general, prefix_fields, tally_decode, tally_other)
 
@@ -63,6 +65,7 @@ _GROUPS = {1: (1, 2, (3, 4), 5, 6, 8), 10: (10,), 12: (12, 13, 14, 15, 16), 17: 
            22: (22, 23, 24, 25), 26: (26, 27, 28, 29, 30, 31)}
 _SKIP, _PARSE, _GARBLED, _DEC, _PRE, _V1T, _V1S, _V0T, _V0S = range(9)
 _KINDS = {1: _DEC, 10: _PRE, 12: _V1T, 17: _V1S, 22: _V0T, 26: _V0S}
+_VKINDS = {_V1T: "v1t", _V1S: "v1s", _V0T: "v0t", _V0S: "v0s"}
 _ABSENT = slice(0, 0)  # a field the line does not hold: ""
 _ZERO = str.maketrans("123456789", "000000000")
 _ZERO_UTF8 = bytes.maketrans(b"123456789", b"000000000")  # the same on the UTF-8 bytes (faster)
@@ -238,55 +241,61 @@ def _info(pre: str, skel: str) -> tuple:
     return info
 
 
-def _vllm_columns(kind: int, v: list, lns: list, skels: list):
-    """The records of vLLM lines of one skeleton (`v`: a column per field, the prefix first; `skels`: the
-    prefixes' skeletons, all the same), or None when a number of one of them is out of `parse_throughput`'s
-    / `parse_vllm`'s range."""
-    secs, pids = _prefix_columns(v[0], skels[0])  # one skeleton: one plan
-    if kind == _V1T or kind == _V0T:
-        prompt, gen, running = list(map(float, v[-3])), list(map(float, v[-2])), list(map(int, v[-1]))
-        if max(prompt) > MAX_VALUE or max(gen) > MAX_VALUE or max(running) > 1e7:
-            return None
-        return list(map(VllmThroughput, lns, secs, pids, v[1] if kind == _V1T else repeat(""), prompt, gen, running))
-    if kind == _V1S:
-        mean_al, acc, dr = list(map(float, v[1])), list(map(int, v[2])), list(map(int, v[3]))
-        pos = list(map(list, map(map, repeat(float), map(str.split, v[4], repeat(", ")))))
-        if max(mean_al) > MAX_VALUE or max(acc) > MAX_VALUE or max(dr) > MAX_VALUE or max(map(max, pos)) > MAX_VALUE:
-            return None
-        return list(map(VllmSpecLine, lns, mean_al, acc, dr, pos, secs, pids, map(len, pos), repeat(None), repeat(None)))
-    rate, k, acc, dr, em = list(map(float, v[1])), *(list(map(int, c)) for c in v[2:6])
-    if max(max(rate), max(k), max(acc), max(dr), max(em)) > MAX_VALUE:
-        return None
-    return list(map(VllmSpecLine, lns, repeat(None), acc, dr, map(list, repeat((), len(lns))), secs, pids, k, em, rate))
-
-
-def _vllm_group(kind: int, rows: list, spans: tuple, lines: Lines, skels: list, base: int, out: list) -> list:
-    """The records of one skeleton's vLLM lines appended to `out` as (line number, record); returns the
-    rows whose numbers the parsers must see (out of range)."""
+def _vllm_group(kind: int, rows: list, spans: tuple, lines: Lines, skels: list, base: int, out: list,
+                pending: list) -> list:
+    """One skeleton's vLLM lines: their numbers (`numbers`) appended to `pending` as (kind, line numbers,
+    columns, prefix texts, the prefixes' skeleton), or when one of them is out of range their records to
+    `out` as (line number, record), line by line; returns the rows whose numbers the parsers must see."""
     got = lines.take(rows)
     v = [list(map(itemgetter(sp), got)) for sp in spans]
-    psk = list(map(bytes.decode, map(itemgetter(spans[0]), map(skels.__getitem__, rows))))  # ASCII
+    psk = skels[rows[0]][spans[0]].decode()  # one skeleton: one prefix skeleton (ASCII)
     if kind == _V0S:  # `parse_vllm` cuts a V0 line before "peculative metrics"
-        v[0], psk = list(map(add, v[0], repeat("S"))), list(map(add, psk, repeat("S")))
+        v[0], psk = list(map(add, v[0], repeat("S"))), psk + "S"
     lns = list(map(add, rows, repeat(base + 1)))
-    recs = _vllm_columns(kind, v, lns, psk)
-    if recs is not None:
-        out += zip(lns, recs)
+    vk = _VKINDS[kind]
+    cols = numbers(vk, v)
+    if cols is not None:
+        pending.append((vk, lns, cols, v, psk))
         return []
     bad = []
     for j, i in enumerate(rows):  # one of them out of range: line by line
-        rec = _vllm_columns(kind, [[c[j]] for c in v], [lns[j]], [psk[j]])
-        if rec is None:
+        one = [[c[j]] for c in v]
+        cols = numbers(vk, one)
+        if cols is None:
             bad.append(i)
         else:
-            out.append((lns[j], rec[0]))
+            out.append((lns[j], _vllm_records((vk, [lns[j]], cols, one, psk))[0]))
     return bad
 
 
-def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True) -> list:
+def _vllm_records(g: tuple, rows: list | None = None) -> list:
+    """The records of a pending group's lines (`rows` of them, or all)."""
+    kind, lns, cols, v, psk = g
+    if rows is not None:
+        lns, cols, v = [lns[i] for i in rows], [[c[i] for i in rows] for c in cols], [[c[i] for i in rows] for c in v]
+    secs, pids = _prefix_columns(v[0], psk)
+    return records(kind, cols, lns, secs, pids, v[1] if kind == "v1t" else repeat(""))
+
+
+def _vllm_feed(vllm, pending: list, out: list) -> None:
+    """A block's vLLM groups to `vllm` (`VllmBatch`) when it may take them and no other vLLM record of the
+    block came from the parsers; else their records to `out`."""
+    if vllm is None or not vllm.settled() or any(type(r) is VllmThroughput or type(r) is VllmSpecLine for _, r in out):
+        for g in pending:
+            out += zip(g[1], _vllm_records(g))
+        return
+    groups = []
+    for g in pending:
+        p = _PLANS[g[4]][1] if g[0] == "v0s" else None  # a V0 spec line's pid: its process
+        groups.append((*g[:3], None if g[0] != "v0s" else list(map(itemgetter(p), g[3][0])) if p is not None
+                       else [None] * len(g[1]), g))
+    vllm.feed(groups, lambda g, rows: _vllm_records(g[4], rows))
+
+
+def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True, vllm=None) -> list:
     """One block of whole lines (newline-terminated; the last one not when `newline` is False), its first
-    line being line `base + 1`: SGLang lines go to `runs`, the other records come back as (line number,
-    record), in file order. Lines are classed by their skeleton's kind; SGLang decode numbers are read from
+    line being line `base + 1`: SGLang lines go to `runs`, vLLM lines to `vllm` (`VllmBatch`) when it
+    takes them, the other records come back as (line number, record), in file order. Lines are classed by their skeleton's kind; SGLang decode numbers are read from
     the block's bytes a skeleton at a time (`decode_fixed`; else the fields sliced out with each line's
     skeleton's spans), prefixes once per run of equal ones, vLLM lines a skeleton at a time."""
     raw = block.encode()
@@ -302,21 +311,21 @@ def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True)
     codes = np.fromiter(map(itemgetter(3), descs), np.int64, n)
     rows_of, rows_np, skipped, garbled = _rows_by_kind(np, codes & 15)
     todo, out = rows_of.get(_PARSE, []), []
-    vrows = [i for k in (_V1T, _V1S, _V0T, _V0S) for i in rows_of.get(k, ())]
+    vrows, pending = [i for k in (_V1T, _V1S, _V0T, _V0S) for i in rows_of.get(k, ())], []
     if vrows:
         ids = list(map(itemgetter(0), map(descs.__getitem__, vrows)))
         for _, g in groupby(sorted(range(len(vrows)), key=ids.__getitem__), key=ids.__getitem__):
             rows = list(map(vrows.__getitem__, g))
             kind, spans = descs[rows[0]][1:3]
-            todo += _vllm_group(kind, rows, spans, lines, skels, base, out)
+            todo += _vllm_group(kind, rows, spans, lines, skels, base, out, pending)
     dec, dcols = _decode_rows(rows_of.get(_DEC, []), rows_np.get(_DEC), codes, lines, descs, skels)
     pre = _prefill_rows(rows_of.get(_PRE, []), rows_np.get(_PRE), codes, lines, descs)
     if dec[0] and dcols is None:  # a number out of range: the lines go to the parsers
         todo += dec[0]
         dec = [[] for _ in range(7)]
-    spec = sum(1 for r in out if type(r[1]) is VllmSpecLine)
+    spec = sum(1 for r in out if type(r[1]) is VllmSpecLine) + sum(len(g[1]) for g in pending if g[0] in SPEC)
     stats.vllm += spec
-    stats.other += len(out) - spec
+    stats.other += len(out) + sum(len(g[1]) for g in pending) - spec
     stats.decode += len(dec[0])
     stats.other += len(pre[0])
     stats.skipped += skipped
@@ -334,6 +343,8 @@ def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True)
                 extra.append((ln, "r", r))
             else:
                 out.append((ln, r))
+    if pending:
+        _vllm_feed(vllm, pending, out)
     out.sort(key=itemgetter(0))  # stable: one line's records keep their order
     if dec[0] or pre[0] or extra:
         feed(runs, base, dec[0], pre[0], dcols or ([], [], [], [], []), dec[1], pre[1], _PREFIXES, extra)
@@ -379,9 +390,12 @@ def _columns(rows: list, lines: Lines, descs: list, k: int) -> list:
     return [rows] + [list(map(getitem, got, map(itemgetter(f), spans))) for f in range(k)]
 
 
-def stream_blocks(path: str | Path, stats: ParseStats, runs) -> Iterator:
+def stream_blocks(path: str | Path, stats: ParseStats, runs, vllm=None) -> Iterator:
     """`wmtp.logs.stream(path, stats, decode=runs.decode)` read a block at a time: the SGLang decode and
-    prefill lines go to `runs` (`SglangRuns`), the other records are yielded, in file order."""
+    prefill lines go to `runs` (`SglangRuns`), the vLLM throughput and spec lines to `vllm` (a
+    `wmtp.log_vllm_batch.VllmBatch`, when given, once it takes them), the other records are yielded, in file
+    order (consume each block's records before the next: `vllm` takes a block's lines only when the
+    records before them have reached its accumulators)."""
     p = Path(path)
     if p.is_dir():
         raise WmtpError(f"{p} is a folder, not a log file")
@@ -398,12 +412,12 @@ def stream_blocks(path: str | Path, stats: ParseStats, runs) -> Iterator:
                 continue
             block = chunk if cut == len(chunk) else chunk[:cut]
             block, tail = tail + block if tail else block, chunk[cut:]
-            out, n = _block(block, base, stats, runs)
+            out, n = _block(block, base, stats, runs, vllm=vllm)
             base += n
             for _, r in out:
                 yield r
         if tail:
-            out, n = _block(tail, base, stats, runs, newline=False)
+            out, n = _block(tail, base, stats, runs, newline=False, vllm=vllm)
             base += n
             for _, r in out:
                 yield r

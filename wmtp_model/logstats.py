@@ -366,6 +366,11 @@ class VllmWindows:
             self.rows.append(row)
         self._open[r.pid] = (row, r.secs)
 
+    def settled(self) -> bool:
+        """Whether the windows kept for display are filled and none awaits its spec line: pairing a spec
+        line with its window changes nothing from here on."""
+        return len(self.rows) >= MAX_ROWS and all(row is None for row, _ in self._open.values())
+
     def pair(self, pid, secs, al: float | None) -> None:
         row, t = self._open.pop(pid, (None, None))
         if row is not None and (t is None or secs is None or abs(t - secs) <= 1):
