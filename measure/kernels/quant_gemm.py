@@ -38,9 +38,10 @@ from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2
                                                 weight_bytes)
 from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
-from wmtp.measure.kernels.quant_gemv_int4 import int4_mode
+from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
 from wmtp.measure.kernels.quant_swap import launch_swap
+from wmtp.measure.kernels.quant_swap_i4 import launch_int4_swap
 
 _FP8 = torch.float8_e4m3fn
 _ACT_DTYPES = (torch.bfloat16, torch.float16)
@@ -56,7 +57,10 @@ GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 # programs per SM the GEMV plan aims for (split-K) with dense int4 up to 2 rows (None: `_CTAS_PER_SM`): 2, from
 # measure/results/h200-quant-v6 ([pk-c2]: geomean 1.08x / 1.06x faster at M = 1 / 2, at most 6 % slower on a shape)
 INT4_GEMV_CTAS = 2
-INT4_GEMV_STEP = "packed"  # the int4 GEMV step: 'packed' / 'f32' / 'words' (round 2), `quant_gemv_int4.int4_mode`
+# int4 GEMV: 'packed' / 'f32' / 'words' (round 2) steps (`quant_gemv_int4.int4_mode`), or round 6's kernel
+# `quant_gemv_int4.int4_quad_kernel` (16-byte weight loads): 'quad', 'quad_xs' (activations via shared memory)
+INT4_GEMV_STEP = "packed"
+INT4_SWAP_AUTO_M = (1, 0)  # dense int4 rows [lo, hi] that path='auto' gives the swap-AB kernel (`quant_swap_i4`): none
 _GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
 _PATHS = ("auto", "gemv", "dot", "swap")
 # dense fp8 rows [lo, hi] that path='auto' gives the swap-AB kernel (`quant_swap`), from measure/results/h200-quant-v6:
@@ -358,10 +362,22 @@ def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: 
               prefetch: bool | None = None) -> torch.Tensor:
     """y [M, N] = x [M, K] @ dequant(w [N, K/2] uint8, w_scale [N, K/128])^T, W4A16, output in x.dtype.
     path: 'dot' (tensor cores; K step block_k, loads one step ahead with prefetch), 'gemv' (M <= 16,
-    K % 8 == 0) or 'auto' (by M)."""
+    K % 8 == 0; INT4_GEMV_STEP 'quad': `quant_gemv_int4.int4_quad_kernel`), 'swap' (`quant_swap_i4`, M <= 64) or
+    'auto' (by M: INT4_SWAP_AUTO_M, GEMV_MAX_M)."""
     check_2d("x", x, _ACT_DTYPES)
     check_int4_weight(w, w_scale, x.shape[1], grouped=False)
     same_device(x, w, w_scale)
+    (m, k), n, (lo, hi) = x.shape, w.shape[0], INT4_SWAP_AUTO_M
+    swap = path == "swap" or (path == "auto" and lo <= m <= hi and (block_m, block_k) == (None, None))
+    if 0 not in (m, n, k) and (swap or (INT4_GEMV_STEP.startswith("quad") and _use_gemv(path, "int4_group", m, k))):
+        out, sm = _output(out, (m, n), x.dtype, x.device), _sm_count(x.device)
+        counters = lambda t: _counters(x.device, t)  # noqa: E731
+        if swap:
+            return launch_int4_swap(x, w, w_scale, out, sm, counters, block_n, split_k, num_warps, num_stages,
+                                    _CTAS_PER_SM)
+        ctas = INT4_GEMV_CTAS if INT4_GEMV_CTAS is not None and m <= 2 else _CTAS_PER_SM
+        return launch_quad(x, w, w_scale, out, int4_mode("packed", x.dtype, interpreting()), sm, counters, block_n,
+                           split_k, num_warps, ctas, INT4_GEMV_STEP == "quad_xs")
     return _dense(x, None, w, w_scale, out, x.dtype, "int4_group", block_m, block_n, split_k, num_warps,
                   num_stages, gemv=_use_gemv(path, "int4_group", x.shape[0], x.shape[1]), bk=(block_k, prefetch))
 

@@ -24,12 +24,19 @@ and 64 integer slots per clock and SM before any other work. This step:
   rare last-bit differences from the device).
 - `MODE_F32` (fp16 activations, or chosen): exact, as round 2 (fp32 magic 2^23 + code, fp32 FMA), with the
   contiguous shared activations.
+Round 6 (`int4_quad_kernel`, a kernel of its own for dense rows, launched by `launch_quad`): Triton compiled the step
+above with one 32-bit word per thread and load (the [BN, G, 16] tile's layout follows the activations'); this kernel
+loads the words as [BN, G, 4, 4] with 4 consecutive words per thread (16-byte loads, checked in the SASS for sm_90:
+`measure.scripts.quant_asm`) and does the same arithmetic per word.
 """
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
+
+from wmtp.measure.kernels.quant_kernels import finish_tile
 
 MODE_WORDS = 0  # round 2's step (`quant_gemv._int4_gemv_step`)
 MODE_F32 = 1
@@ -205,3 +212,150 @@ def int4_mode(step: str, act_dtype, interp: bool) -> int:
     if step in ("packed", "packed_pf"):
         return MODE_PACKED_EMU if interp else MODE_PACKED if step == "packed" else MODE_PACKED_PF
     raise ValueError(f"int4 GEMV step must be 'packed', 'packed_pf', 'f32' or 'words', got {step!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# round 6 (issue 17): the quad-word kernel, 16 weight bytes per thread and load
+
+
+@triton.jit
+def _split8q(x, BLOCK_M: tl.constexpr, B: tl.constexpr, G: tl.constexpr):
+    """x [BLOCK_M, B, G, 4, 8] -> its 8 entries along the last axis, as (x0, x4, x2, x6, x1, x5, x3, x7)."""
+    x = tl.reshape(x, [BLOCK_M, B, G, 4, 2, 2, 2])
+    e, o = tl.split(x)
+    e0, e1 = tl.split(e)
+    o0, o1 = tl.split(o)
+    x0, x4 = tl.split(e0)
+    x2, x6 = tl.split(e1)
+    x1, x5 = tl.split(o0)
+    x3, x7 = tl.split(o1)
+    return x0, x4, x2, x6, x1, x5, x3, x7
+
+
+@triton.jit
+def _quad_word(wd, a_base, r_ok, g, g_ok, KW, j: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               G: tl.constexpr, MODE: tl.constexpr, XS: tl.constexpr):
+    """[BLOCK_M, BN, G, 4] fp32: word j of each quad (words 4q + j of each group, wd [BN, G, 4]) dotted with its 8
+    activations of every row (one 16-byte load per row, word and thread)."""
+    kw = g[:, None] * 16 + tl.arange(0, 4)[None, :] * 4 + j  # [G, 4] word index along the row
+    ok = r_ok[:, None, None, None, None] & (g_ok[:, None] & (kw < KW))[None, None, :, :, None]
+    kk = kw[:, :, None] * 8 + tl.arange(0, 8)[None, None, :]  # [G, 4, 8] element index
+    if XS:  # [BLOCK_M, 1, G, 4, 8]: Triton exchanges it into the words' layout through shared memory
+        x = tl.load(a_base[:, None, None, None, None] + kk[None, None], mask=ok, other=0.0)
+        x0, x4, x2, x6, x1, x5, x3, x7 = _split8q(x, BLOCK_M, 1, G)  # [BLOCK_M, 1, G, 4]
+    else:  # [BLOCK_M, BN, G, 4, 8]: the pointer broadcast over the tile's rows, so that each thread loads the
+        # activations of its own words in their layout (no exchange; one 16-byte load per word and row of the tile)
+        a_ptr = a_base[:, None, None, None, None] + kk[None, None] + (wd * 0).to(tl.int64)[None, :, :, :, None]
+        x = tl.load(a_ptr, mask=ok, other=0.0)
+        x0, x4, x2, x6, x1, x5, x3, x7 = _split8q(x, BLOCK_M, BLOCK_N, G)  # [BLOCK_M, BN, G, 4]
+    wd = wd[None]
+    if MODE == 2:  # MODE_PACKED
+        d0, d1, d2, d3 = tl.inline_asm_elementwise(_DEQ_ASM, "=r,=r,=r,=r,r", [wd],
+                                                   dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True,
+                                                   pack=1)
+        t = tl.inline_asm_elementwise(_DOT_ASM, "=f,r,r,r,r,r,r,r,r",
+                                      [d0, d1, d2, d3, _pair(x0, x4), _pair(x1, x5), _pair(x2, x6), _pair(x3, x7)],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+    elif MODE == 3:  # MODE_PACKED_EMU
+        t = _lane_emu(_code(wd, 0), _code(wd, 1), _code(wd, 2), _code(wd, 3), x0, x1, x2, x3)
+        t += _lane_emu(_code(wd, 4), _code(wd, 5), _code(wd, 6), _code(wd, 7), x4, x5, x6, x7)
+    else:  # MODE_F32
+        t = _code(wd, 0) * x0.to(tl.float32) + _code(wd, 1) * x1.to(tl.float32)
+        t += _code(wd, 2) * x2.to(tl.float32) + _code(wd, 3) * x3.to(tl.float32)
+        t += _code(wd, 4) * x4.to(tl.float32) + _code(wd, 5) * x5.to(tl.float32)
+        t += _code(wd, 6) * x6.to(tl.float32) + _code(wd, 7) * x7.to(tl.float32)
+    return t
+
+
+@triton.jit(do_not_specialize=["M"])
+def int4_quad_kernel(A, W, W_s, Out, Part, Count, M, N, KW, n_groups, g_per_split, n_split,
+                     stride_am, stride_wn, stride_wsn, stride_ps, stride_om, SPLIT: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, G: tl.constexpr, MODE: tl.constexpr,
+                     XS: tl.constexpr):
+    """Dense Out [M, N] = A [M, K] @ dequant(W words [N, KW = K / 8], W_s [N, groups])^T, all M rows in one program
+    (BLOCK_M >= M), BLOCK_N weight rows, 128-groups [pid_k * g_per_split, ..) of K, G groups a step. Each step
+    loads the words as [BN, G, 4, 4] (K contiguous in the last axis: 4 consecutive words, 16 bytes, per thread and
+    load) and splits them in registers into the 4 words of each quad; per word the arithmetic of round 4's step
+    (`_word_sums`, same MODE values: 1 f32, 2 packed, 3 packed emulation). Scaled word sums accumulate in
+    [BLOCK_M, BN, G, 4] and are reduced once; split-K by the semaphore of `quant_kernels.finish_tile`. XS: how the
+    activations reach the words' layout (`_quad_word`)."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rows = tl.arange(0, BLOCK_M)
+    r_ok = rows < M
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ok = cols < N
+    w_base = W + cols.to(tl.int64) * stride_wn  # [BN]
+    ws_base = W_s + cols.to(tl.int64) * stride_wsn
+    a_base = A + rows.to(tl.int64) * stride_am  # [BLOCK_M]
+    g_lo = pid_k * g_per_split
+    g_hi = tl.minimum(g_lo + g_per_split, n_groups)
+    quad = tl.arange(0, 4)[:, None] * 4 + tl.arange(0, 4)[None, :]  # [4, 4]: word 4q + j of a group
+    acc = tl.zeros([BLOCK_M, BLOCK_N, G, 4], tl.float32)
+    for g0 in range(g_lo, g_hi, G):
+        g = g0 + tl.arange(0, G)
+        g_ok = g < g_hi
+        kw = g[:, None, None] * 16 + quad[None]  # [G, 4, 4]
+        ok = c_ok[:, None, None, None] & (g_ok[:, None, None] & (kw < KW))[None]
+        wd = tl.load(w_base[:, None, None, None] + kw[None], mask=ok, other=0)  # [BN, G, 4, 4]
+        s_ptr = ws_base[:, None, None] + g[None, :, None] + tl.zeros([1, 1, 4], tl.int64)  # [BN, G, 4]: per quad
+        s = tl.load(s_ptr, mask=(c_ok[:, None] & g_ok[None, :])[:, :, None], other=0.0).to(tl.float32)
+        wd = tl.reshape(wd, [BLOCK_N, G, 4, 2, 2])  # j = 2 b1 + b0
+        we, wo = tl.split(wd)
+        w0, w2 = tl.split(we)
+        w1, w3 = tl.split(wo)
+        t = _quad_word(w0, a_base, r_ok, g, g_ok, KW, 0, BLOCK_M, BLOCK_N, G, MODE, XS)
+        t += _quad_word(w1, a_base, r_ok, g, g_ok, KW, 1, BLOCK_M, BLOCK_N, G, MODE, XS)
+        t += _quad_word(w2, a_base, r_ok, g, g_ok, KW, 2, BLOCK_M, BLOCK_N, G, MODE, XS)
+        t += _quad_word(w3, a_base, r_ok, g, g_ok, KW, 3, BLOCK_M, BLOCK_N, G, MODE, XS)
+        acc += t * s[None]
+    finish_tile(tl.sum(tl.sum(acc, 3), 2), Out, Part, Count, rows.to(tl.int64), cols, r_ok, c_ok, pid_n, pid_k,
+                n_split, stride_ps, stride_om, SPLIT)
+
+
+def quad_plan(m, n, k, sm, block_n=None, split_k=None, ctas=2):
+    """(block_m, block_n, G, split, groups per split) of `int4_quad_kernel`: 32-wide tiles (16 where they leave SMs
+    idle), steps of 1024 / rows K (>= 128) times 32 / block_n (the same words per thread), at most K's groups;
+    split-K (automatic) until about `ctas` programs per SM (0: none) while the fp32 partials stay under a quarter
+    of the weight bytes, each split a whole number of steps."""
+    if not 1 <= m <= 16:
+        raise ValueError(f"the int4 quad GEMV takes 1..16 rows, got {m}")
+    if block_n is not None and (block_n < 4 or block_n & (block_n - 1)):
+        raise ValueError(f"block_n must be a power of two >= 4, got {block_n}")
+    groups = triton.cdiv(k, 128)
+    block_n = block_n or (32 if triton.cdiv(n, 32) >= sm else 16)
+    g_step = max(1, 8 // triton.next_power_of_2(m)) * max(1, 32 // block_n)  # 256 words per row and thread
+    if split_k is None:
+        want = triton.cdiv(ctas * sm, triton.cdiv(n, block_n))
+        cap = max(1, k // (64 * m))  # partials 4 B per output and split, weights k / 2 bytes per row
+        per = triton.cdiv(triton.cdiv(groups, max(1, min(want, groups, cap))), g_step) * g_step
+    elif not 1 <= split_k <= groups:
+        raise ValueError(f"split_k must be in [1, {groups}] (K blocks of 128), got {split_k}")
+    else:
+        per = triton.cdiv(groups, split_k)
+    g_step = min(g_step, triton.next_power_of_2(min(per, groups)))
+    return triton.next_power_of_2(m), block_n, g_step, triton.cdiv(groups, per), per
+
+
+def launch_quad(x, w, w_scale, out, mode, sm, counters, block_n=None, split_k=None, num_warps=None, ctas=2,
+                xs=False):
+    """Plan and launch `int4_quad_kernel` once (x bf16 / fp16 [M, K], K % 8 == 0; w uint8 [N, K / 2]); mode: an
+    I4 mode of `int4_mode` other than MODE_WORDS / MODE_PACKED_PF; `counters(n)` gives the split-K semaphores; xs:
+    activations through shared memory (`_quad_word`). Returns `out`."""
+    m, k = x.shape
+    n = w.shape[0]
+    if k % 8:
+        raise ValueError(f"the int4 GEMV reads 8 codes per int32 word: K must be a multiple of 8, got {k}")
+    if mode not in (MODE_F32, MODE_PACKED, MODE_PACKED_EMU):
+        raise ValueError(f"the quad kernel takes I4 modes {MODE_F32}, {MODE_PACKED}, {MODE_PACKED_EMU}, got {mode}")
+    block_m, block_n, g_step, split, per = quad_plan(m, n, k, sm, block_n, split_k, ctas)
+    n_tiles = triton.cdiv(n, block_n)
+    part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else out
+    count = counters(n_tiles) if split > 1 else out
+    wv = w.view(torch.int32)
+    int4_quad_kernel[(n_tiles, split)](
+        x, wv, w_scale, out, part, count, m, n, k // 8, triton.cdiv(k, 128), per, split,
+        x.stride(0), wv.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
+        SPLIT=split > 1, BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MODE=mode, XS=xs, num_warps=num_warps or 4,
+    )
+    return out

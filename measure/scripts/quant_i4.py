@@ -46,8 +46,10 @@ def call(launch, args, cfg, **kw):
         qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS = saved
 
 
-def run_dense(b, model, comp, n, k, check, keep):
-    ours = ["wmtp_int4_group" + t for t in VARIANTS]
+def run_dense(b, model, comp, n, k, check, keep, variants=None):
+    """Time our kernels under `variants` (default VARIANTS: name suffix -> `call` config) and the peers at every M."""
+    variants = VARIANTS if variants is None else variants
+    ours = ["wmtp_int4_group" + t for t in variants]
     if not any(keep(name, model, comp) for name in ours + list(PEERS)):
         return
     gen = torch.Generator(device=b.dev).manual_seed(17)
@@ -57,7 +59,7 @@ def run_dense(b, model, comp, n, k, check, keep):
         x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
         peers = dense_fns(x)
         calls = {name: (lambda w, c=c: call(qg.int4_gemm, (x, *w["int4"]), c))
-                 for name, c in zip(ours, VARIANTS.values())}
+                 for name, c in zip(ours, variants.values())}
         calls.update({name: (lambda w, name=name: call_peer(peers[name], w[name])) for name in PEERS})
         for kernel, fn in calls.items():
             if not keep(kernel, model, comp):
