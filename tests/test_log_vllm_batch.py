@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from wmtp import log_blocks
 from wmtp.log_analysis import analyse
-from wmtp.log_vllm_batch import VllmBatch
+from wmtp.log_vllm_batch import VllmBatch, numbers_fixed
 
 
 def _both(path) -> tuple:
@@ -123,3 +125,50 @@ def test_a_v1_spec_line_split_across_blocks_reads_the_same(tmp_path, monkeypatch
     new, ref = _both(path)
     assert new == ref
     assert json.loads(new)["records"]["vllm_spec"] == 1000
+
+
+def _read(lines: list[str]) -> list:
+    """`numbers_fixed` of `lines` (one skeleton, the block's first), as `wmtp.log_blocks` calls it."""
+    raw = ("\n".join(lines) + "\n").encode()
+    skels = raw.translate(log_blocks._ZERO_UTF8).split(b"\n")[:-1]
+    key, kind, spans, _ = log_blocks._SKELETONS[skels[0]]
+    starts = np.cumsum([0] + [len(s) + 1 for s in skels])
+    return numbers_fixed(log_blocks._VKINDS[kind], np.frombuffer(raw, dtype=np.uint8), starts[:-1], spans, skels[0], key)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**16), st.integers(0, 15), st.integers(0, 10**8)), min_size=1, max_size=12),
+       st.integers(1, 4))
+def test_numbers_read_from_the_bytes_are_what_float_and_int_read(nums, k):
+    """Generation throughputs and per-position rates of up to 16 digits, any number of them after the point,
+    running counts and token counts: what `float` / `int` read from the text, to the last bit; None (the
+    texts' way) past 15 digits, False past the parsers' range."""
+    digits = 1 + max(len(str(m)) for m, _, _ in nums)
+    width = max(digits, max(p for _, p, _ in nums) + 1)
+    text = [f"{m:0{width}d}" for m, _, _ in nums]
+    point = nums[0][1]
+    thr = [t[:-point] + "." + t[-point:] if point else t for t in text]  # one skeleton: one shape
+    lines = [f"(APIServer pid=7) INFO 11-01 00:00:00 [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 "
+             f"tokens/s, Avg generation throughput: {x} tokens/s, Running: {r % 10**6:07d} reqs, Waiting: 0 reqs, "
+             "GPU KV cache usage: 4.2%, Prefix cache hit rate: 0.0%" for x, (_, _, r) in zip(thr, nums)]
+    got = _read(lines)
+    want = [[0.0] * len(nums), list(map(float, thr)), [r % 10**6 for _, _, r in nums]]
+    if width > 15:
+        assert got is None
+    elif max(want[1]) > 1e12:
+        assert got is False
+    else:
+        assert [[x.hex() for x in c] for c in got[:2]] == [[x.hex() for x in c] for c in want[:2]] and got[2] == want[2]
+    rates = [", ".join(f"0.{(m + j) % 10**point:0{point}d}" if point else str((m + j) % 7) for j in range(k))
+             for m, _, _ in nums]
+    spec = [f"(APIServer pid=7) INFO 11-01 00:00:00 [metrics.py:101] SpecDecoding metrics: Mean acceptance length: "
+            f"1.50, Accepted throughput: 1.00 tokens/s, Drafted throughput: 2.00 tokens/s, Accepted: {a:09d} tokens, "
+            f"Drafted: {a * 3 % 10**9:09d} tokens, Per-position acceptance rate: {r}, Avg Draft acceptance rate: 1.0%"
+            for (_, _, a), r in zip(nums, rates)]
+    got = _read(spec)
+    flat = [list(map(float, r.split(", "))) for r in rates]
+    if point > 15 - 1:
+        assert got is None
+    else:
+        assert got[1] == [a for _, _, a in nums] and got[2] == [a * 3 % 10**9 for _, _, a in nums]
+        assert [[x.hex() for x in c] for c in got[3:]] == [[row[j].hex() for row in flat] for j in range(k)]

@@ -28,7 +28,7 @@ from typing import Iterator
 from wmtp.errors import WmtpError
 from wmtp.log_batch import Lines, Prefixes, decode_columns, decode_fixed, feed, numpy
 from wmtp.log_records import DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
-from wmtp.log_vllm_batch import SPEC, numbers, records
+from wmtp.log_vllm_batch import SPEC, numbers, numbers_fixed, records, texts
 from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, open_text, parse_other,
                        parse_sglang_general, prefix_fields, tally_decode, tally_other)
 
@@ -242,35 +242,37 @@ def _info(pre: str, skel: str) -> tuple:
 
 
 def _vllm_group(kind: int, rows: list, spans: tuple, lines: Lines, skels: list, base: int, out: list,
-                pending: list) -> list:
-    """One skeleton's vLLM lines: their numbers (`numbers`) appended to `pending` as (kind, line numbers,
-    columns, prefix texts, the prefixes' skeleton), or when one of them is out of range their records to
-    `out` as (line number, record), line by line; returns the rows whose numbers the parsers must see."""
-    got = lines.take(rows)
-    v = [list(map(itemgetter(sp), got)) for sp in spans]
-    psk = skels[rows[0]][spans[0]].decode()  # one skeleton: one prefix skeleton (ASCII)
-    if kind == _V0S:  # `parse_vllm` cuts a V0 line before "peculative metrics"
-        v[0], psk = list(map(add, v[0], repeat("S"))), psk + "S"
+                pending: list, key) -> list:
+    """One skeleton's (id `key`) vLLM lines: their numbers (`numbers_fixed`, else `numbers`) appended to
+    `pending` as [kind, line numbers, columns, the fields' texts (None until asked), the prefixes' skeleton,
+    lines, rows, spans], or when one of them is out of range their records to `out` as (line number,
+    record), line by line; returns the rows whose numbers the parsers must see."""
+    psk = skels[rows[0]][spans[0]].decode() + ("S" if kind == _V0S else "")  # one skeleton: one prefix skeleton
     lns = list(map(add, rows, repeat(base + 1)))
     vk = _VKINDS[kind]
-    cols = numbers(vk, v)
-    if cols is not None:
-        pending.append((vk, lns, cols, v, psk))
+    g = [vk, lns, None, None, psk, lines, rows, spans]
+    cols = None if lines.split is not None else \
+        numbers_fixed(vk, lines.buf, lines.starts[numpy().asarray(rows)], spans, skels[rows[0]], key)
+    if cols is None:
+        cols = numbers(vk, texts(g))
+    if cols:
+        g[2] = cols
+        pending.append(g)
         return []
-    bad = []
+    bad, v = [], texts(g)
     for j, i in enumerate(rows):  # one of them out of range: line by line
         one = [[c[j]] for c in v]
         cols = numbers(vk, one)
         if cols is None:
             bad.append(i)
         else:
-            out.append((lns[j], _vllm_records((vk, [lns[j]], cols, one, psk))[0]))
+            out.append((lns[j], _vllm_records([vk, [lns[j]], cols, one, psk])[0]))
     return bad
 
 
-def _vllm_records(g: tuple, rows: list | None = None) -> list:
+def _vllm_records(g: list, rows: list | None = None) -> list:
     """The records of a pending group's lines (`rows` of them, or all)."""
-    kind, lns, cols, v, psk = g
+    kind, lns, cols, v, psk = g[0], g[1], g[2], texts(g), g[4]
     if rows is not None:
         lns, cols, v = [lns[i] for i in rows], [[c[i] for i in rows] for c in cols], [[c[i] for i in rows] for c in v]
     secs, pids = _prefix_columns(v[0], psk)
@@ -287,7 +289,7 @@ def _vllm_feed(vllm, pending: list, out: list) -> None:
     groups = []
     for g in pending:
         p = _PLANS[g[4]][1] if g[0] == "v0s" else None  # a V0 spec line's pid: its process
-        groups.append((*g[:3], None if g[0] != "v0s" else list(map(itemgetter(p), g[3][0])) if p is not None
+        groups.append((*g[:3], None if g[0] != "v0s" else list(map(itemgetter(p), texts(g)[0])) if p is not None
                        else [None] * len(g[1]), g))
     vllm.feed(groups, lambda g, rows: _vllm_records(g[4], rows))
 
@@ -316,8 +318,8 @@ def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True,
         ids = list(map(itemgetter(0), map(descs.__getitem__, vrows)))
         for _, g in groupby(sorted(range(len(vrows)), key=ids.__getitem__), key=ids.__getitem__):
             rows = list(map(vrows.__getitem__, g))
-            kind, spans = descs[rows[0]][1:3]
-            todo += _vllm_group(kind, rows, spans, lines, skels, base, out, pending)
+            key, kind, spans = descs[rows[0]][:3]
+            todo += _vllm_group(kind, rows, spans, lines, skels, base, out, pending, key)
     dec, dcols = _decode_rows(rows_of.get(_DEC, []), rows_np.get(_DEC), codes, lines, descs, skels)
     pre = _prefill_rows(rows_of.get(_PRE, []), rows_np.get(_PRE), codes, lines, descs)
     if dec[0] and dcols is None:  # a number out of range: the lines go to the parsers

@@ -2,7 +2,7 @@
 feeding their records one by one (`wmtp.log_analysis.collect`: `windows.add`, `spec.add`) does, without a
 record per line, with the float sums in line order (`reduce`: one add at a time, left to right) so the
 results are the same to the last bit. `wmtp.log_blocks` reads the numbers of one skeleton's lines a column
-at a time (`numbers`) and hands a block's groups to `VllmBatch.feed` once the windows kept for display are
+at a time (from the block's bytes, `numbers_fixed`, or from their texts, `numbers`) and hands a block's groups to `VllmBatch.feed` once the windows kept for display are
 filled and none awaits its spec line (`VllmBatch.settled`): from then on a window's pairing with its spec
 line changes nothing, and every sum the results read is one a column gives. Otherwise (and in a block where
 the per-line parsers also gave vLLM records) the groups become records (`records`), read as before."""
@@ -15,6 +15,7 @@ from itertools import chain, repeat
 from math import log
 from operator import add, gt, itemgetter, mul, truediv
 
+from wmtp.log_batch import numpy
 from wmtp.log_records import MAX_VALUE, VllmSpecLine, VllmThroughput
 from wmtp.logstats import BIN_WIDTH
 
@@ -42,6 +43,80 @@ def numbers(kind: str, v: list) -> list | None:
     if max(max(rate), max(k), max(acc), max(dr), max(em)) > MAX_VALUE:
         return None
     return [rate, k, acc, dr, em]
+
+
+_INTS = {"v1t": (2,), "v0t": (2,), "v1s": (1, 2), "v0s": (1, 2, 3, 4)}  # columns `int` reads (`float` the others)
+_PLANS: dict = {}  # a skeleton's id -> `_plan` of it (bounded)
+
+
+def _plan(kind: str, spans: tuple, skel: bytes) -> tuple | None:
+    """Where the digits of each number of a skeleton's lines sit: (their offsets in the line, then per number
+    its columns among them, their weights (powers of 10) and its divisor), or None when the skeleton is
+    not ASCII (offsets in its text are not offsets in its bytes) or a number has over 15 digits."""
+    if not skel.isascii():
+        return None
+    np = numpy()
+    nums = spans[2:5] if kind == "v1t" else spans[1:4] if kind in ("v0t", "v1s") else spans[1:6]
+    pieces = [(sp.start, skel[sp]) for sp in nums]
+    if kind == "v1s":  # the positions: numbers split by ", "
+        at = spans[4].start
+        for piece in skel[spans[4]].split(b", "):
+            pieces.append((at, piece))
+            at += len(piece) + 2
+    offs, fields = [], []
+    for start, shape in pieces:
+        pos = [i for i, c in enumerate(shape) if c != 46]  # 46: "."
+        if len(pos) > 15:
+            return None
+        point = len(shape) - 1 - shape.find(b".") if b"." in shape else 0
+        fields.append((slice(len(offs), len(offs) + len(pos)), 10 ** np.arange(len(pos) - 1, -1, -1, dtype=np.int64),
+                       10.0 ** point))
+        offs += [start + i for i in pos]
+    return np.array(offs, dtype=np.int64), fields
+
+
+def numbers_fixed(kind: str, buf, at, spans: tuple, skel: bytes, key) -> list | bool | None:
+    """`numbers` of lines of one skeleton (`skel`, its id `key`, its fields' `spans`) read from the block's
+    bytes (`buf`, a uint8 array; `at`: the lines' offsets in it, an int64 array): every line of a skeleton
+    holds its digits at the same offsets, and a number of m digits, k after the point, is m's integer /
+    10**k (one correctly rounded division of two exact doubles: what `float` reads). None when the skeleton's
+    numbers cannot be read so (`numbers` must read the texts); False when one is out of range."""
+    plan = _PLANS.get(key, False)
+    if plan is False:
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan(kind, spans, skel)
+    if plan is None:
+        return None
+    np = numpy()
+    offs, fields = plan
+    digits = buf[at[:, None] + offs]
+    digits -= 48
+    ints, cols = _INTS[kind], []
+    for f, (cut, w, div) in enumerate(fields):
+        m = digits[:, cut] @ w  # int64, below 10**15
+        if f in ints:
+            if int(m.max()) > (1e7 if kind in THROUGHPUT else MAX_VALUE):
+                return False
+            cols.append(m.tolist())
+        else:
+            x = m / div if div != 1.0 else m.astype(np.float64)
+            if x.max() > MAX_VALUE:
+                return False
+            cols.append(x.tolist())
+    return cols
+
+
+def texts(g: list) -> list:
+    """A pending group's fields' texts: `g` is `wmtp.log_blocks`' [kind, line numbers, columns, texts (None
+    until asked), the prefixes' skeleton, `Lines`, rows, spans]; a column per field, the prefix first (a V0
+    spec line's prefix as `parse_vllm` cuts it, before "peculative metrics")."""
+    if g[3] is None:
+        got = g[5].take(g[6])
+        g[3] = [list(map(itemgetter(sp), got)) for sp in g[7]]
+        if g[0] == "v0s":
+            g[3][0] = list(map(add, g[3][0], repeat("S")))
+    return g[3]
 
 
 def records(kind: str, cols: list, lns: list, secs: list, pids: list, engines) -> list:
