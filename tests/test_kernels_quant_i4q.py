@@ -13,6 +13,7 @@ pytest.importorskip("triton")
 
 from test_kernels_quant import DEV, TOL, make_weight, ref_int4_gemm, ref_int4_weight, rel  # noqa: E402
 from wmtp.measure.kernels import quant_gemm as qg  # noqa: E402
+from wmtp.measure.kernels import quant_swap_i4 as qs4  # noqa: E402
 from wmtp.measure.kernels.quant_gemm import int4_gemm, quantize_int4_group  # noqa: E402
 from wmtp.measure.kernels.quant_gemv_int4 import MODE_WORDS, launch_quad, quad_plan  # noqa: E402
 
@@ -97,7 +98,7 @@ def test_quad_error_within_documented_bound(step):
 
 
 @pytest.mark.parametrize("split_k", [None, 1, 2])
-@pytest.mark.parametrize("m, n, k", SHAPES + [(33, 70, 200)])
+@pytest.mark.parametrize("m, n, k", SHAPES + [(33, 70, 200), (3, 40, 260)])  # K = 260: not whole words, bytes
 def test_int4_swap_matches_reference(m, n, k, split_k):
     x, packed, s, ref = _case(m, n, k, 7300 * m + n + k)
     assert rel(_run(x, packed, s, split_k=split_k, path="swap"), ref) < TOL
@@ -110,6 +111,18 @@ def test_int4_swap_tile_widths_and_fp16(block_n):
         assert rel(_run(x, packed, s, block_n=block_n, path="swap"), ref) < TOL
 
 
+def test_int4_swap_word_and_byte_reads_agree(monkeypatch):
+    """The int32-word and the byte reads of the weights dequantize the same codes in the same K order: identical
+    outputs (same dot operands and order), both within the reference's tolerance."""
+    x, packed, s, ref = _case(5, 70, 1160, 41)
+    outs = []
+    for words in (True, False):
+        monkeypatch.setattr(qs4, "SWAP_I4_WORDS", words)
+        outs.append(_run(x, packed, s, path="swap"))
+    assert torch.equal(outs[0], outs[1])
+    assert rel(outs[0], ref) < TOL
+
+
 def test_int4_swap_one_hot_known_answer():
     """Unit rows pick single weights (low and high nibbles, both groups): exact, since code - 8 and the scales are
     bf16-exact and the dot sums one nonzero product."""
@@ -117,7 +130,7 @@ def test_int4_swap_one_hot_known_answer():
     n, k = 70, 256
     packed = torch.randint(0, 256, (n, k // 2), generator=gen, dtype=torch.uint8)
     s = torch.tensor([0.25, 4.0], dtype=torch.bfloat16).repeat(n, 1)
-    cols = [0, 1, 2, 63, 126, 127, 128, 129, 200, 255]
+    cols = [0, 1, 2, 5, 7, 8, 63, 126, 127, 128, 129, 200, 255]  # every nibble position of word 0
     x = torch.zeros(len(cols), k, dtype=torch.bfloat16)
     x[torch.arange(len(cols)), cols] = 1.0
     out = int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), path="swap")

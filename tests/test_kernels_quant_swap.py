@@ -87,6 +87,7 @@ def test_swap_errors():
         fp8_gemm(x, wq, ws, block_n=32, path="swap")
     with pytest.raises(ValueError, match="split_k must be in"):
         fp8_gemm(x, wq, ws, split_k=3, path="swap")
-    with pytest.raises(ValueError, match="path must be one of auto, gemv, dot, got"):
-        qg.int4_gemm(x, torch.zeros(64, 128, dtype=torch.uint8, device=DEV),
-                     torch.ones(64, 2, dtype=torch.bfloat16, device=DEV), path="swap")
+    with pytest.raises(ValueError, match="path must be one of auto, gemv, dot, got"):  # dense int4 has one
+        qg.int4_moe_gemm(x, torch.zeros(1, 64, 128, dtype=torch.uint8, device=DEV),
+                         torch.ones(1, 64, 2, dtype=torch.bfloat16, device=DEV),
+                         torch.zeros(2, 1, dtype=torch.int64, device=DEV), path="swap")

@@ -60,7 +60,8 @@ INT4_GEMV_CTAS = 2
 # int4 GEMV: 'packed' / 'f32' / 'words' (round 2) steps (`quant_gemv_int4.int4_mode`), or round 6's kernel
 # `quant_gemv_int4.int4_quad_kernel` (16-byte weight loads): 'quad', 'quad_xs' (activations via shared memory)
 INT4_GEMV_STEP = "packed"
-INT4_SWAP_AUTO_M = (1, 0)  # dense int4 rows [lo, hi] that path='auto' gives the swap-AB kernel (`quant_swap_i4`): none
+# dense int4 rows [lo, hi] that path='auto' gives the swap-AB kernel (`quant_swap_i4`), from h200-quant-v7
+INT4_SWAP_AUTO_M = (2, 16)
 _GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
 _PATHS = ("auto", "gemv", "dot", "swap")
 # dense fp8 rows [lo, hi] that path='auto' gives the swap-AB kernel (`quant_swap`), from measure/results/h200-quant-v6:

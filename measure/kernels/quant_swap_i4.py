@@ -21,6 +21,9 @@ from wmtp.measure.kernels.quant_formats import interpreting
 from wmtp.measure.kernels.quant_kernels import finish_tile
 from wmtp.measure.kernels.quant_swap import swap_plan
 
+SWAP_I4_BLOCK_N = 64  # weight rows per tile when the caller names none (h200-quant-v7: 64 faster than 128 on lm_head)
+SWAP_I4_WORDS = True  # read the weights as int32 words (K % 8 == 0) rather than bytes, when the caller names neither
+
 
 @triton.jit
 def _codes(b):
@@ -30,10 +33,11 @@ def _codes(b):
 
 @triton.jit(do_not_specialize=["M"])
 def int4_swap_kernel(A, W, W_s, Out, Part, Count, M, N, K, KB, g_per_split, n_split,
-                     stride_am, stride_wn, stride_wsn, stride_ps, stride_om,
-                     SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, UPCAST: tl.constexpr):
-    """Out [M, N] = A [M, K] @ dequant(W [N, KB = K / 2] uint8, W_s [N, groups])^T, computed transposed per tile (KB
-    an argument of its own: Triton's divisibility specialization of it lets the masked byte loads vectorize)."""
+                     stride_am, stride_wn, stride_wsn, stride_ps, stride_om, SPLIT: tl.constexpr,
+                     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, UPCAST: tl.constexpr, WORDS: tl.constexpr):
+    """Out [M, N] = A [M, K] @ dequant(W, W_s [N, groups])^T, computed transposed per tile. W: WORDS, int32 [N, KB =
+    K / 8] (8 codes a word); else uint8 [N, KB = K / 2] (KB an argument of its own: Triton's divisibility
+    specialization of it lets the masked loads vectorize)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = tl.arange(0, BLOCK_M)
@@ -47,12 +51,21 @@ def int4_swap_kernel(A, W, W_s, Out, Part, Count, M, N, K, KB, g_per_split, n_sp
     g_lo = pid_k * g_per_split
     g_hi = tl.minimum(g_lo + g_per_split, tl.cdiv(K, 128))
     for g in range(g_lo, g_hi):
-        kb = g * 64 + tl.arange(0, 64)  # byte index along the row
-        b = tl.load(w_base + kb[None, :], mask=c_ok[:, None] & (kb < KB)[None, :], other=0).to(tl.int32)
+        if WORDS:  # int32 words of 8 codes: nibble i of word c is element 8c + i
+            kw = g * 16 + tl.arange(0, 16)
+            b = tl.load(w_base + kw[None, :], mask=c_ok[:, None] & (kw < KB)[None, :], other=0)  # [BN, 16]
+            # [BN, 16, 2, 2, 2] [.., b2, b1, b0] = nibble 4 b2 + 2 b1 + b0 (the outermost join selects the last axis)
+            ev = tl.join(tl.join(_codes(b), _codes(b >> 16)), tl.join(_codes(b >> 8), _codes(b >> 24)))
+            od = tl.join(tl.join(_codes(b >> 4), _codes(b >> 20)), tl.join(_codes(b >> 12), _codes(b >> 28)))
+            w = tl.join(ev, od)
+        else:  # bytes: element 2j is the low nibble of byte j
+            kb = g * 64 + tl.arange(0, 64)
+            b = tl.load(w_base + kb[None, :], mask=c_ok[:, None] & (kb < KB)[None, :], other=0).to(tl.int32)
+            w = tl.join(_codes(b), _codes(b >> 4))
+        w = tl.reshape(w, [BLOCK_N, 128])
         ks = g * 128 + tl.arange(0, 128)
         a = tl.load(a_base + ks[None, :], mask=r_ok[:, None] & (ks < K)[None, :], other=0.0)  # [BM, 128]
         w_s = tl.load(ws_base + g, mask=c_ok, other=0.0).to(tl.float32)
-        w = tl.reshape(tl.join(_codes(b), _codes(b >> 4)), [BLOCK_N, 128])  # element 2j: low nibble of byte j
         if UPCAST:
             a = a.to(tl.float32)
         else:
@@ -63,19 +76,23 @@ def int4_swap_kernel(A, W, W_s, Out, Part, Count, M, N, K, KB, g_per_split, n_sp
 
 
 def launch_int4_swap(x, w, w_scale, out, sm, counters, block_n=None, split_k=None, num_warps=None, num_stages=4,
-                     ctas_per_sm=4):
-    """Plan (`quant_swap.swap_plan`) and launch `int4_swap_kernel` once: x bf16 / fp16 [M <= 64, K], w uint8
-    [N, K / 2], w_scale [N, ceil(K / 128)]; `counters(n)` gives the split-K semaphores. Returns `out`."""
+                     ctas_per_sm=4, words=None):
+    """Plan (`quant_swap.swap_plan`; block_n `SWAP_I4_BLOCK_N` unless named) and launch `int4_swap_kernel` once: x
+    bf16 / fp16 [M <= 64, K], w uint8 [N, K / 2], w_scale [N, ceil(K / 128)]; weights read as int32 words when
+    `words` (None: `SWAP_I4_WORDS`) and K % 8 == 0, else as bytes; `counters(n)` gives the split-K semaphores. Returns `out`."""
     m, k = x.shape
     n = w.shape[0]
-    block_m, block_n, split, per = swap_plan(m, n, k, sm, block_n, split_k, ctas_per_sm)
+    block_m, block_n, split, per = swap_plan(m, n, k, sm, block_n or SWAP_I4_BLOCK_N, split_k, ctas_per_sm)
+    words = k % 8 == 0 and (SWAP_I4_WORDS if words is None else words)
+    wv = w.view(torch.int32) if words else w
     n_tiles = triton.cdiv(n, block_n)
     part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else out
     count = counters(n_tiles) if split > 1 else out
     int4_swap_kernel[(n_tiles, split)](
-        x, w, w_scale, out, part, count, m, n, k, k // 2, per, split,
-        x.stride(0), w.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
-        SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=interpreting(), num_warps=num_warps or 4,
+        x, wv, w_scale, out, part, count, m, n, k, k // 8 if words else k // 2, per, split,
+        x.stride(0), wv.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
+        SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=interpreting(), WORDS=words,
+        num_warps=num_warps or 4,
         num_stages=num_stages,
     )
     return out

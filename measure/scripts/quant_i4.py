@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
+from wmtp.measure.kernels import quant_swap_i4 as qs4
 from wmtp.measure.scripts import quant_bench as qb
 from wmtp.measure.scripts.quant_bk import script_main, peer_ops, call_peer, items, moe_weights
 from wmtp.measure.scripts.quant_peers import dense_format, dense_fns, dense_ref, moe_ref, weight_set
@@ -35,15 +36,17 @@ VARIANTS = {"": dict(path="dot", block_k=128, prefetch=False), **{t: {"path": "g
 
 
 def call(launch, args, cfg, **kw):
-    """launch(*args, **kw) under a variant: the module's GEMV step and programs per SM set for the call only."""
+    """launch(*args, **kw) under a variant: the module's GEMV step, programs per SM and int4 swap-AB weight reads
+    (swap_words) set for the call only."""
     cfg = dict(cfg)
-    saved = qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS  # a named ctas holds for every row count
+    saved = qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qs4.SWAP_I4_WORDS  # a named ctas: every row count
     qg.INT4_GEMV_CTAS = None if "ctas" in cfg else saved[2]
     qg.INT4_GEMV_STEP, qg._CTAS_PER_SM = cfg.pop("step", saved[0]), cfg.pop("ctas", saved[1])
+    qs4.SWAP_I4_WORDS = cfg.pop("swap_words", saved[3])
     try:
         return launch(*args, **cfg, **kw)
     finally:
-        qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS = saved
+        qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qs4.SWAP_I4_WORDS = saved
 
 
 def run_dense(b, model, comp, n, k, check, keep, variants=None):

@@ -7,13 +7,13 @@ Same method and outputs as `quant_i4` (compile workers first; our kernels checke
 first dense shape at every M; CUDA-graph replay over weight copies exceeding 3x the L2, L2 flushed before each
 replay, the 2 GiB copy ceiling of the same run). Kernel names (`wmtp_int4_group` + suffix): unbracketed, the
 tensor-core kernel (path 'dot', BLOCK_K 128); `_gemv[pk]` round 4's packed step with the launcher's plan (the
-default up to 8 rows before this round); `_gemv[q]` the quad-word kernel (`quant_gemv_int4.int4_quad_kernel`:
-16-byte weight loads, each thread loading the activations of its own words) with the launcher's plan (32- / 16-wide
-tiles, split-K for 2 programs per SM up to 2 rows, 4 above); `[q-xs]` activations loaded once per tile and
-exchanged through shared memory; `[q-bnB]` B-wide tiles (steps 32 / B times longer); `[q-cC]` split-K for C
-programs per SM at every M; `[q-sk1]` no split-K (no partials, no semaphore); `[q-w8]` 8 warps; `_swap` the
-swap-AB tensor-core kernel (`quant_swap_i4`: weights dequantized once per weight for all rows), `[bn64]` 64-wide
-tiles, `[c2]` split-K for 2 programs per SM, `[st3]` 3 pipeline stages. Peers: torch_bf16, torch_int4pack_mm.
+default up to 8 rows before this round); `_gemv[q-bn4]` the quad-word kernel (`quant_gemv_int4.int4_quad_kernel`:
+16-byte weight loads, each thread loading the activations of its own words) with 4-wide tiles; `_swap` the swap-AB
+tensor-core kernel (`quant_swap_i4`: weights dequantized once per weight for all rows; int32 word reads, 64-wide
+tiles, split-K for 4 programs per SM, 4 stages, 4 warps), `[bytes]` uint8 reads (as call 1 of h200-quant-v7),
+`[bn128]` 128-wide tiles, `[c8]` / `[c2]` split-K for 8 / 2 programs per SM, `[st3]` 3 stages, `[w8]` 8 warps.
+Call 1 of h200-quant-v7 timed more quad variants (`[q]`, `[q-xs]`, `[q-bn16]`, `[q-bn8]`, `[q-c1]`, `[q-c4]`,
+`[q-sk1]`, `[q-w8]`: its README) with this script at commit 72598cf. Peers: torch_bf16, torch_int4pack_mm.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from wmtp.measure.scripts import quant_bench as qb
 from wmtp.measure.scripts.quant_bk import items, script_main
 from wmtp.measure.scripts.quant_i4 import run_dense
 
-_Q = {"": {}, "-xs": dict(step="quad_xs"), "-bn16": dict(block_n=16), "-bn8": dict(block_n=8),
-      "-bn4": dict(block_n=4), "-c1": dict(ctas=1), "-c4": dict(ctas=4), "-sk1": dict(split_k=1),
-      "-w8": dict(num_warps=8)}
-_SWAP = {"": {}, "[bn64]": dict(block_n=64), "[c2]": dict(ctas=2), "[st3]": dict(num_stages=3)}
+_Q = {"-bn4": dict(block_n=4)}
+_SWAP = {"": {}, "[bytes]": dict(swap_words=False), "[bn128]": dict(block_n=128), "[c8]": dict(ctas=8),
+         "[c2]": dict(ctas=2), "[st3]": dict(num_stages=3), "[w8]": dict(num_warps=8)}
 VARIANTS = {"": dict(path="dot", block_k=128, prefetch=False), "_gemv[pk]": dict(path="gemv", step="packed"),
             **{f"_gemv[q{t}]": {"path": "gemv", "step": "quad", **c} for t, c in _Q.items()},
             **{f"_swap{t}": {"path": "swap", **c} for t, c in _SWAP.items()}}
