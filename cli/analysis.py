@@ -38,7 +38,7 @@ def scenario(opts: dict, depth: int):
         raise WmtpError(f"--depth must lie in 2..{MAX_DEPTH}, got {depth}")
     if opts["tp"] < 1:
         raise WmtpError(f"--tp must be >= 1, got {opts['tp']}")
-    spec = resolve_model(opts["model"], opts["config"], opts["weight_dtype"], opts["kv_dtype"])
+    spec = resolve_model(opts["model"], opts["config"], opts["weight_dtype"], opts["kv_dtype"], opts["framework"])
     gpu = get_hardware(opts["hw"])
     ctx, window = parse_tokens(opts["ctx"]), parse_tokens(opts["window"])
     overheads, warnings = resolve_engine(spec.key, gpu.key, opts["framework"])

@@ -90,7 +90,10 @@ def parse_depth(text: str) -> int | str:
         raise WmtpError(f"--depth takes an integer d >= 2 or 'auto', got {text!r}") from None
 
 
-def resolve_model(model: str | None, config: Path | None, weight_dtype: str | None, kv_dtype: str | None):
+def resolve_model(model: str | None, config: Path | None, weight_dtype: str | None, kv_dtype: str | None,
+                  frameworks: list[str] | None = None):
+    """The model row of --model or --config at the dtypes asked for (the options every model command shares,
+    --framework items among them, checked here)."""
     from wmtp.hf_config import load_config
     from wmtp.models import get_model
 
@@ -103,6 +106,8 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
             raise WmtpError(f"{opt} is empty; leave it out for the model's own dtype")
         if value is not None and value not in known:
             raise WmtpError(f"{opt} must be one of {', '.join(known)}, got {value[:40]!r}")
+    if any(not f.strip() for f in frameworks or []):  # "" would read the current folder as a profile
+        raise WmtpError("--framework is empty; give an engine preset name or a framework profile path")
     spec = get_model(model) if model is not None else load_config(config, weight_dtype=weight_dtype)
     return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 

@@ -57,7 +57,7 @@ def predict(
     if d != "auto" and not 2 <= d <= MAX_DEPTH:
         raise WmtpError(f"--depth must lie in 2..{MAX_DEPTH} or be 'auto', got {d}")
     ctx_tokens, window_tokens = parse_tokens(ctx), parse_tokens(window)
-    spec = resolve_model(model, config, weight_dtype, kv_dtype)
+    spec = resolve_model(model, config, weight_dtype, kv_dtype, framework)
     gpu = get_hardware(hw)
     result = run_predict(
         spec, gpu, ctx_tokens, d, window_tokens, sink, batch,

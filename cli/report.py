@@ -50,7 +50,7 @@ def report(
         raise WmtpError(f"--depth must lie in 2..64, got {d}")
     if batch < 1 or sink < 0:
         raise WmtpError("--batch must be >= 1 and --sink >= 0")
-    spec = resolve_model(model, config, weight_dtype, kv_dtype)
+    spec = resolve_model(model, config, weight_dtype, kv_dtype, framework)
     gpu = get_hardware(hw)
     cost = cost_model_for(gpu, profile, speed_of_light, framework)
     acc_len = parse_accept(accept_length)
@@ -58,10 +58,14 @@ def report(
                     frameworks=framework, task=task)
     acc = choose_acceptance(spec.key, d, acc_len, task)
     profiles = {"native": acc.native, "window": acc.window}
+    given: set[str] = set()
     for item in histogram or []:
         method, _, path = item.partition("=")
         if method not in profiles or not path:
             raise WmtpError(f"--histogram/--logs take native=FILE or window=FILE, got {item!r}")
+        if method in given:  # the second would silently replace the first
+            raise WmtpError(f"--histogram/--logs give {method}= twice; give one file per method")
+        given.add(method)
         profiles[method] = profile_from_file(path, d)[0]
     acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
     sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, p.overheads or None,

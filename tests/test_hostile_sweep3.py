@@ -7,6 +7,9 @@ written; each family has a legal control beside it, so the cases can fail."""
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from wmtp.cli.common import echo_json
 from wmtp.cli.main import app
 from wmtp.engine import engines_dir
 from wmtp.errors import WmtpError
+from wmtp.fileio import read_json
 from wmtp.profile import PROFILES_DIR
 
 PRESET = json.loads((engines_dir() / "sglang-b200-paper.json").read_text())
@@ -267,3 +271,76 @@ def test_legal_dtypes_with_tp(wd, tp):
     assert r.exit_code == 0, r.output
     out = strict_json(r.output)
     assert all(m["tpot_ms"] > 0 for m in out["methods"].values())
+
+
+# ----------------------------------------------------------------------------- inputs that are not files
+@pytest.mark.parametrize("args", [
+    ["predict", "--config", "{}"], ["predict", "--model", "q35", "--profile", "{}"],
+    ["predict", "--model", "q35", "--framework", "{}"], ["simulate", "--model", "q35", "--trace", "{}"],
+])
+def test_a_fifo_nobody_writes_to_is_an_error_not_a_hang(tmp_path, args):
+    """open() of a FIFO waits for a writer: it was a hang; the readers now open without waiting and read EOF."""
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("r", invoke(*[a.replace("{}", str(fifo)) for a in args])),
+                         daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():  # unblock the reader so the test run can end, then fail
+        with open(fifo, "w"):
+            pass
+        t.join(5)
+        pytest.fail(f"{args} waited on a FIFO with no writer")
+    assert_one_error(result["r"], "fifo.json")
+
+
+def test_a_pipe_with_a_writer_is_read(tmp_path):
+    """The non-blocking open must not break a process substitution: a FIFO whose writer comes is read."""
+    fifo = tmp_path / "cfg.json"
+    os.mkfifo(fifo)
+    cfg = {"model_type": "mimo", "hidden_size": 4096, "vocab_size": 151680, "num_hidden_layers": 36,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 11008,
+           "num_nextn_predict_layers": 1}
+
+    def writer():
+        with open(fifo, "w") as f:  # blocks until the reader has opened it
+            f.write(json.dumps(cfg))
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 20
+    doc = None
+    while doc is None and time.monotonic() < deadline:
+        try:  # the writer may not have opened its end yet: then the read is an empty file, try again
+            doc = read_json(fifo, "config", WmtpError)
+        except WmtpError as e:
+            assert "is empty" in str(e)
+    assert doc == cfg
+
+
+# --------------------------------------------------------------------------------- conflicting options
+@pytest.mark.parametrize("args, fragment", [
+    (["predict", "--model", "q35", "--speed-of-light", "--profile", "/nonexistent.json"], "not both"),  # was exit 0
+    (["sweep", "ctx", "--model", "q35", "--speed-of-light", "--profile", PROFILES_DIR / "h200.json"], "not both"),
+    (["predict", "--model", "q35", "--framework", ""], "--framework is empty"),  # read the current folder
+    (["sweep", "depth", "--model", "q35", "--framework", " "], "--framework is empty"),
+    (["simulate", "--model", "q35", "--framework", ""], "--framework is empty"),
+    (["predict", "--model", "q" * 5000], "+4,940 characters"),  # the key is cut, the line stays short
+    (["predict", "--model", "q35", "--hw", "h" * 500], "+440 characters"),
+])
+def test_conflicting_and_empty_options(args, fragment):
+    line = assert_one_error(invoke(*args), fragment)
+    assert len(line) < 400
+
+
+def test_report_refuses_two_files_for_one_method(tmp_path):
+    hist = tmp_path / "h.json"
+    hist.write_text("[10, 20, 30]")
+    out = tmp_path / "r.html"
+    assert_one_error(invoke("report", "--model", "q35", "--out", out, "--histogram", f"native={hist}",
+                            "--histogram", f"native={hist}"), "native= twice")
+    assert not out.exists()
+    r = invoke("report", "--model", "q35", "--out", out, "--histogram", f"native={hist}", "--histogram",
+               f"window={hist}")
+    assert r.exit_code == 0 and out.exists(), r.output  # the control: one file per method

@@ -93,7 +93,11 @@ def read_text(path: str | Path, what: str, error: type[Exception], max_bytes: in
     try:
         if p.is_dir():
             raise error(f"cannot read {what} {p}: it is a folder")
-        with open(p, "rb") as f:
+        # a FIFO nobody writes to would block open() forever: open without waiting for a writer, then read
+        # blocking (EOF at once when there is none; a process substitution's pipe reads as it fills)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
             data = f.read(max_bytes + 1)
     except OSError as e:
         raise error(f"cannot read {what} {p}: {e.strerror or e}") from None

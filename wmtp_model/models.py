@@ -43,7 +43,8 @@ def lookup(table: Mapping, key: str, what: str):
     try:
         return table[key.strip().lower()]
     except KeyError:
-        raise UnknownSpecError(f"unknown {what} {key!r}; known: {', '.join(table)}") from None
+        shown = repr(key) if len(key) <= 60 else repr(key[:60]) + f" (+{len(key) - 60:,} characters)"
+        raise UnknownSpecError(f"unknown {what} {shown}; known: {', '.join(table)}") from None
 
 
 MODELS: Mapping[str, ModelSpec] = build_registry(

@@ -267,6 +267,8 @@ def cost_model_for(hw: HardwareSpec, profile_path: str | Path | None, speed_of_l
     from wmtp.engine import kernel_profile
     from wmtp.latency import SpeedOfLight
 
+    if speed_of_light and profile_path is not None:  # one would be silently ignored (the profile not even read)
+        raise ProfileError("give one of --speed-of-light (datasheet rates) or --profile (measured), not both")
     if speed_of_light:
         return SpeedOfLight()
     if profile_path is not None:
