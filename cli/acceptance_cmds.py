@@ -112,7 +112,8 @@ def accept(
         if prof is not None:
             iv = alpha_intervals(prof) if prof.counts else [(a, float("nan"), float("nan")) for a in prof.alphas]
             r.update(measured_depth=prof.measured_depth,
-                     alphas=[{"position": j + 1, "alpha": a, "ci95": [lo, hi] if lo == lo else None}  # NaN: no counts
+                     alphas=[{"position": j + 1, "alpha": a if a == a else None,  # NaN: a position no step reached
+                              "ci95": [lo, hi] if lo == lo else None}  # NaN: no counts
                              for j, (a, lo, hi) in enumerate(iv)],
                      al_by_depth={str(k): {"al": prof.accept_length(k), "extrapolated": prof.is_extrapolated(k)}
                                   for k in defaults.DEPTH_GRID})
@@ -144,7 +145,8 @@ def accept(
             t.add_column(c, justify="right")
         for a in r["alphas"]:
             ci = a["ci95"]
-            t.add_row(str(a["position"]), f"{a['alpha']:.3f}", "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}")
+            alpha = "-" if a["alpha"] is None else f"{a['alpha']:.3f}"
+            t.add_row(str(a["position"]), alpha, "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}")
         con.print(t)
         con.print("AL by depth: " + ", ".join(f"d={k}: {v['al']:.2f}{' (extrap.)' if v['extrapolated'] else ''}"
                                              for k, v in r["al_by_depth"].items()), soft_wrap=True)
