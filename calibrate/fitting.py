@@ -56,6 +56,9 @@ def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str = "h
     meta = read_json(meta_path, "raw-data metadata", WmtpError) if meta_path.exists() else {}
     if not isinstance(meta, dict):
         raise WmtpError(f"{meta_path} is not a JSON object")
+    sm = meta.get("gpu_sm_count")
+    if sm is not None and (isinstance(sm, bool) or not isinstance(sm, int) or not 1 <= sm <= 100_000):
+        raise WmtpError(f"{meta_path}: gpu_sm_count must be a count in 1..100000, got {repr(sm)[:40]}")
     if not meta.get("gpu_name"):
         gpu = get_hardware(hw_key)
         meta = {**meta, "gpu_name": gpu.name, "gpu_sm_count": meta.get("gpu_sm_count") or gpu.sm_count,

@@ -7,8 +7,9 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from wmtp.errors import ProfileError
 from wmtp.fileio import atomic_write_text
-from wmtp.profile import PROFILE_KIND, SCHEMA_VERSION
+from wmtp.profile import PROFILE_KIND, SCHEMA_VERSION, check_profile
 
 
 def sha256_file(path: str | Path) -> str:
@@ -39,6 +40,14 @@ def build_profile(fits: dict, hardware: str, provenance: dict, ceilings: dict, r
 
 
 def save_profile(profile: dict, path: str | Path) -> None:
-    atomic_write_text(Path(path), json.dumps(profile, indent=1, sort_keys=True) + "\n")
+    """Write `profile` to `path`, checked first as `wmtp.profile.load_profile` will read it: the fit never writes a
+    profile the tool then refuses (a NaN, a provenance field of the wrong type from a hand-edited sidecar)."""
+    try:
+        check_profile(profile, Path(path))
+        text = json.dumps(profile, indent=1, sort_keys=True, allow_nan=False)
+    except (ProfileError, ValueError) as e:
+        why = str(e) if isinstance(e, ProfileError) else "it holds a non-finite number (NaN or infinity)"
+        raise ProfileError(f"not writing a profile wmtp could not read back: {why}") from None
+    atomic_write_text(Path(path), text + "\n")
 
 

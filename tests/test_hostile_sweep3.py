@@ -344,3 +344,66 @@ def test_report_refuses_two_files_for_one_method(tmp_path):
     r = invoke("report", "--model", "q35", "--out", out, "--histogram", f"native={hist}", "--histogram",
                f"window={hist}")
     assert r.exit_code == 0 and out.exists(), r.output  # the control: one file per method
+
+
+# ------------------------------------------------------------------- integers no float holds; refit sidecars
+def _huge_term(doc: dict) -> dict:
+    doc["terms"]["fwd_ms"] = BIG
+    return doc
+
+
+def _huge_per_model(doc: dict) -> dict:
+    per = next(iter(doc["per_model"].values()))
+    per[next(iter(per))] = BIG
+    return doc
+
+
+@pytest.mark.parametrize("mutate", [_huge_term, _huge_per_model])
+def test_engine_preset_term_no_float_holds(tmp_path, mutate):  # was an OverflowError traceback
+    p = write(tmp_path / "preset.json", mutate(json.loads(json.dumps(PRESET))))
+    assert_one_error(invoke("predict", "--model", "q35", "--framework", p), "corrupt")
+
+
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda d: d["provenance"].__setitem__("gpu_sm_count", BIG), "gpu_sm_count"),  # was an OverflowError traceback
+    (lambda d: next(iter(d["components"].values())).__setitem__("bytes_range", [0, BIG]), "bytes_range"),
+    (lambda d: d["ceilings"].__setitem__("copy_tbps", BIG), "ceilings"),
+])
+def test_profile_number_no_float_holds(tmp_path, mutate, fragment):
+    doc = json.loads(json.dumps(FI_PROFILE))
+    mutate(doc)
+    assert_one_error(invoke("predict", "--model", "q35", "--profile", write(tmp_path / "p.json", doc)), fragment)
+
+
+@pytest.fixture(scope="module")
+def raw_csv(tmp_path_factory) -> Path:
+    import gzip
+
+    p = tmp_path_factory.mktemp("raw") / "raw.csv"
+    p.write_bytes(gzip.decompress((PROFILES_DIR / "h200.raw.csv.gz").read_bytes()))
+    return p
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"gpu_sm_count": "abc"}, "gpu_sm_count"),  # was a ValueError traceback
+    ({"gpu_sm_count": [132]}, "gpu_sm_count"),  # was a TypeError traceback
+    ({"gpu_sm_count": 0}, "gpu_sm_count"),  # wrote a profile that predict then refused
+    ({"gpu_sm_count": True}, "gpu_sm_count"),
+    ({"backend": 5}, "could not read back"),  # likewise
+    ({"moe_impl": ["sglang"]}, "could not read back"),
+])
+def test_refit_with_a_corrupt_sidecar_writes_nothing(tmp_path, raw_csv, change, fragment):
+    meta = json.loads((PROFILES_DIR / "h200.raw.meta.json").read_text())
+    write(raw_csv.with_name("raw.meta.json"), {**meta, **change})
+    out = tmp_path / "cal"
+    assert_one_error(invoke("calibrate", "--from-raw", raw_csv, "--out", out), fragment)
+    assert not (out / "profile.json").exists() and not (out / "profile.md").exists()
+
+
+def test_refit_with_a_sound_sidecar_writes_a_profile_predict_reads(tmp_path, raw_csv):
+    write(raw_csv.with_name("raw.meta.json"), json.loads((PROFILES_DIR / "h200.raw.meta.json").read_text()))
+    out = tmp_path / "cal"
+    r = invoke("calibrate", "--from-raw", raw_csv, "--out", out)
+    assert r.exit_code == 0, r.output
+    r = invoke("predict", "--model", "q35", "--profile", out / "profile.json", "--json")
+    assert r.exit_code == 0 and strict_json(r.output)["methods"]["native"]["tpot_ms"] > 0, r.output

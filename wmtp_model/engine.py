@@ -98,8 +98,9 @@ class EngineOverhead:
     def __post_init__(self) -> None:
         for f in TERMS + NAMED:
             v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > 1e6:
-                raise WmtpError(f"engine overhead ({self.source}): {f} must be a finite number, got {v!r}")
+            # abs() first: an integer too large for a float (10**400) fails there instead of raising in isfinite
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or abs(v) > 1e6 or not math.isfinite(v):
+                raise WmtpError(f"engine overhead ({self.source}): {f} must be a finite number, got {repr(v)[:40]}")
         if self.moe_call_ms < 0 or self.moe_tbps < 0:
             raise WmtpError(f"engine overhead ({self.source}): moe_call_ms and moe_tbps must be >= 0")
         if self.verify_attn_factor <= 0 or self.draft_attn_factor <= 0 or self.index_ns_per_token < 0:

@@ -36,7 +36,12 @@ def load_profile(path: str | Path) -> dict:
     """A measured profile, validated: every component's fit numeric, finite and non-negative (the fits
     are non-negative least squares), its ranges and points numeric; else `ProfileError`."""
     p = Path(path)
-    prof = read_versioned_json(p, "latency profile", PROFILE_KIND, SCHEMA_VERSION, ProfileError)
+    return check_profile(read_versioned_json(p, "latency profile", PROFILE_KIND, SCHEMA_VERSION, ProfileError), p)
+
+
+def check_profile(prof: dict, p: Path) -> dict:
+    """`prof` (read from, or to be written to, `p`) if every field the cost model reads is sound; else
+    `ProfileError` naming the field."""
     comps = prof.get("components")
     if not isinstance(comps, dict) or not comps:
         raise ProfileError(f"profile {p} is corrupt: no components")
@@ -60,8 +65,15 @@ def load_profile(path: str | Path) -> dict:
 
 
 def _is_num(x, lo: float = -math.inf, hi: float = math.inf) -> bool:
-    return (x is None or (not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
-                          and lo <= x <= hi))
+    if x is None:
+        return True
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        f = float(x)
+    except OverflowError:  # an integer no float holds (10**400): not a number this tool can price with
+        return False
+    return math.isfinite(f) and lo <= f <= hi
 
 
 def _component_problem(c) -> str | None:
