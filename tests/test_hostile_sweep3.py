@@ -407,3 +407,15 @@ def test_refit_with_a_sound_sidecar_writes_a_profile_predict_reads(tmp_path, raw
     assert r.exit_code == 0, r.output
     r = invoke("predict", "--model", "q35", "--profile", out / "profile.json", "--json")
     assert r.exit_code == 0 and strict_json(r.output)["methods"]["native"]["tpot_ms"] > 0, r.output
+
+
+def test_add_tp_with_a_corrupt_fit_leaves_the_profile_as_it_was(tmp_path):
+    tp_dir, out = tmp_path / "tp", tmp_path / "cal"
+    tp_dir.mkdir()
+    out.mkdir()
+    shipped = (PROFILES_DIR / "h200.json").read_bytes()
+    (out / "profile.json").write_bytes(shipped)
+    (tp_dir / "tp_raw.csv").write_text("a,b\n")
+    (tp_dir / "allreduce_tp2.json").write_text('{"features": ["bytes"], "coef_ms": ["abc"]}')
+    assert_one_error(invoke("calibrate", "--add-tp", tp_dir, "--out", out), "allreduce_tp2", "could not read back")
+    assert (out / "profile.json").read_bytes() == shipped

@@ -95,9 +95,10 @@ def read_text(path: str | Path, what: str, error: type[Exception], max_bytes: in
             raise error(f"cannot read {what} {p}: it is a folder")
         # a FIFO nobody writes to would block open() forever: open without waiting for a writer, then read
         # blocking (EOF at once when there is none; a process substitution's pipe reads as it fills)
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb") as f:
+        nonblock = getattr(os, "O_NONBLOCK", 0)  # 0 on Windows, which has no FIFOs
+        with os.fdopen(os.open(p, os.O_RDONLY | nonblock), "rb") as f:
+            if nonblock:
+                os.set_blocking(f.fileno(), True)
             data = f.read(max_bytes + 1)
     except OSError as e:
         raise error(f"cannot read {what} {p}: {e.strerror or e}") from None
