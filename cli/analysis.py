@@ -199,6 +199,10 @@ def sweep(
     for opt, given, applies in (("--al-window", al_window is not None, "window"), ("--threshold", threshold != 0.05, "ctx")):
         if given and what != applies:  # never a silently ignored option
             raise WmtpError(f"{opt} applies to `wmtp sweep {applies}` only, not to a {what} sweep")
+    swept = {"ctx": ("--ctx", ctx != "1M"), "window": ("--window", window != DEFAULT_WINDOW),
+             "batch": ("--batch", batch != 1)}.get(what)
+    if swept and swept[1]:  # the sweep runs over its own grid of this variable: the value would be ignored
+        raise WmtpError(f"{swept[0]} is what `wmtp sweep {what}` varies (over its own grid); leave it out")
     if csv_out is not None:
         from wmtp.fileio import check_output_path
 

@@ -369,7 +369,7 @@ def test_bad_option_values(tmp_path, args, match):
     (["predict", "--model", "q35", "--ctx", "4K", "--sink", "100000"], "larger than the context"),
     (["predict", "--model", "q35", "--ctx", "64K", "--tree-width", "100000"], "--tree-width"),
     (["predict", "--model", "q35", "--ctx", "2K"], "covers the whole context"),
-    (["sweep", "ctx", "--model", "q35", "--ctx", "1K", "--sink", "4096"], "larger than the context"),
+    (["sweep", "depth", "--model", "q35", "--ctx", "1K", "--sink", "4096"], "larger than the context"),
 ])
 def test_odd_but_legal_input_warns(args, warning):
     r = invoke(*args)

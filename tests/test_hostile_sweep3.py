@@ -419,3 +419,13 @@ def test_add_tp_with_a_corrupt_fit_leaves_the_profile_as_it_was(tmp_path):
     (tp_dir / "allreduce_tp2.json").write_text('{"features": ["bytes"], "coef_ms": ["abc"]}')
     assert_one_error(invoke("calibrate", "--add-tp", tp_dir, "--out", out), "allreduce_tp2", "could not read back")
     assert (out / "profile.json").read_bytes() == shipped
+
+
+@pytest.mark.parametrize("what, opt, value", [("ctx", "--ctx", "64K"), ("window", "--window", "1K"),
+                                              ("batch", "--batch", "4")])
+def test_a_sweep_refuses_a_value_of_the_variable_it_sweeps(what, opt, value):
+    """The sweep runs over its own grid: the rows were identical with and without the option (silently ignored)."""
+    assert_one_error(invoke("sweep", what, "--model", "q35", opt, value), opt, "varies")
+    other = "depth"  # the control: the same option where it is held fixed
+    r = invoke("sweep", other, "--model", "q35", opt, value, "--json")
+    assert r.exit_code == 0, r.output
