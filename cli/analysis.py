@@ -263,13 +263,16 @@ def simulate(
     if method not in ("native", "window"):
         raise WmtpError("--method is native or window")
     text = depth.strip().lower()
-    policy = "adaptive" if text == "adaptive" else int(text) if text.isdigit() and len(text) < 4 else None
+    policy = "adaptive" if text == "adaptive" else int(text) if text.isascii() and text.isdigit() and len(text) < 4 \
+        else None  # isascii: '²' is a digit to str.isdigit and no integer to int()
     if policy is None or (policy != "adaptive" and not 2 <= policy <= MAX_DEPTH):
         raise WmtpError(f"--depth takes an integer d in 2..{MAX_DEPTH} or 'adaptive', got {depth!r}")
     if not 1 <= tokens <= MAX_TOKENS:
         raise WmtpError(f"--tokens must lie in 1..{MAX_TOKENS:,}, got {tokens}")
     opts = dict(model=model, config=config, hw=hw, ctx=ctx, window=window, sink=sink, batch=1, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, profile=profile, speed_of_light=speed_of_light, tp=tp, framework=framework)
+    if phases and trace is not None:  # a trace fixes every step's accepted count: the phases would be ignored
+        raise WmtpError("give one of --phases (acceptance to sample from) or --trace (recorded counts), not both")
     ph = parse_phases(phases) if phases else None
     tr = read_trace(trace) if trace is not None else None
     sc, warnings = scenario(opts, DEFAULT_DEPTH)

@@ -429,3 +429,16 @@ def test_a_sweep_refuses_a_value_of_the_variable_it_sweeps(what, opt, value):
     other = "depth"  # the control: the same option where it is held fixed
     r = invoke("sweep", other, "--model", "q35", opt, value, "--json")
     assert r.exit_code == 0, r.output
+
+
+def test_simulate_depth_with_a_non_ascii_digit(tmp_path):  # '²'.isdigit() is True, int('²') a ValueError traceback
+    assert_one_error(invoke("simulate", "--model", "q35", "--depth", "\u00b2"), "--depth")
+
+
+def test_simulate_refuses_phases_beside_a_trace(tmp_path):
+    """A trace fixes each step's accepted count: the phases were silently ignored (same TPOT with or without)."""
+    trace = tmp_path / "trace.txt"
+    trace.write_text("3\n2\n6\n1\n")
+    assert_one_error(invoke("simulate", "--model", "q35", "--trace", trace, "--phases", "0.1:4096"), "not both")
+    r = invoke("simulate", "--model", "q35", "--trace", trace, "--json")  # the control
+    assert r.exit_code == 0 and strict_json(r.output)["steps"] > 0, r.output
