@@ -89,8 +89,9 @@ class _Spy:
 
 def test_auto_dispatch_by_rows(monkeypatch):
     """path='auto': the GEMV kernel up to GEMV_MAX_M rows (dense) / GEMV_MAX_MOE_ROWS mean rows per routed expert,
-    fp8 dense the swap-AB kernel over SWAP_AUTO_M rows (int4: INT4_SWAP_AUTO_M, before the GEMV), the tensor-core
-    kernel above; int4 with K % 8 != 0 at one row the tensor-core kernel."""
+    fp8 dense the swap-AB kernel over SWAP_AUTO_M rows (int4: INT4_SWAP_AUTO_M, before the GEMV; one row of at most
+    INT4_QUAD_AUTO_BYTES the quad-word GEMV), the tensor-core kernel above; int4 with K % 8 != 0 at one row the
+    tensor-core kernel."""
     log = []
     monkeypatch.setattr(qg, "quant_gemv_kernel", _Spy(log, "gemv"))
     monkeypatch.setattr(qg, "quant_gemm_kernel", _Spy(log, "dot"))
@@ -100,11 +101,18 @@ def test_auto_dispatch_by_rows(monkeypatch):
     wq, ws = (t.to(DEV) for t in quantize_fp8_block(make_weight(gen, 96, 1024)))
     x = torch.randn(20, 1024, generator=gen).to(torch.bfloat16).to(DEV)
     monkeypatch.setattr(qg, "launch_int4_swap", lambda *a, **kw: log.append("swap4"))
+    monkeypatch.setattr(qg, "launch_quad", lambda *a, **kw: log.append("quad"))
     top, (lo4, hi4) = qg.GEMV_MAX_M["int4_group"], qg.INT4_SWAP_AUTO_M  # int4: the swap-AB kernel first
+    assert 96 * 1024 // 2 <= qg.INT4_QUAD_AUTO_BYTES  # one row of these small weights: the quad-word GEMV
     for m in (1, 2, top, top + 1, 16, 17):
         log.clear()
         int4_gemm(x[:m], packed, s)
-        assert log[-1] == ("swap4" if lo4 <= m <= hi4 else "gemv" if m <= top else "dot"), ("int4", m)
+        want = "quad" if m == 1 else "swap4" if lo4 <= m <= hi4 else "gemv" if m <= top else "dot"
+        assert log[-1] == want, ("int4", m)
+    monkeypatch.setattr(qg, "INT4_QUAD_AUTO_BYTES", 96 * 1024 // 2 - 1)  # one byte over: round 4's GEMV step
+    log.clear()
+    int4_gemm(x[:1], packed, s)
+    assert log == ["gemv"]
     lo, hi = qg.SWAP_AUTO_M  # fp8: GEMV up to GEMV_MAX_M rows, then the swap-AB kernel from lo to hi rows, then dot
     assert qg.GEMV_MAX_M["fp8_block"] < lo <= hi < 20
     for m in range(1, 20):

@@ -123,6 +123,15 @@ def test_int4_swap_word_and_byte_reads_agree(monkeypatch):
     assert rel(outs[0], ref) < TOL
 
 
+@pytest.mark.parametrize("m, n, k", [(2, 200, 1160), (16, 70, 260)])
+def test_int4_swap_lop3_dequantization(monkeypatch, m, n, k):
+    """SWAP_I4_LOP3 (on a GPU: the packed bf16 `lop3` dequantization of the byte reads; under the interpreter the
+    fp32 one) against the reference, ragged N / K, NaN-poisoned output."""
+    monkeypatch.setattr(qs4, "SWAP_I4_LOP3", True)
+    x, packed, s, ref = _case(m, n, k, 51 + m)
+    assert rel(_run(x, packed, s, path="swap"), ref) < TOL
+
+
 def test_int4_swap_one_hot_known_answer():
     """Unit rows pick single weights (low and high nibbles, both groups): exact, since code - 8 and the scales are
     bf16-exact and the dot sums one nonzero product."""
@@ -133,8 +142,13 @@ def test_int4_swap_one_hot_known_answer():
     cols = [0, 1, 2, 5, 7, 8, 63, 126, 127, 128, 129, 200, 255]  # every nibble position of word 0
     x = torch.zeros(len(cols), k, dtype=torch.bfloat16)
     x[torch.arange(len(cols)), cols] = 1.0
-    out = int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), path="swap")
-    assert torch.equal(out.double().cpu(), ref_int4_weight(packed, s)[:, cols].T)
+    for lop3 in (False, True):
+        qs4.SWAP_I4_LOP3 = lop3
+        try:
+            out = int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), path="swap")
+        finally:
+            qs4.SWAP_I4_LOP3 = False
+        assert torch.equal(out.double().cpu(), ref_int4_weight(packed, s)[:, cols].T), lop3
 
 
 def test_auto_takes_swap_and_quad_when_configured(monkeypatch):

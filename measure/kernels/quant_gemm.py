@@ -60,8 +60,9 @@ INT4_GEMV_CTAS = 2
 # int4 GEMV: 'packed' / 'f32' / 'words' (round 2) steps (`quant_gemv_int4.int4_mode`), or round 6's kernel
 # `quant_gemv_int4.int4_quad_kernel` (16-byte weight loads): 'quad', 'quad_xs' (activations via shared memory)
 INT4_GEMV_STEP = "packed"
-# dense int4 rows [lo, hi] that path='auto' gives the swap-AB kernel (`quant_swap_i4`), from h200-quant-v7
-INT4_SWAP_AUTO_M = (2, 16)
+# dense int4, path='auto', from h200-quant-v7: rows [lo, hi] take the swap-AB kernel (`quant_swap_i4`); one row with at
+# most INT4_QUAD_AUTO_BYTES of codes the quad-word GEMV with 4-wide tiles (1.03-1.35x on 8 of 9 such shapes)
+INT4_SWAP_AUTO_M, INT4_QUAD_AUTO_BYTES = (2, 16), 16 << 20
 _GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
 _PATHS = ("auto", "gemv", "dot", "swap")
 # dense fp8 rows [lo, hi] that path='auto' gives the swap-AB kernel (`quant_swap`), from measure/results/h200-quant-v6:
@@ -364,21 +365,23 @@ def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: 
     """y [M, N] = x [M, K] @ dequant(w [N, K/2] uint8, w_scale [N, K/128])^T, W4A16, output in x.dtype.
     path: 'dot' (tensor cores; K step block_k, loads one step ahead with prefetch), 'gemv' (M <= 16,
     K % 8 == 0; INT4_GEMV_STEP 'quad': `quant_gemv_int4.int4_quad_kernel`), 'swap' (`quant_swap_i4`, M <= 64) or
-    'auto' (by M: INT4_SWAP_AUTO_M, GEMV_MAX_M)."""
+    'auto' (by M: INT4_SWAP_AUTO_M, INT4_QUAD_AUTO_BYTES, GEMV_MAX_M)."""
     check_2d("x", x, _ACT_DTYPES)
     check_int4_weight(w, w_scale, x.shape[1], grouped=False)
     same_device(x, w, w_scale)
     (m, k), n, (lo, hi) = x.shape, w.shape[0], INT4_SWAP_AUTO_M
-    swap = path == "swap" or (path == "auto" and lo <= m <= hi and (block_m, block_k) == (None, None))
-    if 0 not in (m, n, k) and (swap or (INT4_GEMV_STEP.startswith("quad") and _use_gemv(path, "int4_group", m, k))):
+    plain = path == "auto" and (block_m, block_k) == (None, None)
+    swap, small = path == "swap" or (plain and lo <= m <= hi), plain and m == 1 and n * k // 2 <= INT4_QUAD_AUTO_BYTES
+    quad = (small and k % 8 == 0) or (INT4_GEMV_STEP.startswith("quad") and _use_gemv(path, "int4_group", m, k))
+    if 0 not in (m, n, k) and (swap or quad):
         out, sm = _output(out, (m, n), x.dtype, x.device), _sm_count(x.device)
         counters = lambda t: _counters(x.device, t)  # noqa: E731
         if swap:
             return launch_int4_swap(x, w, w_scale, out, sm, counters, block_n, split_k, num_warps, num_stages,
                                     _CTAS_PER_SM)
         ctas = INT4_GEMV_CTAS if INT4_GEMV_CTAS is not None and m <= 2 else _CTAS_PER_SM
-        return launch_quad(x, w, w_scale, out, int4_mode("packed", x.dtype, interpreting()), sm, counters, block_n,
-                           split_k, num_warps, ctas, INT4_GEMV_STEP == "quad_xs")
+        return launch_quad(x, w, w_scale, out, int4_mode("packed", x.dtype, interpreting()), sm, counters,
+                           block_n or (4 if small else None), split_k, num_warps, ctas, INT4_GEMV_STEP == "quad_xs")
     return _dense(x, None, w, w_scale, out, x.dtype, "int4_group", block_m, block_n, split_k, num_warps,
                   num_stages, gemv=_use_gemv(path, "int4_group", x.shape[0], x.shape[1]), bk=(block_k, prefetch))
 

@@ -24,10 +24,13 @@ and 64 integer slots per clock and SM before any other work. This step:
   rare last-bit differences from the device).
 - `MODE_F32` (fp16 activations, or chosen): exact, as round 2 (fp32 magic 2^23 + code, fp32 FMA), with the
   contiguous shared activations.
-Round 6 (`int4_quad_kernel`, a kernel of its own for dense rows, launched by `launch_quad`): Triton compiled the step
-above with one 32-bit word per thread and load (the [BN, G, 16] tile's layout follows the activations'); this kernel
-loads the words as [BN, G, 4, 4] with 4 consecutive words per thread (16-byte loads, checked in the SASS for sm_90:
-`measure.scripts.quant_asm`) and does the same arithmetic per word.
+Round 6 (`int4_quad_kernel`, a kernel of its own for dense rows, launched by `launch_quad`): loads the words as
+[BN, G, 4, 4], 4 consecutive words per thread (16-byte loads in the SASS: `measure.scripts.quant_asm`), each thread
+loading the activations of its own words, and does the same arithmetic per word. The lead it followed (32-bit weight
+loads in the step above) held for a triton 3.9 compile only; the device's triton 3.6 gives the step above 16-byte
+weight loads too. Measured (measure/results/h200-quant-v7): slower than the step above except with 4-wide tiles at
+one row on small weights (path='auto' there), since at wider tiles each thread recomputes the activation pairs for
+each of its rows.
 """
 
 from __future__ import annotations

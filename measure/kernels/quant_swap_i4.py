@@ -22,7 +22,30 @@ from wmtp.measure.kernels.quant_kernels import finish_tile
 from wmtp.measure.kernels.quant_swap import swap_plan
 
 SWAP_I4_BLOCK_N = 64  # weight rows per tile when the caller names none (h200-quant-v7: 64 faster than 128 on lm_head)
-SWAP_I4_WORDS = True  # read the weights as int32 words (K % 8 == 0) rather than bytes, when the caller names neither
+SWAP_I4_WORDS = False  # int32 word reads (K % 8 == 0) instead of bytes: h200-quant-v7 call 2, 0.80x (geomean)
+SWAP_I4_LOP3 = False  # byte reads of bf16 activations dequantized by `_NIB_ASM` (h200-quant-v7 call 3)
+
+
+# 4 bytes (pack 4) -> the low nibble of each (or of each byte of the input shifted right by 4: the high nibbles) as
+# bf16 code - 8: prmt spreads bytes 0, 1 / 2, 3 into 16-bit halves, lop3 ORs the nibble into bf16 128 (exact 128 +
+# code), one packed FMA subtracts 136 (round 4's magic, `quant_gemv_int4._DEQ_ASM`); 1.5 instructions per code
+_NIB_ASM = tl.constexpr("""{
+.reg .b32 t0, t1, one, nb;
+mov.b32 one, 0x3F803F80;
+mov.b32 nb, 0xC308C308;
+prmt.b32 t0, $2, 0, 0x4140;
+prmt.b32 t1, $2, 0, 0x4342;
+lop3.b32 t0, t0, 0x000F000F, 0x43004300, 0xEA;
+lop3.b32 t1, t1, 0x000F000F, 0x43004300, 0xEA;
+fma.rn.bf16x2 $0, t0, one, nb;
+fma.rn.bf16x2 $1, t1, one, nb;
+}""")
+
+
+@triton.jit
+def _nibbles_bf16(b):
+    """uint8 bytes -> bf16 code - 8 of each byte's low nibble (`_NIB_ASM`)."""
+    return tl.inline_asm_elementwise(_NIB_ASM, "=r,=r,r", [b], dtype=tl.bfloat16, is_pure=True, pack=4)
 
 
 @triton.jit
@@ -34,10 +57,11 @@ def _codes(b):
 @triton.jit(do_not_specialize=["M"])
 def int4_swap_kernel(A, W, W_s, Out, Part, Count, M, N, K, KB, g_per_split, n_split,
                      stride_am, stride_wn, stride_wsn, stride_ps, stride_om, SPLIT: tl.constexpr,
-                     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, UPCAST: tl.constexpr, WORDS: tl.constexpr):
+                     BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, UPCAST: tl.constexpr, WORDS: tl.constexpr,
+                     LOP3: tl.constexpr):
     """Out [M, N] = A [M, K] @ dequant(W, W_s [N, groups])^T, computed transposed per tile. W: WORDS, int32 [N, KB =
     K / 8] (8 codes a word); else uint8 [N, KB = K / 2] (KB an argument of its own: Triton's divisibility
-    specialization of it lets the masked loads vectorize)."""
+    specialization of it lets the masked loads vectorize). LOP3 (bytes, bf16 A): `_NIB_ASM` dequantization."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = tl.arange(0, BLOCK_M)
@@ -60,8 +84,12 @@ def int4_swap_kernel(A, W, W_s, Out, Part, Count, M, N, K, KB, g_per_split, n_sp
             w = tl.join(ev, od)
         else:  # bytes: element 2j is the low nibble of byte j
             kb = g * 64 + tl.arange(0, 64)
-            b = tl.load(w_base + kb[None, :], mask=c_ok[:, None] & (kb < KB)[None, :], other=0).to(tl.int32)
-            w = tl.join(_codes(b), _codes(b >> 4))
+            b = tl.load(w_base + kb[None, :], mask=c_ok[:, None] & (kb < KB)[None, :], other=0)
+            if LOP3:  # packed bf16 dequantization (bf16 activations on the GPU)
+                w = tl.join(_nibbles_bf16(b), _nibbles_bf16(b >> 4))
+            else:
+                b = b.to(tl.int32)
+                w = tl.join(_codes(b), _codes(b >> 4))
         w = tl.reshape(w, [BLOCK_N, 128])
         ks = g * 128 + tl.arange(0, 128)
         a = tl.load(a_base + ks[None, :], mask=r_ok[:, None] & (ks < K)[None, :], other=0.0)  # [BM, 128]
@@ -84,6 +112,7 @@ def launch_int4_swap(x, w, w_scale, out, sm, counters, block_n=None, split_k=Non
     n = w.shape[0]
     block_m, block_n, split, per = swap_plan(m, n, k, sm, block_n or SWAP_I4_BLOCK_N, split_k, ctas_per_sm)
     words = k % 8 == 0 and (SWAP_I4_WORDS if words is None else words)
+    lop3 = SWAP_I4_LOP3 and not words and x.dtype == torch.bfloat16 and not interpreting()
     wv = w.view(torch.int32) if words else w
     n_tiles = triton.cdiv(n, block_n)
     part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else out
@@ -91,7 +120,7 @@ def launch_int4_swap(x, w, w_scale, out, sm, counters, block_n=None, split_k=Non
     int4_swap_kernel[(n_tiles, split)](
         x, wv, w_scale, out, part, count, m, n, k, k // 8 if words else k // 2, per, split,
         x.stride(0), wv.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
-        SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=interpreting(), WORDS=words,
+        SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=interpreting(), WORDS=words, LOP3=lop3,
         num_warps=num_warps or 4,
         num_stages=num_stages,
     )

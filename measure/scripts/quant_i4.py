@@ -37,16 +37,17 @@ VARIANTS = {"": dict(path="dot", block_k=128, prefetch=False), **{t: {"path": "g
 
 def call(launch, args, cfg, **kw):
     """launch(*args, **kw) under a variant: the module's GEMV step, programs per SM and int4 swap-AB weight reads
-    (swap_words) set for the call only."""
+    (swap_words) and dequantization (swap_lop3) set for the call only."""
     cfg = dict(cfg)
-    saved = qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qs4.SWAP_I4_WORDS  # a named ctas: every row count
+    saved = (qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qs4.SWAP_I4_WORDS,  # a named ctas: every M
+             qs4.SWAP_I4_LOP3)
     qg.INT4_GEMV_CTAS = None if "ctas" in cfg else saved[2]
     qg.INT4_GEMV_STEP, qg._CTAS_PER_SM = cfg.pop("step", saved[0]), cfg.pop("ctas", saved[1])
-    qs4.SWAP_I4_WORDS = cfg.pop("swap_words", saved[3])
+    qs4.SWAP_I4_WORDS, qs4.SWAP_I4_LOP3 = cfg.pop("swap_words", saved[3]), cfg.pop("swap_lop3", saved[4])
     try:
         return launch(*args, **cfg, **kw)
     finally:
-        qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qs4.SWAP_I4_WORDS = saved
+        qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qs4.SWAP_I4_WORDS, qs4.SWAP_I4_LOP3 = saved
 
 
 def run_dense(b, model, comp, n, k, check, keep, variants=None):

@@ -10,8 +10,9 @@ tensor-core kernel (path 'dot', BLOCK_K 128); `_gemv[pk]` round 4's packed step 
 default up to 8 rows before this round); `_gemv[q-bn4]` the quad-word kernel (`quant_gemv_int4.int4_quad_kernel`:
 16-byte weight loads, each thread loading the activations of its own words) with 4-wide tiles; `_swap` the swap-AB
 tensor-core kernel (`quant_swap_i4`: weights dequantized once per weight for all rows; int32 word reads, 64-wide
-tiles, split-K for 4 programs per SM, 4 stages, 4 warps), `[bytes]` uint8 reads (as call 1 of h200-quant-v7),
-`[bn128]` 128-wide tiles, `[c8]` / `[c2]` split-K for 8 / 2 programs per SM, `[st3]` 3 stages, `[w8]` 8 warps.
+tiles, split-K for 4 programs per SM, 4 stages, 4 warps), `[bytes]` uint8 reads (the launcher's default since),
+`[bn128]` 128-wide tiles, `[c8]` / `[c2]` split-K for 8 / 2 programs per SM, `[st3]` 3 stages, `[w8]` 8 warps; `[lop3]` byte reads
+dequantized by packed bf16 `lop3` (`quant_swap_i4._NIB_ASM`), `[lop3-st3]` with 3 stages.
 Call 1 of h200-quant-v7 timed more quad variants (`[q]`, `[q-xs]`, `[q-bn16]`, `[q-bn8]`, `[q-c1]`, `[q-c4]`,
 `[q-sk1]`, `[q-w8]`: its README) with this script at commit 72598cf. Peers: torch_bf16, torch_int4pack_mm.
 """
@@ -27,6 +28,9 @@ from wmtp.measure.scripts.quant_i4 import run_dense
 _Q = {"-bn4": dict(block_n=4)}
 _SWAP = {"": {}, "[bytes]": dict(swap_words=False), "[bn128]": dict(block_n=128), "[c8]": dict(ctas=8),
          "[c2]": dict(ctas=2), "[st3]": dict(num_stages=3), "[w8]": dict(num_warps=8)}
+_SWAP = {t: {"swap_words": True, **c} for t, c in _SWAP.items()}  # word reads unless named, as timed in call 2
+_SWAP.update({"[lop3]": dict(swap_words=False, swap_lop3=True), "[lop3-st3]": dict(swap_words=False, swap_lop3=True,
+                                                                                      num_stages=3)})
 VARIANTS = {"": dict(path="dot", block_k=128, prefetch=False), "_gemv[pk]": dict(path="gemv", step="packed"),
             **{f"_gemv[q{t}]": {"path": "gemv", "step": "quad", **c} for t, c in _Q.items()},
             **{f"_swap{t}": {"path": "swap", **c} for t, c in _SWAP.items()}}
