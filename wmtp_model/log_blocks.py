@@ -78,7 +78,7 @@ _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "gene
 
 def _maybe_ours(shape: str) -> bool:
     """Whether a line (its digits deleted: no word above holds a digit) can hold anything for the parsers."""
-    if "*" in shape or "`" in shape or not shape.isascii():
+    if "*" in shape or "`" in shape or "\t" in shape or not shape.isascii():
         return True
     low = shape.lower()
     return any(w in shape for w in _WORDS) or any(w in low for w in _LABEL_WORDS)

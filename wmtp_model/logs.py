@@ -35,7 +35,8 @@ from typing import Iterator
 
 from wmtp.errors import WmtpError
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_summary import NoAnsi, parse_label
+from wmtp.log_summary import ANSI, NoAnsi, parse_label
+from wmtp.log_wrap import Unwrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, finite, num, ungroup)
 
@@ -269,6 +270,8 @@ def parse_throughput(line: str, line_no: int) -> VllmThroughput | None:
 def parse_other(line: str, n: int):
     """Every line that is not an SGLang decode line: a record, a list of `Value`s, None (not ours) or
     False (ours but garbled)."""
+    if "\t" in line:  # a paste whose spaces became tabs (`decoded\t673 tokens`, `label:\tvalue`)
+        line = line.replace("\t", " ")
     if "Prefill batch" in line:
         _, secs, pid, dp = _prefix(line[:line.find("Prefill batch")])
         return PrefillLine(n, secs, pid, dp)
@@ -327,7 +330,10 @@ def _open(path: Path):
         opener = lambda: open(path, errors="replace")  # noqa: E731
     if b"\x00" in head:
         raise WmtpError(f"{path}: binary data, not a text log")
-    return NoAnsi(opener()) if b"\x1b[" in head else opener()
+    f = NoAnsi(opener())  # colour codes may first appear anywhere (a chunk without ESC costs one scan)
+    text = head.decode("utf-8", "replace")
+    width = wrap_width(ANSI.sub("", text) if "\x1b" in text else text, len(head) < 65536)
+    return Unwrapped(f, width) if width else f
 
 
 def open_text(path: str | Path):
