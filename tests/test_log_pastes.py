@@ -243,3 +243,24 @@ def test_colour_codes_that_first_appear_after_the_first_64_kib(tmp_path):
     assert p.read_bytes().find(b"\x1b") > 100 * 1024
     out = _both(p)
     assert out["tpot_ms"] == pytest.approx(8 / 171.01 * 1e3, rel=BIN) and out["accept_length"] == pytest.approx(2.90)
+
+
+def test_spec_decoding_line_without_its_counts_gives_its_printed_al(tmp_path):
+    """A SpecDecoding line the author shortened (no Accepted/Drafted) and wrapped: AL = the printed 2.74."""
+    p = tmp_path / "short.log"
+    p.write_text("SpecDecoding metrics: Mean acceptance length: 2.74, Per-position acceptance rate:\n"
+                 "0.579, 0.447, 0.316, 0.237, 0.158, Avg Draft acceptance rate: 34.7%\n")
+    assert _both(p)["accept_length"] == pytest.approx(2.74) and _accept(p) == pytest.approx(2.74)
+
+
+def test_llama_statistics_of_the_request_win_over_the_inferred_al(tmp_path):
+    """Statistics whose accepted tokens are the request's (36 = 36): AL = 1 + 36 / 18 drafts, not the
+    inference 57 / (57 - 36) from eval tokens; statistics of other requests (20 != 128) do not."""
+    eval_line = "       eval time =    1287.69 ms /    57 tokens (   22.59 ms per token,    44.27 tokens per second)\n"
+    stats = ("statistics mtp: #calls(b,g,a) = 1 20 18, #gen drafts = 18, #acc drafts = 18, #gen tokens = 36, "
+             "#acc tokens = 36, dur(b,g,a) = 0.004, 143.316, 0.009 ms\n")
+    p = tmp_path / "stats.log"
+    p.write_text(eval_line + "draft acceptance rate = 1.00000 (   36 accepted /    36 generated)\n" + stats)
+    assert _both(p)["accept_length"] == pytest.approx(3.0)
+    p.write_text(eval_line + "draft acceptance rate = 0.68449 (  28 accepted /    30 generated)\n" + stats)
+    assert _both(p)["accept_length"] == pytest.approx(57 / (57 - 28))

@@ -212,9 +212,10 @@ def _vllm_name(key: str) -> str | None:
 _VLLM_NAMES: dict = {}  # key text -> _vllm_name(key)
 
 
-def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
+def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | None:
     """A V1 `SpecDecoding metrics:` or V0 `Speculative metrics:` line (fields found by keyword, so the
-    known typo variants and orders read the same)."""
+    known typo variants and orders read the same); one without its Accepted/Drafted counts but with its
+    mean acceptance length (shortened or cut by the paste) gives that AL as a summary `Value`."""
     i = line.find("SpecDecoding metrics:")
     v0 = i < 0
     if v0:
@@ -240,8 +241,11 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
         if name and name not in f:
             f[name] = x
     acc, dr = f.get("accepted"), f.get("drafted")
-    if acc is None or dr is None or any(_finite(x) is None for x in [*f.values(), *pos]):
+    if any(_finite(x) is None for x in [*f.values(), *pos]):
         return None
+    if acc is None or dr is None:  # a paste that kept the mean AL but not the counts: the printed AL
+        al = f.get("mean_al")
+        return Value(line_no, "accept_length", al) if al is not None and 1 <= al <= 1000 else None
     kk = f.get("k")
     rate = f.get("rate")
     if rate is not None and "%" in rest.split("acceptance rate", 1)[-1][:12]:
