@@ -73,7 +73,7 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "draft acceptance", "#mean acc len", "#gen drafts", " tg = ", "decoded ", "[METRIC] tpot=",
           "Serving Benchmark Result", "Speculative Decoding")
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
-                "n_predict", "position", "latency", "eel (ms)")  # `Mean E2E Latency`, `Mean E2EL (ms)` less digits
+                "n_predict", "position", "latency", "eel (ms)", "e0el (ms)")  # `Mean E2EL (ms)`, skeleton `E0EL`
 
 
 def _maybe_ours(shape: str) -> bool:
