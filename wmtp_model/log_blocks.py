@@ -76,12 +76,12 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "draft acceptance", "#mean acc len", "#gen drafts", " tg = ", "decoded ", "[METRIC] tpot=",
           "Serving Benchmark Result", "Speculative Decoding")
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
-                "n_predict", "position", "latency", "eel (ms)")  # `Mean E2E Latency`, `Mean E2EL (ms)` less digits
+                "n_predict", "position", "latency", "eel (ms)", "e0el (ms)")  # `Mean E2EL (ms)`, skeleton `E0EL`
 
 
 def _maybe_ours(shape: str) -> bool:
     """Whether a line (its digits deleted: no word above holds a digit) can hold anything for the parsers."""
-    if "*" in shape or "`" in shape or not shape.isascii():
+    if "*" in shape or "`" in shape or "\t" in shape or not shape.isascii():
         return True
     low = shape.lower()
     return any(w in shape for w in _WORDS) or any(w in low for w in _LABEL_WORDS)

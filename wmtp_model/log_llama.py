@@ -8,21 +8,26 @@ from __future__ import annotations
 import math
 import re
 
-from wmtp.log_records import MAX_VALUE, Value, finite, num
+from wmtp.log_records import MAX_VALUE, Value, finite
 
-_EVAL = re.compile(r"(prompt )?eval time\s*=\s*[\d.]+\s*ms\s*/\s*(\d+)\s*(?:tokens|runs)\s*\(\s*([\d.]+) ms per token")
-_DRAFT = re.compile(r"draft acceptance(?: rate)?\s*=\s*([\d.]+)\s*\(\s*(\d+) accepted\s*/\s*(\d+) generated\)")
-_MEAN = re.compile(r"mean (?:acc(?:eptance)? )?len(?:gth)?\s*=\s*([\d.]+)")
+_G = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"  # a number, its thousands maybe grouped (`12,345.67`)
+_EVAL = re.compile(rf"(prompt )?eval time\s*=\s*(?:{_G})\s*ms\s*/\s*({_G})\s*(?:tokens|runs)\s*\(\s*({_G}) ms per token")
+_DRAFT = re.compile(rf"draft acceptance(?: rate)?\s*=\s*({_G})\s*\(\s*({_G}) accepted\s*/\s*({_G}) generated\)")
+_MEAN = re.compile(rf"mean (?:acc(?:eptance)? )?len(?:gth)?\s*=\s*({_G})")
 _POS = re.compile(r"(?:acceptance rate per position|acc rate/pos)\s*=\s*\(([^)]*)\)")
-_STATS = re.compile(r"statistics\s+(\S+):.*#gen drafts\s*=\s*(\d+),.*#acc tokens\s*=\s*(\d+)")
-_TG = re.compile(r"n_(?:gen|decoded)\s*=\s*\d+,\s*tg\s*=\s*([\d.]+) t/s")
-_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
+_STATS = re.compile(rf"statistics\s+(\S+):.*#gen drafts\s*=\s*({_G}),.*#acc tokens\s*=\s*({_G})")
+_TG = re.compile(rf"n_(?:gen|decoded)\s*=\s*{_G},\s*tg\s*=\s*({_G}) t/s")
+_DECODED = re.compile(rf"decoded\s+({_G}) tokens in\s+({_G}) seconds")
 SKIP = "skip"  # a llama.cpp line with nothing for us (prompt eval time)
 
 
 def number_list(text: str) -> list[float] | None:
     xs = [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text)]
     return xs if xs and all(math.isfinite(x) and 0 <= x <= MAX_VALUE for x in xs) else None
+
+
+def _f(text: str) -> float:
+    return float(text.replace(",", ""))
 
 
 def parse_llama(line: str, n: int):
@@ -33,27 +38,27 @@ def parse_llama(line: str, n: int):
         if m:
             if m.group(1):
                 return SKIP  # prompt eval
-            return [Value(n, "llama_eval_ms_per_token", float(m.group(3))), Value(n, "llama_eval_tokens", float(m.group(2)))]
+            return [Value(n, "llama_eval_ms_per_token", _f(m.group(3))), Value(n, "llama_eval_tokens", _f(m.group(2)))]
     if "draft acceptance" in line or "#mean acc len" in line or "#gen drafts" in line:
         m = _STATS.search(line)
-        out = [Value(n, "llama_stat_drafts:" + m.group(1), float(m.group(2))),
-               Value(n, "llama_stat_acc:" + m.group(1), float(m.group(3)))] if m else []
+        out = [Value(n, "llama_stat_drafts:" + m.group(1), _f(m.group(2))),
+               Value(n, "llama_stat_acc:" + m.group(1), _f(m.group(3)))] if m else []
         m = _DRAFT.search(line)
         if m:
-            out += [Value(n, "llama_accepted", float(m.group(2))), Value(n, "llama_generated", float(m.group(3)))]
+            out += [Value(n, "llama_accepted", _f(m.group(2))), Value(n, "llama_generated", _f(m.group(3)))]
         m = _MEAN.search(line)
         if m:
-            out.append(Value(n, "accept_length", float(m.group(1))))
+            out.append(Value(n, "accept_length", _f(m.group(1))))
         m = _POS.search(line)
         if m and number_list(m.group(1)):
             out.append(Value(n, "llama_per_position", number_list(m.group(1))))
         return out or False
     if " tg = " in line:
         m = _TG.search(line)  # llama-server progress: cumulative t/s of the running task
-        if m and finite(num(m.group(1))):
-            return [Value(n, "llama_tg", float(m.group(1)))]
+        if m and finite(_f(m.group(1))):
+            return [Value(n, "llama_tg", _f(m.group(1)))]
     if "decoded " in line and " tokens in " in line:
         m = _DECODED.search(line)
-        if m and int(m.group(1)) > 0:
-            return [Value(n, "llama_decoded_tokens", float(m.group(1))), Value(n, "llama_decoded_s", float(m.group(2)))]
+        if m and _f(m.group(1)) > 0:
+            return [Value(n, "llama_decoded_tokens", _f(m.group(1))), Value(n, "llama_decoded_s", _f(m.group(2)))]
     return None

@@ -197,6 +197,10 @@ class Summaries:
                    "lines": self.line("accepted_tokens", "drafts")}
         elif g("accept_length") is not None:
             out = {"value": g("accept_length"), "estimator": "printed acceptance length", "lines": self.line("accept_length")}
+        elif stats[0] and g("llama_accepted") in (None, stats[1]):  # counted drafts of this request (its accepted
+            # tokens are the request's): before the inferences from tokens below
+            out = {"value": 1 + stats[1] / stats[0], "lines": self.line(*stats[2]),
+                   "estimator": "llama.cpp statistics: 1 + #acc tokens / #gen drafts (last line of each implementation)"}
         elif g("llama_generated") and g("llama_eval_tokens") and g("llama_eval_tokens") > g("llama_accepted"):
             t = g("llama_eval_tokens")
             out = {"value": t / (t - g("llama_accepted")), "lines": self.line("llama_eval_tokens", "llama_accepted"),

@@ -64,7 +64,7 @@ def parse_label(line: str, n: int):
     return Value(n, key, x)
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal colour / style codes (CSI sequences)
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal colour / style codes (CSI sequences)
 
 
 class NoAnsi:
@@ -78,11 +78,11 @@ class NoAnsi:
         text = self.f.read(size)
         if text and size > 0 and not text.endswith("\n"):
             text += self.f.readline()  # no escape sequence is cut between two chunks
-        return _ANSI.sub("", text) if "\x1b" in text else text
+        return ANSI.sub("", text) if "\x1b" in text else text
 
     def __iter__(self):
         for line in self.f:
-            yield _ANSI.sub("", line) if "\x1b" in line else line
+            yield ANSI.sub("", line) if "\x1b" in line else line
 
     def close(self) -> None:
         self.f.close()

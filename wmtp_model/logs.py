@@ -35,7 +35,8 @@ from typing import Iterator
 
 from wmtp.errors import WmtpError
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_summary import NoAnsi, parse_label
+from wmtp.log_summary import ANSI, NoAnsi, parse_label
+from wmtp.log_wrap import Unwrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, finite, num, ungroup)
 
@@ -211,9 +212,10 @@ def _vllm_name(key: str) -> str | None:
 _VLLM_NAMES: dict = {}  # key text -> _vllm_name(key)
 
 
-def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
+def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | None:
     """A V1 `SpecDecoding metrics:` or V0 `Speculative metrics:` line (fields found by keyword, so the
-    known typo variants and orders read the same)."""
+    known typo variants and orders read the same); one without its Accepted/Drafted counts but with its
+    mean acceptance length (shortened or cut by the paste) gives that AL as a summary `Value`."""
     i = line.find("SpecDecoding metrics:")
     v0 = i < 0
     if v0:
@@ -239,8 +241,11 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | None:
         if name and name not in f:
             f[name] = x
     acc, dr = f.get("accepted"), f.get("drafted")
-    if acc is None or dr is None or any(_finite(x) is None for x in [*f.values(), *pos]):
+    if any(_finite(x) is None for x in [*f.values(), *pos]):
         return None
+    if acc is None or dr is None:  # a paste that kept the mean AL but not the counts: the printed AL
+        al = f.get("mean_al")
+        return Value(line_no, "accept_length", al) if al is not None and 1 <= al <= 1000 else None
     kk = f.get("k")
     rate = f.get("rate")
     if rate is not None and "%" in rest.split("acceptance rate", 1)[-1][:12]:
@@ -269,6 +274,8 @@ def parse_throughput(line: str, line_no: int) -> VllmThroughput | None:
 def parse_other(line: str, n: int):
     """Every line that is not an SGLang decode line: a record, a list of `Value`s, None (not ours) or
     False (ours but garbled)."""
+    if "\t" in line:  # a paste whose spaces became tabs (`decoded\t673 tokens`, `label:\tvalue`)
+        line = line.replace("\t", " ")
     if "Prefill batch" in line:
         _, secs, pid, dp = _prefix(line[:line.find("Prefill batch")])
         return PrefillLine(n, secs, pid, dp)
@@ -327,7 +334,10 @@ def _open(path: Path):
         opener = lambda: open(path, errors="replace")  # noqa: E731
     if b"\x00" in head:
         raise WmtpError(f"{path}: binary data, not a text log")
-    return NoAnsi(opener()) if b"\x1b[" in head else opener()
+    f = NoAnsi(opener())  # colour codes may first appear anywhere (a chunk without ESC costs one scan)
+    text = head.decode("utf-8", "replace")
+    width = wrap_width(ANSI.sub("", text) if "\x1b" in text else text, len(head) < 65536)
+    return Unwrapped(f, width) if width else f
 
 
 def open_text(path: str | Path):
