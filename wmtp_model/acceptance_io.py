@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from pathlib import Path
 
 from wmtp.acceptance import AcceptanceProfile, from_histogram, geometric, load_histogram, wilson_interval
 from wmtp.errors import WmtpError
+from wmtp.log_input import is_stream, spool
 from wmtp.log_sources import HIST_KEYS, add_histogram
 from wmtp.logs import VllmSpecLine, open_text
 from wmtp.log_analysis import analyse
@@ -122,6 +124,8 @@ def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[Accepta
     p = Path(path)
     if not p.exists():
         raise WmtpError(f"no such file: {p}")
+    if is_stream(p):  # a pipe (`<(cat h.json)`): read once, into a file named for what it holds
+        return _read_stream(p, depth)
     info: dict = {"file": str(p)}
     try:
         prof = _legacy(p, info) if p.is_file() else None
@@ -148,6 +152,19 @@ def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[Accepta
         info["note"] = f"a mean AL only: geometric profile at --depth {depth}"
     elif prof is None:
         info["note"] = "a mean AL only: give --depth for a (geometric) per-position profile"
+    return prof, info
+
+
+def _read_stream(p: Path, depth: int | None) -> tuple[AcceptanceProfile | None, dict]:
+    with spool(p) as raw:
+        data = raw.read()
+    # JSON or JSONL (a histogram, meta_info) when it starts like JSON; anything else is read as a log
+    suffix = ".json" if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[") else ".log"
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d) / f"stream{suffix}"
+        tmp.write_bytes(data)
+        prof, info = read_acceptance(tmp, depth)
+    info["file"] = str(p)
     return prof, info
 
 

@@ -26,6 +26,7 @@ counted as garbled. Files may be gzip-compressed (recognised by their magic byte
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import re
 import zlib
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
+from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
 from wmtp.log_summary import ANSI, NoAnsi, parse_label
 from wmtp.log_wrap import Unwrapped, wrap_width
@@ -316,22 +318,36 @@ def parse_other(line: str, n: int):
     return parse_label(line, n)
 
 def _open(path: Path):
+    if path.is_dir():
+        raise WmtpError(f"{path} is a folder, not a log file")
+    raw = spool(path) if is_stream(path) else None  # a pipe or FIFO: read once, then from a temporary file
     try:
-        with open(path, "rb") as f:
-            head = f.read(65536)
+        if raw is None:
+            with open(path, "rb") as f:
+                head = f.read(65536)
+        else:
+            head = raw.read(65536)
+            raw.seek(0)
     except OSError as e:
         raise WmtpError(f"cannot read {path}: {e.strerror or e}") from None
+    # utf-8-sig: a byte-order mark at the start is not part of the first line
     if head[:2] == b"\x1f\x8b":
         try:
-            with gzip.open(path, "rb") as g:
+            with gzip.GzipFile(fileobj=raw) if raw is not None else gzip.open(path, "rb") as g:
                 head = g.read(65536)
         except (OSError, EOFError, zlib.error) as e:
             raise WmtpError(f"{path}: damaged gzip file ({e})") from None
-        opener = lambda: gzip.open(path, "rt", errors="replace")  # noqa: E731
+        if raw is not None:
+            raw.seek(0)
+            opener = lambda: io.TextIOWrapper(gzip.GzipFile(fileobj=raw), "utf-8-sig", "replace")  # noqa: E731
+        else:
+            opener = lambda: gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")  # noqa: E731
     elif path.name.endswith(".gz"):
         raise WmtpError(f"{path}: named .gz but not gzip-compressed")
+    elif raw is not None:
+        opener = lambda: io.TextIOWrapper(raw, "utf-8-sig", "replace")  # noqa: E731
     else:
-        opener = lambda: open(path, errors="replace")  # noqa: E731
+        opener = lambda: open(path, encoding="utf-8-sig", errors="replace")  # noqa: E731
     if b"\x00" in head:
         raise WmtpError(f"{path}: binary data, not a text log")
     f = NoAnsi(opener())  # colour codes may first appear anywhere (a chunk without ESC costs one scan)
