@@ -62,7 +62,14 @@ def read_points(path: str | Path) -> list[dict]:
         except (TypeError, ValueError):
             raise WmtpError(f"engine points {p}, line {i}: ctx, d_lo, d_hi must be integers and value_ms a number") \
                 from None
-        get_model(pt["model"])
+        try:
+            get_model(pt["model"])
+        except WmtpError as e:
+            raise WmtpError(f"engine points {p}, line {i}: {e}") from None
+        if not (1 <= pt["ctx"] <= 2**31 and 1 <= pt["d_lo"] <= pt["d_hi"] <= 64):
+            raise WmtpError(f"engine points {p}, line {i}: ctx must be 1..2**31 and 1 <= d_lo <= d_hi <= 64")
+        if pt["quantity"] == "step" and pt["d_lo"] != pt["d_hi"]:
+            raise WmtpError(f"engine points {p}, line {i}: a step is at one depth (d_lo = d_hi)")
         if pt["method"] not in ("dense", "native", "window") or pt["quantity"] not in ("step", "slope"):
             raise WmtpError(f"engine points {p}, line {i}: method is dense/native/window, quantity step/slope")
         if not (pt["value_ms"] > 0 and math.isfinite(pt["value_ms"])):

@@ -217,3 +217,5 @@ def render_headroom(room: dict) -> None:
                   f"{r['own_ms'] * k:.3f}", f"{r['floor_ms'] * k:.3f}")
     console.print(c)
     console.print(f"[dim]floor: {room['floor']}; --json lists every component[/dim]")
+    if room.get("note"):
+        console.print(f"note: {escape(room['note'])}")

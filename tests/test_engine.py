@@ -117,6 +117,35 @@ def test_points_file_errors(tmp_path):
         read_points(bad)
     r = runner.invoke(app, ["engines", "--fit", str(tmp_path / "missing.csv")])
     assert r.exit_code == 1 and r.output.startswith("error: cannot read engine points")
+    # a row with a context or depth no step has, a depth range backwards, a step over a range, an unknown model:
+    # the file and the line are named (controls: the unchanged row reads)
+    head, row = good[0], good[1].split(",")
+    cols = head.split(",")
+    assert len(read_points(_rows(bad, head, row))) == 1
+
+    def edited(**kw):
+        r = list(row)
+        for k, v in kw.items():
+            r[cols.index(k)] = v
+        return r
+
+    for kw in ({"ctx": "0"}, {"d_lo": "0", "d_hi": "0"}, {"d_lo": "7", "d_hi": "5", "quantity": "slope"},
+               {"d_lo": "5", "d_hi": "7"}, {"model": "nosuchmodel"}):
+        with pytest.raises(WmtpError, match="line 2"):
+            read_points(_rows(bad, head, edited(**kw)))
+
+
+def _rows(path, head: str, row: list) -> object:
+    path.write_text(head + "\n" + ",".join(row) + "\n")
+    return path
+
+
+def test_preset_needs_a_name_a_gpu_and_per_model_terms(tmp_path):
+    doc = json.loads((engines_dir() / "sglang-b200-paper.json").read_text())
+    assert load_preset(tmp_path, doc)["name"] == "sglang-b200-paper"  # control
+    for key, value in (("name", 7), ("hardware", ""), ("per_model", {})):
+        with pytest.raises(WmtpError, match="corrupt"):
+            load_preset(tmp_path, {**doc, key: value})
 
 
 def test_resolve_presets_and_framework_profiles(tmp_path):

@@ -60,3 +60,12 @@ def test_report_has_a_headroom_section_on_the_h200(tmp_path):
     assert r.exit_code == 0, r.output
     text = out.read_text()
     assert "Headroom: the engine's kernels, wmtp's own, the floor" in text and "verify.attention" in text
+
+
+def test_headroom_on_a_gpu_with_no_profiles_says_both_sides_are_scaled():
+    runner = CliRunner()
+    on_h200 = json.loads(runner.invoke(app, ["predict", "--model", "q35", "--headroom", "--json"]).output)["headroom"]
+    assert "note" not in on_h200  # control: the H200's own profiles
+    r = runner.invoke(app, ["predict", "--model", "q35", "--hw", "h100-sxm", "--headroom", "--json"])
+    room = json.loads(r.output)["headroom"]
+    assert r.exit_code == 0 and "measured on h200" in room["note"] and "h100-sxm" in room["note"]

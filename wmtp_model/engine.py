@@ -197,11 +197,13 @@ def load_preset(name_or_path: str | Path, doc: dict | None = None) -> dict:
         for terms in [prof["terms"], *prof["per_model"].values()]:
             if any(k not in TERMS + COUNTS + NAMED for k in terms):
                 raise ValueError
-        str(prof["name"]), str(prof["hardware"])
+        if not all(isinstance(prof[k], str) and prof[k] for k in ("name", "hardware")) or not prof["per_model"]:
+            raise ValueError
         for per in prof["per_model"].values() or [{}]:
             EngineOverhead(str(p), **prof["terms"], **per)  # numeric, finite, in range
     except (KeyError, TypeError, ValueError, AttributeError, WmtpError):
-        raise WmtpError(f"engine preset {p} is corrupt: missing, unknown or non-numeric terms") from None
+        raise WmtpError(f"engine preset {p} is corrupt: missing, unknown or non-numeric terms (or no name, hardware or "
+                        "per-model terms)") from None
     kp = prof.get("kernel_profile")
     if kp is not None and (not isinstance(kp, str) or not kp.replace("-", "").replace("_", "").isalnum()):
         raise WmtpError(f"engine preset {p}: kernel_profile must name a shipped profile, got {kp!r}")

@@ -99,6 +99,11 @@ def headroom_report(spec: ModelSpec, hw: HardwareSpec, profile_path, ctx: int, d
         engine = ProfileCostModel.from_path(path, "shipped")
     own = ProfileCostModel.from_path(own_path, "shipped")
     rows = headroom(per_gpu_spec(spec, tp), hw, engine, own, ctx, depth, window, sink, batch)
-    return {"engine_kernels": engine.name, "own_kernels": own.name,
-            "floor": "bytes / copy bandwidth, flops / GEMM rate (measured in the own profile's run)",
-            "depth": depth, "steps": step_totals(rows), "components": [asdict(r) for r in rows]}
+    out = {"engine_kernels": engine.name, "own_kernels": own.name,
+           "floor": "bytes / copy bandwidth, flops / GEMM rate (measured in the own profile's run)",
+           "depth": depth, "steps": step_totals(rows), "components": [asdict(r) for r in rows]}
+    measured_on = {engine.hw_key, own.hw_key} - {hw.key}
+    if measured_on:  # no profile of this GPU ships: both sides are another GPU's, scaled
+        out["note"] = (f"no profiles of {hw.key}: both sides measured on {', '.join(sorted(measured_on))} and scaled "
+                       f"to {hw.key} by bandwidth and flop ratios (the engine/own ratio is the measured GPU's)")
+    return out
