@@ -153,3 +153,16 @@ def test_batch_frontier_with_tp_seats_more_per_gpu_pair():
     assert max_b(two, "window") > max_b(one, "window")
     r2 = [r for r in two["rows"] if r["method"] == "window" and r["batch"] == 2][0]
     assert r2["per_gpu_tok_s"] == pytest.approx(r2["per_user_tok_s"] * 2 / 2)  # two requests over two GPUs
+
+
+def test_a_split_that_cuts_quantization_blocks_is_warned():
+    from wmtp.models import get_model
+    from wmtp.tp import quant_split_warning
+
+    q35 = get_model("q35")  # routed and shared experts 512 wide
+    fp8 = q35.with_dtypes(weight_dtype="fp8")
+    assert quant_split_warning(fp8, 4) is None  # 512 / 4 = 128: one whole block per GPU
+    assert "512 / 8 = 64" in quant_split_warning(fp8, 8)  # half a block
+    assert "512 / 16 = 32" in quant_split_warning(fp8, 16)
+    assert quant_split_warning(q35.with_dtypes(weight_dtype="nvfp4"), 16) is None  # 32 = two groups of 16
+    assert quant_split_warning(q35.with_dtypes(weight_dtype="bf16"), 16) is None  # nothing quantized

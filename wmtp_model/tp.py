@@ -53,6 +53,24 @@ def per_gpu_spec(spec: ModelSpec, tp: int) -> ModelSpec:
     )
 
 
+# Weight quantization blocks along the dimension tensor parallelism splits (FP8: 128 x 128 block scales; 4-bit:
+# groups of 128 along K; NVFP4: 16 values per fp8 scale).
+QUANT_BLOCK = {"fp8": 128, "int4": 128, "nvfp4": 16}
+
+
+def quant_split_warning(spec: ModelSpec, tp: int) -> str | None:
+    """A warning when `tp` GPUs would cut a weight-quantization block of an FFN's split dimension (None if not)."""
+    block = QUANT_BLOCK.get(spec.weight_dtype)
+    if tp == 1 or not block:
+        return None
+    widths = {"routed expert": spec.expert_ffn, "shared expert": spec.shared_ffn, "dense FFN": spec.dense_ffn}
+    bad = [f"{name} {w} / {tp} = {w / tp:g}" for name, w in widths.items() if w and (w % tp or (w // tp) % block)]
+    if not bad:
+        return None
+    return (f"tp={tp} cuts {spec.weight_dtype} quantization blocks of {block} ({', '.join(bad)} columns per GPU): "
+            "serving engines refuse such a split at load (every GPU must hold whole blocks); priced as if it ran")
+
+
 def allreduce_work(spec: ModelSpec, tp: int, tokens: int, count: int, name: str) -> Work:
     """`count` all-reduces of [tokens, hidden] bf16 activations across `tp` GPUs."""
     return Work("allreduce", name, 2.0 * tokens * spec.hidden, 0.0, 1, count, {"tokens": tokens, "tp": tp})
