@@ -163,9 +163,10 @@ def test_auto_takes_swap_and_quad_when_configured(monkeypatch):
         log.clear()
         int4_gemm(x[:m], packed, s)
         assert log == [want], m
-    log.clear()
-    int4_gemm(x[:4], packed, s, block_k=128)  # a tensor-core K step named: not the swap path
-    assert log == ["quad"]
+    for named in (dict(block_k=128), dict(block_n=32)):  # a tile named: not the swap path, the (quad) GEMV
+        log.clear()
+        int4_gemm(x[:4], packed, s, **named)
+        assert log == ["quad"], named
 
 
 def test_quad_plan_and_errors():

@@ -370,7 +370,7 @@ def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: 
     check_int4_weight(w, w_scale, x.shape[1], grouped=False)
     same_device(x, w, w_scale)
     (m, k), n, (lo, hi) = x.shape, w.shape[0], INT4_SWAP_AUTO_M
-    plain = path == "auto" and (block_m, block_k) == (None, None)
+    plain = path == "auto" and (block_m, block_n, block_k) == (None, None, None)  # a named tile: the earlier paths
     swap, small = path == "swap" or (plain and lo <= m <= hi), plain and m == 1 and n * k // 2 <= INT4_QUAD_AUTO_BYTES
     quad = (small and k % 8 == 0) or (INT4_GEMV_STEP.startswith("quad") and _use_gemv(path, "int4_group", m, k))
     if 0 not in (m, n, k) and (swap or quad):
@@ -381,7 +381,7 @@ def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: 
                                     _CTAS_PER_SM)
         ctas = INT4_GEMV_CTAS if INT4_GEMV_CTAS is not None and m <= 2 else _CTAS_PER_SM
         return launch_quad(x, w, w_scale, out, int4_mode("packed", x.dtype, interpreting()), sm, counters,
-                           block_n or (4 if small else None), split_k, num_warps, ctas, INT4_GEMV_STEP == "quad_xs")
+                           4 if small else block_n, split_k, num_warps, ctas, INT4_GEMV_STEP == "quad_xs")
     return _dense(x, None, w, w_scale, out, x.dtype, "int4_group", block_m, block_n, split_k, num_warps,
                   num_stages, gemv=_use_gemv(path, "int4_group", x.shape[0], x.shape[1]), bk=(block_k, prefetch))
 

@@ -23,7 +23,7 @@ from wmtp.measure.kernels.quant_swap import swap_plan
 
 SWAP_I4_BLOCK_N = 64  # weight rows per tile when the caller names none (h200-quant-v7: 64 faster than 128 on lm_head)
 SWAP_I4_WORDS = False  # int32 word reads (K % 8 == 0) instead of bytes: h200-quant-v7 call 2, 0.80x (geomean)
-SWAP_I4_LOP3 = False  # byte reads of bf16 activations dequantized by `_NIB_ASM` (h200-quant-v7 call 3)
+SWAP_I4_LOP3 = False  # dequantize byte reads by `_NIB_ASM` (bf16 A): h200-quant-v7 call 3, 0.92x (geomean)
 
 
 # 4 bytes (pack 4) -> the low nibble of each (or of each byte of the input shifted right by 4: the high nibbles) as
