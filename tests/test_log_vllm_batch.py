@@ -172,3 +172,31 @@ def test_numbers_read_from_the_bytes_are_what_float_and_int_read(nums, k):
     else:
         assert got[1] == [a for _, _, a in nums] and got[2] == [a * 3 % 10**9 for _, _, a in nums]
         assert [[x.hex() for x in c] for c in got[3:]] == [[row[j].hex() for row in flat] for j in range(k)]
+
+
+@pytest.mark.parametrize("block_chars", [None, 4096])
+def test_windows_that_ran_prefill_are_left_out_of_the_tpot(tmp_path, monkeypatch, block_chars):
+    """300 Engine windows at Running 1: odd ones ran prefill (prompt 800 tok/s, gen 10 tok/s: 100 ms), even ones
+    did not (gen 50 tok/s: 20 ms). The decode rate is the prefill-free windows': 1 / 50 = 20 ms, whichever reader,
+    also past the 200 displayed windows (where the block feed counts them)."""
+    if block_chars:
+        monkeypatch.setattr(log_blocks, "BLOCK_CHARS", block_chars)
+    lines = []
+    for i in range(300):
+        ts = f"11-01 10:{i // 60:02d}:{i % 60:02d}"
+        prompt, gen = ("800.0", "10.0") if i % 2 else ("0.0", "50.0")
+        lines.append(f"(APIServer pid=7) INFO {ts} [loggers.py:271] Engine 000: Avg prompt throughput: {prompt} "
+                     f"tokens/s, Avg generation throughput: {gen} tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+                     "GPU KV cache usage: 4.2%, Prefix cache hit rate: 0.0%")
+    p = tmp_path / "v1.log"
+    p.write_text("\n".join(lines) + "\n")
+    fast, ref = _both(p)
+    assert fast == ref
+    d = json.loads(fast)
+    t = d["tpot"]
+    assert t["value_ms"] == pytest.approx(20.0, rel=0.001) and t["samples"] == 150
+    assert "150 window(s) that also ran prefill left out" in d["vllm_windows"]["note"]
+    # control: with no prefill-free window, every window counts (median of 150 x 100 ms and 150 x 20 ms is between)
+    p.write_text("\n".join(ln.replace("Avg prompt throughput: 0.0", "Avg prompt throughput: 5.0") for ln in lines) + "\n")
+    d = json.loads(_both(p)[0])
+    assert d["tpot"]["samples"] == 300 and "diluted" in d["vllm_windows"]["note"]

@@ -176,13 +176,10 @@ class VllmBatch:
         if len(used) < len(lns):
             lns, prompt, gen, running = ([c[i] for i in used] for c in (lns, prompt, gen, running))
         tpot = map(mul, map(truediv, running, gen), repeat(1e3))  # the per-line TPOT in ms, as `add` computes it
-        bins = map(round, map(truediv, map(log, tpot), repeat(BIN_WIDTH)))
-        by_batch = w.engine.by_batch
-        for (b, k), c in Counter(zip(running, bins)).items():  # in order of first appearance
-            d = by_batch.get(b)
-            if d is None:
-                d = by_batch[b] = {}
-            d[k] = d.get(k, 0) + c
+        bins = list(map(round, map(truediv, map(log, tpot), repeat(BIN_WIDTH))))
+        _count(w.engine.by_batch, zip(running, bins))
+        if any(x <= 0 for x in prompt):  # the windows that ran no prefill, as `add` keeps them
+            _count(w.decode.by_batch, ((r, k) for r, k, x in zip(running, bins, prompt) if x <= 0))
         w.lines[0] = w.lines[0] or lns[0]
         w.lines[1] = lns[-1]
         w.prefill_windows += sum(map(gt, prompt, repeat(0.0)))
@@ -209,6 +206,15 @@ class VllmBatch:
         v0 = [g for g in groups if g[0] == "v0s"]
         if v0:
             _v0_last(s, v0, last_of)
+
+
+def _count(by_batch: dict, pairs) -> None:
+    """`TpotBins.add` of (batch, bin) pairs, counted."""
+    for (b, k), c in Counter(pairs).items():  # in order of first appearance
+        d = by_batch.get(b)
+        if d is None:
+            d = by_batch[b] = {}
+        d[k] = d.get(k, 0) + c
 
 
 def _v1_pool(s, groups: list) -> None:

@@ -342,6 +342,7 @@ class VllmWindows:
 
     def __init__(self) -> None:
         self.engine, self.agg = TpotBins(), TpotBins()
+        self.decode, self.agg_decode = TpotBins(), TpotBins()  # the windows that ran no prefill (prompt 0 tok/s)
         self.rows: list[dict] = []
         self.lines = [None, None, None, None]  # first/last line of engine windows, of aggregated windows
         self.idle = self.prefill_windows = 0
@@ -353,6 +354,8 @@ class VllmWindows:
         if r.running > 0 and r.gen_thr > 0:
             tpot = r.running / r.gen_thr * 1e3
             (self.agg if agg else self.engine).add(r.running, tpot)
+            if r.prompt_thr <= 0:
+                (self.agg_decode if agg else self.decode).add(r.running, tpot)
             i = 2 if agg else 0
             self.lines[i] = self.lines[i] or r.line_no
             self.lines[i + 1] = r.line_no
@@ -377,13 +380,24 @@ class VllmWindows:
             row["accept_length"] = al
 
     def result(self) -> dict | None:
-        bins, lines = (self.engine, self.lines[:2]) if self.engine.by_batch else (self.agg, self.lines[2:])
+        """The TPOT headline. A window that also ran prefill spends part of its interval on prompt tokens, so
+        its generation throughput understates the decode rate: where some windows ran none, only those count."""
+        bins, decode, lines = ((self.engine, self.decode, self.lines[:2]) if self.engine.by_batch
+                               else (self.agg, self.agg_decode, self.lines[2:]))
+        left_out = bins.n - decode.n
+        if decode.by_batch and left_out:
+            bins = decode
         head = bins.headline()
         if head is None:
             return None
         conf = confidence(head[1]) if head[2] is not None else min(confidence(head[1]), "medium", key=["low", "medium", "high"].index)
-        note = (f"{self.prefill_windows} of {head[1]} windows also ran prefill (their throughput is diluted)"
-                if self.prefill_windows else "")
+        if bins is decode:
+            note = (f"{left_out} window(s) that also ran prefill left out (their generation throughput counts "
+                    "prefill time)")
+        else:
+            note = (f"{self.prefill_windows} of {head[1]} windows also ran prefill (their throughput is diluted)"
+                    if self.prefill_windows else "")
         return {"value_ms": head[0], "samples": head[1], "batch": head[2], "confidence": conf, "lines": lines,
                 "estimator": "vLLM " + head[3].replace("#running-req / gen throughput", "Running / Avg generation throughput")
-                             .replace("lines", "windows"), "by_batch": bins.table(), "note": note}
+                             .replace("lines", "windows") + (" without prefill" if bins is decode else ""),
+                "by_batch": bins.table(), "note": note}
