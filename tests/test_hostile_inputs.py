@@ -13,11 +13,10 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from wmtp.cli.main import app
 from wmtp.engine import engines_dir
 from wmtp.profile import PROFILES_DIR
+from cli_checks import assert_one_error, invoke  # noqa: E402
 
 SHIPPED_PROFILE = json.loads((PROFILES_DIR / "h200.json").read_text())
 PRESET = json.loads((engines_dir() / "sglang-b200-paper.json").read_text())
@@ -25,19 +24,6 @@ POINTS = engines_dir() / "sglang-b200-paper.points.csv"
 RAW = PROFILES_DIR / "h200.raw.csv.gz"
 
 
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def assert_one_error(r, *fragments: str) -> str:
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert r.exit_code == 1, r.output
-    assert "Traceback" not in r.output, r.output
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.output
-    for f in fragments:
-        assert f.lower() in lines[0].lower(), lines[0]
-    return lines[0]
 
 
 def framework_profile(**changes) -> dict:

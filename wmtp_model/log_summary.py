@@ -67,12 +67,25 @@ def parse_label(line: str, n: int):
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal colour / style codes (CSI sequences)
 
 
-class NoAnsi:
-    """A text file with its ANSI escape sequences deleted (a log captured from a colour terminal: the
-    codes around a number or a key would hide it from the parsers); chunks end on a line end."""
+class FileView:
+    """A reader over a text file `f` that closes it (and works as a context manager)."""
 
     def __init__(self, f) -> None:
         self.f = f
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.f.close()
+
+
+class NoAnsi(FileView):
+    """A text file with its ANSI escape sequences deleted (a log captured from a colour terminal: the
+    codes around a number or a key would hide it from the parsers); chunks end on a line end."""
 
     def read(self, size: int = -1) -> str:
         text = self.f.read(size)
@@ -83,12 +96,3 @@ class NoAnsi:
     def __iter__(self):
         for line in self.f:
             yield ANSI.sub("", line) if "\x1b" in line else line
-
-    def close(self) -> None:
-        self.f.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.f.close()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from wmtp.log_summary import FileView
+
 MIN_WIDTH, MAX_WIDTH = 60, 512
 _TERMINAL = (80, 100, 120, 132, 160, 200)  # usual terminal widths
 # what starts a line of its own, surely: a blank line, a level name, a date or time, a process prefix, a known
@@ -47,7 +49,7 @@ def wrap_width(head: str, whole: bool) -> int | None:
     return width if 2 * cut[width] >= full and (cut[width] >= 2 or width in _TERMINAL) else None
 
 
-class Unwrapped:
+class Unwrapped(FileView):
     """A text file whose pieces of exactly `width` characters are joined with the pieces that continue them."""
 
     def __init__(self, f, width: int) -> None:
@@ -95,12 +97,3 @@ class Unwrapped:
             if 0 <= size <= n:
                 break
         return "".join(out)
-
-    def close(self) -> None:
-        self.f.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.f.close()
