@@ -80,9 +80,9 @@ add.f32 $0, lo, hi;
 
 
 @triton.jit
-def _split8(x, BLOCK_M: tl.constexpr, G: tl.constexpr):
-    """x [BLOCK_M, G, 16, 8] -> its 8 entries along the last axis, as (x0, x4, x2, x6, x1, x5, x3, x7)."""
-    x = tl.reshape(x, [BLOCK_M, G, 16, 2, 2, 2])  # index 4 b2 + 2 b1 + b0: last axis b0
+def _eighths(x):
+    """x [..., 2, 2, 2] (entry 4 b2 + 2 b1 + b0 of an axis of 8, last axis b0) -> its 8 entries as
+    (x0, x4, x2, x6, x1, x5, x3, x7)."""
     e, o = tl.split(x)  # b0 = 0 / 1: [.., 2 (b2), 2 (b1)]
     e0, e1 = tl.split(e)  # b1: [.., 2 (b2)]
     o0, o1 = tl.split(o)
@@ -91,6 +91,12 @@ def _split8(x, BLOCK_M: tl.constexpr, G: tl.constexpr):
     x1, x5 = tl.split(o0)
     x3, x7 = tl.split(o1)
     return x0, x4, x2, x6, x1, x5, x3, x7
+
+
+@triton.jit
+def _split8(x, BLOCK_M: tl.constexpr, G: tl.constexpr):
+    """x [BLOCK_M, G, 16, 8] -> its 8 entries along the last axis, as (x0, x4, x2, x6, x1, x5, x3, x7)."""
+    return _eighths(tl.reshape(x, [BLOCK_M, G, 16, 2, 2, 2]))
 
 
 @triton.jit
@@ -224,15 +230,7 @@ def int4_mode(step: str, act_dtype, interp: bool) -> int:
 @triton.jit
 def _split8q(x, BLOCK_M: tl.constexpr, B: tl.constexpr, G: tl.constexpr):
     """x [BLOCK_M, B, G, 4, 8] -> its 8 entries along the last axis, as (x0, x4, x2, x6, x1, x5, x3, x7)."""
-    x = tl.reshape(x, [BLOCK_M, B, G, 4, 2, 2, 2])
-    e, o = tl.split(x)
-    e0, e1 = tl.split(e)
-    o0, o1 = tl.split(o)
-    x0, x4 = tl.split(e0)
-    x2, x6 = tl.split(e1)
-    x1, x5 = tl.split(o0)
-    x3, x7 = tl.split(o1)
-    return x0, x4, x2, x6, x1, x5, x3, x7
+    return _eighths(tl.reshape(x, [BLOCK_M, B, G, 4, 2, 2, 2]))
 
 
 @triton.jit
