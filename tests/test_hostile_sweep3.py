@@ -290,8 +290,13 @@ def test_a_pipe_with_a_writer_is_read(tmp_path):
            "num_nextn_predict_layers": 1}
 
     def writer():
-        with open(fifo, "w") as f:  # blocks until the reader has opened it
-            f.write(json.dumps(cfg))
+        while True:  # a reader that opened, found no writer yet and closed leaves this end a broken pipe: again
+            try:
+                with open(fifo, "w") as f:  # blocks until a reader has opened it
+                    f.write(json.dumps(cfg))
+                return
+            except BrokenPipeError:
+                continue
 
     t = threading.Thread(target=writer, daemon=True)
     t.start()

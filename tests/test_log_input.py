@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ def _fifo(tmp_path: Path, data: bytes | None, name: str = "in") -> Path:
             with open(p, "wb") as f:  # blocks until the reader opens
                 f.write(data)
         threading.Thread(target=feed, daemon=True).start()
+        time.sleep(0.2)  # the writer waits in open() before the reader comes, as a process substitution's does
     return p
 
 

@@ -156,14 +156,15 @@ def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[Accepta
 
 
 def _read_stream(p: Path, depth: int | None) -> tuple[AcceptanceProfile | None, dict]:
-    with spool(p) as raw:
-        data = raw.read()
-    # JSON or JSONL (a histogram, meta_info) when it starts like JSON; anything else is read as a log
-    suffix = ".json" if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[") else ".log"
+    """A pipe's content, copied once into a file named for what it holds: JSON or JSONL (a histogram, meta_info)
+    when it starts like JSON, else a log."""
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d) / f"stream{suffix}"
-        tmp.write_bytes(data)
-        prof, info = read_acceptance(tmp, depth)
+        tmp = Path(d) / "stream"
+        with open(tmp, "w+b") as f:
+            spool(p, f)
+            head = f.read(4096)
+        suffix = ".json" if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[") else ".log"
+        prof, info = read_acceptance(tmp.rename(tmp.with_suffix(suffix)), depth)
     info["file"] = str(p)
     return prof, info
 

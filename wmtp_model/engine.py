@@ -137,7 +137,8 @@ def engine_moe_ms(ov: EngineOverhead, work, hw, wdtype: str) -> float | None:
     experts' bytes at its rate and the flops at `hw`'s peak for `wdtype`. None: the cost model prices it."""
     if ov.moe_tbps <= 0 or work.kind != "moe":
         return None
-    flops_ms = work.flops / (hw.tflops_for(wdtype) * 1e9) if hw.tflops_for(wdtype) > 0 else 0.0
+    peak = hw.tflops_for(wdtype) * 1e9  # flops per ms
+    flops_ms = work.flops / peak if peak > 0 else 0.0
     return work.count * (ov.moe_call_ms + work.bytes / (ov.moe_tbps * 1e9) + flops_ms)
 
 

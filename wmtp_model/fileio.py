@@ -87,18 +87,24 @@ def atomic_write_text(path: str | Path, text: str, what: str = "output file") ->
         raise
 
 
+def open_without_waiting(path: str | Path):
+    """`path` opened for binary reading. A FIFO nobody writes to would block open() forever: it is opened without
+    waiting for a writer, then read blocking (EOF at once when there is none; a process substitution's pipe reads
+    as it fills). Raises OSError."""
+    nonblock = getattr(os, "O_NONBLOCK", 0)  # 0 on Windows, which has no FIFOs
+    f = os.fdopen(os.open(path, os.O_RDONLY | nonblock), "rb")
+    if nonblock:
+        os.set_blocking(f.fileno(), True)
+    return f
+
+
 def read_text(path: str | Path, what: str, error: type[Exception], max_bytes: int = MAX_READ_BYTES) -> str:
     """The UTF-8 text of a regular file; missing, unreadable, binary or oversized raises `error`."""
     p = Path(path)
     try:
         if p.is_dir():
             raise error(f"cannot read {what} {p}: it is a folder")
-        # a FIFO nobody writes to would block open() forever: open without waiting for a writer, then read
-        # blocking (EOF at once when there is none; a process substitution's pipe reads as it fills)
-        nonblock = getattr(os, "O_NONBLOCK", 0)  # 0 on Windows, which has no FIFOs
-        with os.fdopen(os.open(p, os.O_RDONLY | nonblock), "rb") as f:
-            if nonblock:
-                os.set_blocking(f.fileno(), True)
+        with open_without_waiting(p) as f:
             data = f.read(max_bytes + 1)
     except OSError as e:
         raise error(f"cannot read {what} {p}: {e.strerror or e}") from None

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from wmtp.errors import WmtpError
+from wmtp.fileio import open_without_waiting
 
 CHUNK = 1 << 20
 
@@ -25,21 +26,23 @@ def is_stream(path: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def spool(path: Path):
-    """The whole content of the stream at `path` in a binary temporary file positioned at its start (deleted when
-    closed). A FIFO with no writer reads as empty at once."""
-    nonblock = getattr(os, "O_NONBLOCK", 0)  # 0 on Windows, which has no FIFOs
-    out = tempfile.TemporaryFile()
+def spool(path: Path, out=None):
+    """The whole content of the stream at `path` copied into `out` (a binary file; default: an anonymous temporary
+    file, deleted when closed), positioned at its start. A FIFO with no writer reads as empty at once."""
+    own = out is None
+    out = tempfile.TemporaryFile() if own else out
     try:
-        with os.fdopen(os.open(path, os.O_RDONLY | nonblock), "rb") as f:
-            if nonblock:
-                os.set_blocking(f.fileno(), True)
+        with open_without_waiting(path) as f:
             shutil.copyfileobj(f, out, CHUNK)
+        if out.tell() == 0:
+            raise WmtpError(f"{path} is empty (a pipe or device that gave no data)")
     except OSError as e:
-        out.close()
+        if own:
+            out.close()
         raise WmtpError(f"cannot read {path}: {e.strerror or e}") from None
-    if out.tell() == 0:
-        out.close()
-        raise WmtpError(f"{path} is empty (a pipe or device that gave no data)")
+    except WmtpError:
+        if own:
+            out.close()
+        raise
     out.seek(0)
     return out

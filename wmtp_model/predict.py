@@ -200,8 +200,8 @@ def predict(
             warnings.append(
                 f"{method}: only {n} request(s) of {ctx} tokens fit on {hw.key} "
                 f"(asked for batch {batch}); its latency is shown as if memory allowed it")
-    if quant_split_warning(spec, tp):
-        warnings.append(quant_split_warning(spec, tp))
+    if split := quant_split_warning(spec, tp):
+        warnings.append(split)
     if tp > 1:
         warnings.append(f"tp={tp}: per-GPU work from the single-GPU fits, collectives from "
                         + ("the measured all-reduce fit" if any(p.work.kind == "allreduce" and p.source.origin is not Origin.ANALYTICAL
