@@ -129,6 +129,21 @@ def _lane_emu(c0, c1, c2, c3, x0, x1, x2, x3):
 
 
 @triton.jit
+def _dot_packed(d0, d1, d2, d3, x0, x4, x2, x6, x1, x5, x3, x7):
+    """A word's 8 dequantized codes (d0..d3: bf16 pairs) dotted with its 8 activations by `_DOT_ASM`."""
+    return tl.inline_asm_elementwise(_DOT_ASM, "=f,r,r,r,r,r,r,r,r",
+                                     [d0, d1, d2, d3, _pair(x0, x4), _pair(x1, x5), _pair(x2, x6), _pair(x3, x7)],
+                                     dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _dot_emu(wd, x0, x4, x2, x6, x1, x5, x3, x7):
+    """`_dot_packed`'s arithmetic in fp32 tensors (its two bf16 lanes, each rounded as the instruction rounds)."""
+    return (_lane_emu(_code(wd, 0), _code(wd, 1), _code(wd, 2), _code(wd, 3), x0, x1, x2, x3)
+            + _lane_emu(_code(wd, 4), _code(wd, 5), _code(wd, 6), _code(wd, 7), x4, x5, x6, x7))
+
+
+@triton.jit
 def _word_sums(wd, d0, d1, d2, d3, x, BLOCK_M: tl.constexpr, G: tl.constexpr, MODE: tl.constexpr):
     """[BLOCK_M, BN, G, 16] fp32: each word's 8 codes (minus 8) dotted with its 8 activations x [BLOCK_M, G, 16, 8]
     of each row; wd, d0..d3 [1, BN, G, 16]."""
@@ -136,12 +151,9 @@ def _word_sums(wd, d0, d1, d2, d3, x, BLOCK_M: tl.constexpr, G: tl.constexpr, MO
     x0, x4, x2, x6 = x0[:, None], x4[:, None], x2[:, None], x6[:, None]  # [BLOCK_M, 1, G, 16]
     x1, x5, x3, x7 = x1[:, None], x5[:, None], x3[:, None], x7[:, None]
     if MODE == 2 or MODE == 4:  # MODE_PACKED(_PF)
-        t = tl.inline_asm_elementwise(_DOT_ASM, "=f,r,r,r,r,r,r,r,r",
-                                      [d0, d1, d2, d3, _pair(x0, x4), _pair(x1, x5), _pair(x2, x6), _pair(x3, x7)],
-                                      dtype=tl.float32, is_pure=True, pack=1)
+        t = _dot_packed(d0, d1, d2, d3, x0, x4, x2, x6, x1, x5, x3, x7)
     elif MODE == 3:  # MODE_PACKED_EMU
-        t = _lane_emu(_code(wd, 0), _code(wd, 1), _code(wd, 2), _code(wd, 3), x0, x1, x2, x3)
-        t += _lane_emu(_code(wd, 4), _code(wd, 5), _code(wd, 6), _code(wd, 7), x4, x5, x6, x7)
+        t = _dot_emu(wd, x0, x4, x2, x6, x1, x5, x3, x7)
     else:
         t = _code(wd, 0) * x0.to(tl.float32)
         t += _code(wd, 1) * x1.to(tl.float32)
@@ -254,12 +266,9 @@ def _quad_word(wd, a_base, r_ok, g, g_ok, KW, j: tl.constexpr, BLOCK_M: tl.const
         d0, d1, d2, d3 = tl.inline_asm_elementwise(_DEQ_ASM, "=r,=r,=r,=r,r", [wd],
                                                    dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True,
                                                    pack=1)
-        t = tl.inline_asm_elementwise(_DOT_ASM, "=f,r,r,r,r,r,r,r,r",
-                                      [d0, d1, d2, d3, _pair(x0, x4), _pair(x1, x5), _pair(x2, x6), _pair(x3, x7)],
-                                      dtype=tl.float32, is_pure=True, pack=1)
+        t = _dot_packed(d0, d1, d2, d3, x0, x4, x2, x6, x1, x5, x3, x7)
     elif MODE == 3:  # MODE_PACKED_EMU
-        t = _lane_emu(_code(wd, 0), _code(wd, 1), _code(wd, 2), _code(wd, 3), x0, x1, x2, x3)
-        t += _lane_emu(_code(wd, 4), _code(wd, 5), _code(wd, 6), _code(wd, 7), x4, x5, x6, x7)
+        t = _dot_emu(wd, x0, x4, x2, x6, x1, x5, x3, x7)
     else:  # MODE_F32
         t = _code(wd, 0) * x0.to(tl.float32) + _code(wd, 1) * x1.to(tl.float32)
         t += _code(wd, 2) * x2.to(tl.float32) + _code(wd, 3) * x3.to(tl.float32)
