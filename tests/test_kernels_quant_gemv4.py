@@ -56,11 +56,11 @@ def test_int4_gemv_one_hot_picks_each_nibble(step):
     assert torch.equal(out.double().cpu(), w_ref[:, cols[:16]].T)
 
 
-def test_packed_error_within_documented_bound(monkeypatch):
+@pytest.mark.parametrize("step", ["packed", "quad"], indirect=True)
+def test_packed_error_within_documented_bound(step):
     """|out - ref| <= 7 * 2^-9 * sum_k |w[n, k] x[k]| (at most 7 bf16 roundings per word partial, module docstring;
     7.01: the interpreter's fp32-then-bf16 double rounding) + 2^-8 |ref| (bf16 output rounding, 2^-9, with slack),
-    elementwise."""
-    monkeypatch.setattr(qg, "INT4_GEMV_STEP", "packed")
+    elementwise. The quad kernel (round 6) does the same arithmetic per word."""
     gen = torch.Generator().manual_seed(12)
     m, n, k = 3, 64, 2048
     x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
