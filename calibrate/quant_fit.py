@@ -18,6 +18,14 @@ here (one row is one GEMM), so pricing multiplies it by the work item's launches
 its two grouped calls, `const_launches`), and a work item is interpolated when one of its calls, its bytes and
 flops divided by its launches, lies inside the measured range. Flops are 2 M N K (x top_k for the experts).
 
+Per M regime (as an engine picks a kernel by the rows of a call): where another candidate is fastest at some M
+(`split_m`: per measured M, geometric mean over the shapes every candidate ran at that M; a lead of at most
+`TIE_REL` is a tie), the M values are cut into regimes of one winner each (adjacent M with the same winner merged)
+and each regime is fitted on its own (`fit_kind` over its implementation's rows at its M, same held-out error),
+stored under the component's `regimes` with its `m_range`, implementation and candidates' geometric means; pricing
+(`wmtp.profile.regime_index`) takes the regime of the call's M. Where one implementation wins at every M the
+component is written as before regimes existed (no `regimes` key).
+
 Run: python -m wmtp.calibrate.quant_fit PROFILE.json QUANT_DIR [QUANT_DIR ...]
 (the shipped H200 profiles: wmtp_model/data/profiles/h200.json and h200-flashinfer.json).
 """
@@ -61,6 +69,9 @@ KERNEL_NOTES = {
     "torch_int4pack_mm": "torch._weight_int4pack_mm (tinygemm), group 128, bf16 scale + zero",
     "wmtp_int4_moe": "wmtp Triton grouped W4A16 MoE, group 128",
 }
+# A candidate takes an M from the all-M choice (or from the previous M's winner) only when its geometric mean there is
+# faster by more than this: a 0.1 % difference is a tie, not a regime of its own.
+TIE_REL = 0.01
 FORMAT_NOTES = {"fp8": "fp8 e4m3 weights (W8A8)", "int4": "4-bit weight-only (W4A16, group 128)"}
 # Column names of the benchmark CSV (v1) and of later runs: the first one present is used.
 ALIASES = {"kernel": ("kernel", "impl"), "model": ("model",), "component": ("component",), "M": ("M", "m"),
@@ -160,12 +171,13 @@ def is_candidate(kernel: str, dtype: str, kind: str) -> bool:
     return any(str(kernel).startswith(c) for c in CANDIDATES[(dtype, kind)])
 
 
-def choose(g: pd.DataFrame, dtype: str, kind: str) -> tuple[str | None, dict]:
-    """The fastest candidate by geometric-mean time over the shapes every measured candidate ran, and each
-    candidate's geometric mean (ms) and shape count."""
-    sel = g[(g["kind"] == kind) & g["kernel"].map(lambda k: is_candidate(k, dtype, kind))]
-    if sel.empty:
-        return None, {}
+def _candidates(g: pd.DataFrame, dtype: str, kind: str) -> pd.DataFrame:
+    return g[(g["kind"] == kind) & g["kernel"].map(lambda k: is_candidate(k, dtype, kind))]
+
+
+def geomeans(sel: pd.DataFrame) -> dict:
+    """Each kernel of `sel`: its geometric-mean time (ms) over the (model, component, M) every kernel of `sel` ran,
+    its shape count, and that common count."""
     key = ["model", "component", "M"]
     have = sel.groupby("kernel")
     common = set.intersection(*(set(map(tuple, d[key].to_numpy().tolist())) for _, d in have))
@@ -174,21 +186,73 @@ def choose(g: pd.DataFrame, dtype: str, kind: str) -> tuple[str | None, dict]:
         on = d[[tuple(r) in common for r in d[key].to_numpy().tolist()]]
         stats[kernel] = {"geomean_ms": float(np.exp(np.log(on["median_ms"]).mean())) if len(on) else None,
                          "shapes": int(len(d)), "common_shapes": int(len(on)), "note": KERNEL_NOTES.get(kernel, "")}
-    best = min(stats, key=lambda k: math.inf if stats[k]["geomean_ms"] is None else stats[k]["geomean_ms"])
-    return best, stats
+    return stats
+
+
+def _fastest(stats: dict) -> str:
+    return min(stats, key=lambda k: math.inf if stats[k]["geomean_ms"] is None else stats[k]["geomean_ms"])
+
+
+def choose(g: pd.DataFrame, dtype: str, kind: str) -> tuple[str | None, dict]:
+    """The fastest candidate by geometric-mean time over the shapes every measured candidate ran, and each
+    candidate's geometric mean (ms) and shape count."""
+    sel = _candidates(g, dtype, kind)
+    if sel.empty:
+        return None, {}
+    stats = geomeans(sel)
+    return _fastest(stats), stats
+
+
+def split_m(g: pd.DataFrame, dtype: str, kind: str, best: str) -> list[dict]:
+    """M regimes of (dtype, kind), as an engine picks a kernel by the rows of a call: per measured M the fastest
+    candidate by geometric mean over the shapes every candidate ran at that M (`geomeans`), where `best` (the
+    all-M choice), else the previous M's winner, stays unless another is faster by more than `TIE_REL`; adjacent
+    M with the same winner merged. Returns [{m_range: [lo, hi], impl, candidates (geomeans over the regime's M)}],
+    ascending in M."""
+    sel = _candidates(g, dtype, kind)
+    winners: list[tuple[int, str]] = []
+    for m, at in sel.groupby("M", sort=True):
+        stats = geomeans(at)
+        fastest = _fastest(stats)
+        win = fastest
+        for keep in (best, winners[-1][1] if winners else None):
+            t = stats.get(keep, {}).get("geomean_ms")
+            if t is not None and t <= (1.0 + TIE_REL) * stats[fastest]["geomean_ms"]:
+                win = keep
+                break
+        winners.append((int(m), win))
+    runs: list[list] = []
+    for m, win in winners:
+        if runs and runs[-1][1] == win:
+            runs[-1][0].append(m)
+        else:
+            runs.append([[m], win])
+    return [{"m_range": [ms[0], ms[-1]], "impl": win, "candidates": geomeans(sel[sel["M"].isin(ms)])}
+            for ms, win in runs]
 
 
 def fit_quant(rows: pd.DataFrame) -> dict[str, dict]:
-    """`KIND@DTYPE` -> (KindFit, implementation, candidates) for every (dtype, kind) the rows cover."""
+    """`KIND@DTYPE` -> {fit, impl, candidates, weight_format, regimes} for every (dtype, kind) the rows cover.
+    `regimes` is None where one implementation is fastest at every M (`split_m`): then `fit` is its fit, as before
+    regimes existed. Else each regime holds its own fit over its implementation's rows at the regime's M, and
+    `fit` / `impl` / `candidates` are the all-M choice's (what a reader that does not know regimes sees)."""
     g = shapes(rows)
     out = {}
     for (dtype, kind) in CANDIDATES:
         best, stats = choose(g, dtype, kind)
         if best is None:
             continue
+        regs = split_m(g, dtype, kind, best)
+        if len(regs) == 1:
+            best, regs = regs[0]["impl"], None
+        else:
+            for r in regs:
+                lo, hi = r["m_range"]
+                df = g[(g["kind"] == kind) & (g["kernel"] == r["impl"]) & g["M"].between(lo, hi)]
+                r["fit"] = fit_kind(df.reset_index(drop=True), kind)
         df = g[(g["kind"] == kind) & (g["kernel"] == best)].reset_index(drop=True)
         out[f"{kind}@{dtype}"] = {"fit": fit_kind(df, kind), "impl": best, "candidates": stats,
-                                  "weight_format": FORMAT_NOTES[dtype]}
+                                  "weight_format": FORMAT_NOTES[dtype], "regimes": regs}
     if not out:
         raise WmtpError("the quant benchmark holds no implementation of a known weight dtype (fp8, int4)")
     return out
@@ -198,6 +262,7 @@ def not_candidates(rows: pd.DataFrame, fits: dict) -> list[str]:
     """Kernels the run timed that price no weight dtype (torch_bf16 is the bf16 reference): listed, not dropped
     silently."""
     used = {k for f in fits.values() for k in f["candidates"]}
+    used |= {k for f in fits.values() for r in f.get("regimes") or [] for k in r["candidates"]}
     return sorted(set(rows["kernel"].astype(str)) - used - {"torch_bf16"})
 
 
@@ -243,10 +308,13 @@ def merge_quant(profile_path: Path, source: Path) -> list[str]:
             prof["components"].pop(key, None)
     added = []
     for key, f in fits.items():
-        comp = build_profile({key: f["fit"]}, prof["hardware"], {}, {}, csv, [])["components"][key]
+        comp = _component(key, f["fit"], prof["hardware"], csv)
         # The constant is one GEMM call's: a work item pays it per launch, a MoE layer per grouped call (up, down).
         comp.update(impl=f["impl"], candidates=f["candidates"], weight_format=f["weight_format"], const_per_kernel=True,
                     const_launches=2 if key.startswith("moe@") else None)
+        if f.get("regimes"):
+            comp["regimes"] = [{**_component(key, r["fit"], prof["hardware"], csv), "m_range": r["m_range"],
+                                "impl": r["impl"], "candidates": r["candidates"]} for r in f["regimes"]]
         prof["components"][key] = comp
         added.append(key)
     raw = csv.read_bytes()
@@ -254,11 +322,17 @@ def merge_quant(profile_path: Path, source: Path) -> list[str]:
     prof["weight_dtype_raw_data"] = {",".join(added): {
         "components": added, "file": _display_path(csv), "sha256_uncompressed": hashlib.sha256(text).hexdigest(),
         "provenance": prov, "impl": {k: f["impl"] for k, f in fits.items()},
+        "regimes": {k: [[*r["m_range"], r["impl"]] for r in f["regimes"]] for k, f in fits.items() if f.get("regimes")},
         "not_candidates": not_candidates(rows, fits),
         "command": "python -m wmtp.calibrate.quant_fit PROFILE " + _display_path(source)}}
     save_profile(prof, profile_path)
     _write_summary(profile_path, prof, fits)
     return added
+
+
+def _component(key: str, fit, hardware: str, csv: Path) -> dict:
+    """One fit as a profile component (`wmtp.calibrate.profile.build_profile`'s fields)."""
+    return build_profile({key: fit}, hardware, {}, {}, csv, [])["components"][key]
 
 
 def _display_path(p: Path) -> str:
@@ -286,15 +360,33 @@ def _write_summary(profile_path: Path, prof: dict, fits: dict) -> None:
     lines += ["", "| component | implementation priced | weight format | candidates (geometric-mean ms over common "
               "shapes) |", "|---|---|---|---|"]
     for key, f in fits.items():
-        ranked = sorted(f["candidates"].items(), key=lambda kv: kv[1]["geomean_ms"] or math.inf)
-        cands = ", ".join(f"{k} {v['geomean_ms']:.4f}" if v["geomean_ms"] else f"{k} (no common shape)"
-                          for k, v in ranked)
-        lines.append(f"| {key} | {f['impl']} | {f['weight_format']} | {cands} |")
+        impl = f["impl"] if not f.get("regimes") else f"per M (below); all M: {f['impl']}"
+        lines.append(f"| {key} | {impl} | {f['weight_format']} | {_ranked(f['candidates'])} |")
+    split = {k: f for k, f in fits.items() if f.get("regimes")}
+    if split:
+        lines += ["", "Per M regime (the rows of one call: B x d in verify, B in a draft forward; pricing takes the "
+                  "regime of the call's M, the nearest one outside the measured M, tagged extrapolated). Each regime "
+                  "is fitted on its implementation's rows at its M; held-out error leave-one-shape-out:", "",
+                  "| component | M | implementation priced | shapes | held-out median / p90 / max | candidates "
+                  "(geometric-mean ms over common shapes) |", "|---|---|---|---|---|---|"]
+        for key, f in split.items():
+            for r in f["regimes"]:
+                h = r["fit"]
+                err = " / ".join(f"{x:.1%}" if x is not None else "n/a" for x in
+                                 (h.heldout_median, h.heldout_p90, h.heldout_max))
+                lo, hi = r["m_range"]
+                lines.append(f"| {key} | {lo if lo == hi else f'{lo}-{hi}'} | {r['impl']} | {h.n_shapes} | {err} | "
+                             f"{_ranked(r['candidates'])} |")
     lines += ["", "The constant of these fits is one GEMM call's (one benchmark row is one call); pricing "
               "multiplies it by the work item's launches (a MoE layer: its two grouped calls, up and down). "
               "NVFP4 weights on a GPU without FP4 tensor cores are priced with the `@int4` fits "
               "(4-bit weight-only path) at NVFP4's bytes."]
     atomic_write_text(md, profile_summary(prof) + "\n" + "".join(kept) + "\n".join(lines) + "\n")
+
+
+def _ranked(candidates: dict) -> str:
+    ranked = sorted(candidates.items(), key=lambda kv: kv[1]["geomean_ms"] or math.inf)
+    return ", ".join(f"{k} {v['geomean_ms']:.4f}" if v["geomean_ms"] else f"{k} (no common shape)" for k, v in ranked)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,3 +56,13 @@ def work_features(work, spec, sm_count: int, backend: str = "wmtp") -> dict:
     keys = float(shape.get("ctx", 0) or 0)
     return features(work.kind, work.bytes, work.flops, batch, keys, q_len, spec.kv_heads, spec.group_size,
                     spec.head_dim, sm_count, backend)
+
+
+def call_rows(work) -> float:
+    """Rows (M) of one GEMM call of a weight-bound work item, which picks a quantized fit's M regime
+    (`wmtp.profile.regime_index`): its tokens (B x d in verify, B in a draft forward), else batch x d; at least 1."""
+    shape = work.shape
+    rows = shape.get("tokens")
+    if rows is None:
+        rows = float(shape.get("batch", 1) or 1) * float(shape.get("d", 1) or 1)
+    return max(float(rows), 1.0)

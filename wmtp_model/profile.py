@@ -18,7 +18,7 @@ from pathlib import Path
 
 from wmtp.errors import ProfileError
 from wmtp.fileio import read_versioned_json
-from wmtp.features import fit_kind, group_name, work_features
+from wmtp.features import call_rows, fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
 from wmtp.provenance import Origin, Source
 from wmtp.work import Priced, Work
@@ -101,6 +101,27 @@ def _component_problem(c) -> str | None:
         return "is malformed: group factors must be finite numbers in [0.001, 1000]"
     if not _is_num(c.get("const_launches"), 0.0, 1e4):  # calls per work item of a per-call fit (`launches`)
         return "is malformed: const_launches must be a count in [0, 10000]"
+    return _regimes_problem(c["regimes"]) if "regimes" in c else None
+
+
+def _regimes_problem(regs) -> str | None:
+    """Why a quantized component's M regimes (`wmtp.calibrate.quant_fit.split_m`) cannot be priced from, or None:
+    a non-empty list, ascending and disjoint `m_range` [lo, hi] of rows per call (>= 1), each a fit of its own
+    naming its implementation."""
+    if not isinstance(regs, list) or not regs:
+        return "is malformed: regimes must be a non-empty list"
+    prev = 0.0
+    for i, r in enumerate(regs):
+        m = r.get("m_range") if isinstance(r, dict) else None
+        if not (isinstance(m, list) and len(m) == 2 and all(x is not None and _is_num(x, 1.0, 1e9) for x in m)
+                and prev < m[0] <= m[1]):
+            return f"has a malformed regime {i}: m_range must be [low, high] rows per call, >= 1, ascending, disjoint"
+        if not isinstance(r.get("impl"), str) or "regimes" in r:
+            return f"has a malformed regime {i}: it must name its implementation (impl) and hold no regimes"
+        why = _component_problem(r)
+        if why:
+            return f"has a malformed regime {i}: it {why}"
+        prev = m[1]
     return None
 
 
@@ -114,6 +135,22 @@ def launches(work: Work, comp: dict) -> float:
     if not comp.get("const_per_kernel"):
         return 1.0
     return float(comp.get("const_launches") or max(work.kernels, 1))
+
+
+def regime_index(comp: dict, rows: float) -> tuple[int | None, bool]:
+    """Which M regime of a quantized fit prices calls of `rows` rows (M), and whether `rows` lies outside the M the
+    regimes measured: the regime whose `m_range` holds it, else the nearest one in log M (the lower on a tie). None
+    for a fit without regimes (one implementation at every M)."""
+    regs = comp.get("regimes")
+    if not regs:
+        return None, False
+
+    def gap(m_range) -> float:
+        lo, hi = m_range
+        return math.log(lo / rows) if rows < lo else (math.log(rows / hi) if rows > hi else 0.0)
+
+    i = min(range(len(regs)), key=lambda j: (gap(regs[j]["m_range"]), j))
+    return i, not regs[0]["m_range"][0] <= rows <= regs[-1]["m_range"][1]
 
 
 def weight_path(weight_dtype: str, hw: HardwareSpec) -> tuple[str | None, str]:
@@ -189,6 +226,25 @@ class ProfileCostModel:
             return own, dtype, dtype, note
         return self._component(kind), "bf16", wdtype, note if path is None else ""
 
+    def _regime(self, comp: dict, work: Work) -> tuple[dict, str, bool]:
+        """The fit of `comp`'s M regime for `work`'s calls (`regime_index`; `call_rows`), merged with the per-call
+        fields of `comp` (one dict per regime, cached: the range cache keys on it), a note naming its
+        implementation, and whether the call's M lies outside the measured M; `comp` itself where it has no
+        regimes."""
+        rows = call_rows(work)
+        i, outside = regime_index(comp, rows)
+        if i is None:
+            return comp, "", False
+        key = ("regime", id(comp), i)
+        if key not in self._cache:
+            base = {k: v for k, v in comp.items() if k != "regimes"}
+            self._cache[key] = {**base, **comp["regimes"][i]}
+        fit = self._cache[key]
+        lo, hi = fit["m_range"]
+        m = f"M {lo:g}" if lo == hi else f"M {lo:g}-{hi:g}"
+        return fit, f"{fit['impl']} ({m} regime{f'; call M {rows:g} outside the measured M' if outside else ''})", \
+            outside
+
     def _ranges(self, kind: str, comp: dict) -> tuple:
         """Measured ranges of bytes, flops and bytes per request (cached per fit)."""
         key = ("ranges", kind, id(comp))
@@ -230,21 +286,23 @@ class ProfileCostModel:
         if work.kind in WEIGHT_KINDS:
             wdtype = work.shape.get("wdtype") or spec.weight_dtype
             comp, ref_dtype, dtype, note = self._weight_component(work.kind, wdtype, hw)
-            quant = self._priced(work, hw, spec, comp, ref_dtype, dtype, note)
             bf16 = self._component(work.kind)
             if comp is bf16:
-                return quant
+                return self._priced(work, hw, spec, comp, ref_dtype, dtype, note)
+            comp, impl, outside = self._regime(comp, work)
+            quant = self._priced(work, hw, spec, comp, ref_dtype, dtype, "; ".join(filter(None, (note, impl))),
+                                 outside)
             # The measured quantized kernel stands in for the engine's. Where the bf16 kernel reads the same bytes
             # faster, the measured quantized kernel is the slower implementation, not the format's cost: price
             # the bytes at the bf16 kernel's rate and say so.
-            alt = self._priced(work, hw, spec, bf16, "bf16", dtype,
-                               f"bf16 kernel's rate at {wdtype} bytes: the measured {wdtype} kernel is slower")
+            kernel = f"the measured {wdtype} kernel is slower{f': {impl}' if impl else ''}"
+            alt = self._priced(work, hw, spec, bf16, "bf16", dtype, f"bf16 kernel's rate at {wdtype} bytes: {kernel}")
             return alt if alt.time_ms < quant.time_ms else quant
         comp, ref_dtype, dtype, note = self._component(work.kind, spec.kv_dtype), "bf16", "bf16", ""
         return self._priced(work, hw, spec, comp, ref_dtype, dtype, note)
 
     def _priced(self, work: Work, hw: HardwareSpec, spec: ModelSpec, comp: dict, ref_dtype: str, dtype: str,
-                note: str) -> Priced:
+                note: str, outside_m: bool = False) -> Priced:
         from wmtp.hardware import get_hardware
 
         same_gpu = hw.key == self.hw_key
@@ -252,7 +310,8 @@ class ProfileCostModel:
         feats = work_features(work, spec, sm, self.backend)
         feats["const"] = launches(work, comp)
         coef = dict(zip(comp["features"], comp["coef_ms"]))
-        tag = self.tag(work, spec, comp)
+        # A call's M outside every measured M regime is extrapolated, whatever its bytes and flops.
+        tag = Source("extrapolated", Origin.EXTRAPOLATED) if outside_m else self.tag(work, spec, comp)
         if not same_gpu:
             ref = self._hw_ref or get_hardware(self.hw_key)
             self._hw_ref = ref
