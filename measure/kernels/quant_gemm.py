@@ -40,6 +40,7 @@ from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
+from wmtp.measure.kernels.quant_moe import moe_pair_call
 from wmtp.measure.kernels.quant_swap import launch_swap
 from wmtp.measure.kernels.quant_swap_i4 import launch_int4_swap
 
@@ -79,7 +80,6 @@ SWAP_STAGES = 4
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
 
 
-# ---------------------------------------------------------------------------------------------
 # launch plan
 
 
@@ -285,7 +285,6 @@ def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, liv
     return out
 
 
-# ---------------------------------------------------------------------------------------------
 # input checks
 
 
@@ -303,7 +302,6 @@ def _fp8_inputs(x, x_scale, fuse):
     return (x, None, True) if fuse else (*quantize_act_fp8(x), False)
 
 
-# ---------------------------------------------------------------------------------------------
 # launchers
 
 
@@ -417,15 +415,18 @@ def fp8_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_i
                  block_n: int | None = None, num_warps: int | None = None, num_stages: int = 4,
                  out: torch.Tensor | None = None, fuse_act_quant: bool = False, path: str = "auto",
                  block_k: int | None = None) -> torch.Tensor:
-    """Grouped W8A8 (path as in `fp8_gemm`, by the mean rows per routed expert): out [T*k, N], row p = t*k + j is x[t] (x[p] if a_is_pairs) @ dequant(w[e])^T, e = topk_ids[t, j],
-    times topk_weights[t, j] when given. w [E, N, K] fp8, w_scale [E, ceil(N/128), ceil(K/128)]. Expert ids must lie
-    in [0, E) (not checked: that would cost a host sync; others route nowhere and leave their rows unwritten)."""
+    """Grouped W8A8 (path as in `fp8_gemm` by the mean rows per routed expert, or 'pair': `quant_moe`): out [T*k, N], row
+    p = t*k + j is x[t] (x[p] if a_is_pairs) @ dequant(w[e])^T, e = topk_ids[t, j], times topk_weights[t, j] if given. w [E, N, K] fp8,
+    w_scale [E, ceil(N/128), ceil(K/128)]. Expert ids must lie in [0, E) (not checked: a host sync; others leave their rows unwritten)."""
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [T or T*k, K], got {tuple(x.shape)}")
     if out_dtype not in _ACT_DTYPES + (torch.float32,):
         raise ValueError(f"out_dtype must be bf16, fp16 or fp32, got {out_dtype}")
     check_fp8_weight(w, w_scale, x.shape[1], grouped=True)
     same_device(x, w, w_scale)
+    if (y := moe_pair_call(path, "fp8_block", x, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, out_dtype,
+                           (block_m, block_n, block_k), split_k, num_warps, _sm_count, _counters)) is not None:
+        return y  # path 'pair', or 'auto' at the tokens `quant_moe.MOE_PAIR_AUTO` lists
     gemv = _moe_gemv(path, "fp8_block", w, topk_ids, x.shape[1])
     x, x_scale, quant_a = _fp8_inputs(x, None, fuse_act_quant or gemv)
     return _grouped(x, x_scale, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, out_dtype, "fp8_block",
@@ -441,6 +442,9 @@ def int4_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_
     check_2d("x", x, _ACT_DTYPES)
     check_int4_weight(w, w_scale, x.shape[1], grouped=True)
     same_device(x, w, w_scale)
+    if (y := moe_pair_call(path, "int4_group", x, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, x.dtype,
+                           (block_m, block_n, block_k), split_k, num_warps, _sm_count, _counters)) is not None:
+        return y  # path 'pair', or 'auto' at the tokens `quant_moe.MOE_PAIR_AUTO` lists
     return _grouped(x, None, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, x.dtype, "int4_group",
                     block_m, block_n, split_k, num_warps, num_stages,
                     gemv=_moe_gemv(path, "int4_group", w, topk_ids, x.shape[1]), bk=(block_k, prefetch))
