@@ -237,8 +237,10 @@ def test_rows_kernel_decode(index_mode):
     assert err < TOL[torch.bfloat16]
 
 
-@pytest.mark.parametrize("kernel, d, seed", [("rows", 1, 41), ("rows", 4, 44), ("sub", 1, 51), ("sub", 5, 55)])
-def test_kernel_fp8_kv_with_scales(kernel, d, seed):
+@pytest.mark.parametrize("kernel, d, seed, fp8_dot", [("rows", 1, 41, "bf16"), ("rows", 4, 44, "bf16"),
+                                                       ("rows", 1, 42, "f16"), ("rows", 7, 47, "f16"),
+                                                       ("sub", 1, 51, "bf16"), ("sub", 5, 55, "bf16")])
+def test_kernel_fp8_kv_with_scales(kernel, d, seed, fp8_dot):
     gen = torch.Generator().manual_seed(seed)
     hq, hkv, hd, n = 16, 2, 32, 77
     k = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
@@ -250,7 +252,8 @@ def test_kernel_fp8_kv_with_scales(kernel, d, seed):
     ref = ref_attention(q, k.double() * 0.25, v.double() * 0.5, ptr, idx, qo)  # dequantized K, V
     out = torch.full_like(q, float("nan"), device=DEV)
     paged_attention(q.to(DEV), k.to(DEV), v.to(DEV), ptr.to(DEV), idx.to(DEV), qo.to(DEV), d, n, out=out,
-                    kernel=kernel, k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16)
+                    kernel=kernel, k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16,
+                    **({"fp8_dot": fp8_dot} if fp8_dot != "bf16" else {}))
     assert not torch.isnan(out).any()
     assert rel_err(out, ref) < TOL[torch.bfloat16]
 
@@ -266,6 +269,10 @@ def test_rows_kernel_errors():
         decode_attention(q, k, k, ptr, idx, 4, kernel="tiles")
     with pytest.raises(ValueError, match="share q's dtype"):
         decode_attention(q, k, k.to(torch.float8_e5m2), ptr, idx, 4, kernel="rows")
+    with pytest.raises(ValueError, match="fp8_dot"):
+        decode_attention(q, k, k, ptr, idx, 4, kernel="rows", fp8_dot="fp16")
+    with pytest.raises(ValueError, match="fp8 KV only"):
+        decode_attention(q, q.new_zeros(8, 2, 64), q.new_zeros(8, 2, 64), ptr, idx, 4, kernel="rows", fp8_dot="f16")
 
 
 # ------------------------------------------------------------------ sub-block kernel

@@ -117,11 +117,12 @@ def _rows_split_kernel(
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     M_BLOCKS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-    UPCAST: tl.constexpr, DECODE: tl.constexpr,
+    UPCAST: tl.constexpr, DECODE: tl.constexpr, F16: tl.constexpr = False,
 ):
     """Packed rows: tile row r of row block mb is the KV group's row g = mb * BLOCK_M + r, query head
     g // n_q, query token g % n_q. Row blocks of one (KV head, split) are neighbours in launch order,
-    so a group cut into several blocks re-reads its K/V from L2. Grid (M_BLOCKS * kv_heads, splits, B)."""
+    so a group cut into several blocks re-reads its K/V from L2. Grid (M_BLOCKS * kv_heads, splits, B).
+    F16 (fp8 KV): the dots run in fp16 (q converted once), so K/V tiles convert fp8 -> fp16, not -> bf16."""
     mb = tl.program_id(0) % M_BLOCKS
     kvh = tl.program_id(0) // M_BLOCKS
     split = tl.program_id(1)
@@ -140,6 +141,8 @@ def _rows_split_kernel(
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(Q + (q_start + qi)[:, None].to(tl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :],
                 mask=row_ok[:, None], other=0.0)
+    if F16:
+        q = q.to(tl.float16)
     if UPCAST:  # Triton's CPU interpreter computes bf16 dots wrongly; it runs them in fp32
         q = q.to(tl.float32)
     limit = n_kv - n_q + qi  # last key each row may see; keys < n_kv - n_q + 1 are seen by every row
@@ -259,6 +262,7 @@ def paged_attention(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
     merge: str = "kernel",  # sub kernel: "kernel", "pdl" or "fused" (`paged_rows`)
+    fp8_dot: str = "bf16",  # rows kernel, fp8 KV: the dots' input type ("bf16", or "f16": |q| must stay < 65504)
     prefetch: bool = False,  # sub kernel: L2 prefetch of the next K/V tile (CUDA only)
     **tune,  # num_splits, block_n, max_rows, num_warps, num_stages (all); waves, min_keys (rows, sub);
     # part_max, pow2 (sub)
@@ -278,6 +282,10 @@ def paged_attention(
     plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune)
     if plan.kernel == "v1" and (k_pool.dtype in FP8 or k_scale != 1.0 or v_scale != 1.0):
         raise ValueError("fp8 KV (and KV scales) need the rows kernel (or the sub kernel)")
+    if fp8_dot not in ("bf16", "f16"):
+        raise ValueError(f"fp8_dot must be 'bf16' or 'f16', got {fp8_dot!r}")
+    if fp8_dot == "f16" and (plan.kernel != "rows" or k_pool.dtype not in FP8):
+        raise ValueError("fp8_dot='f16' applies to the rows kernel with fp8 KV only")
     if (merge != "kernel" or prefetch) and plan.kernel != "sub":
         raise ValueError("merge='pdl' / 'fused' and prefetch apply to the sub kernel only")
     splits = plan.splits
@@ -300,7 +308,7 @@ def paged_attention(
             q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l,
             sm_scale * k_scale * LOG2E, v_scale, splits, group, hkv, *strides,
             M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=upcast,
-            DECODE=decode, num_warps=plan.num_warps, num_stages=plan.num_stages)
+            DECODE=decode, F16=fp8_dot == "f16", num_warps=plan.num_warps, num_stages=plan.num_stages)
     else:
         _attn_split_kernel[(bsz, hkv * plan.m_blocks, splits)](
             q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l, sm_scale * LOG2E, splits, *strides,

@@ -72,6 +72,13 @@ def short_configs(model: str) -> list[dict]:
             if fits(bn, hd, ns) for m in ("kernel", "pdl")]
 
 
+def old_small_tile(model: str, d: int) -> dict:
+    """The rows kernel's tile options for <= 32 rows before this round (decode's: h200-kernels-v2)."""
+    hd = v2.SHAPES[model][2]
+    rows = v2.SHAPES[model][0] // v2.SHAPES[model][1] * d
+    return dict(block_n=64 if hd < 256 else 32, num_warps=4, num_stages=2 if rows <= 16 else 3)
+
+
 class Run(v3.Run):
     """v3's run writing OUT/paged_v4.csv; `reps` caps the replays of one timing."""
 
@@ -173,6 +180,9 @@ class Plan(v3.Plan):
         return self.r.time(base, fn, nbytes / 3.5e9)
 
     def steps(self):
+        if self.followup:
+            yield from self.round2_steps()
+            return
         big, small, win = self.big, self.small, min(4096, self.big)
         for m in self.models:  # B = 16 at 1M (bf16, fp8), decode 1M and windowed decode at B = 1 (defaults)
             def batch16(m=m):
@@ -198,6 +208,30 @@ class Plan(v3.Plan):
                 yield from self.verify_steps()
         if "nem" not in self.models:
             yield from self.verify_steps()
+
+    def round2_steps(self):
+        """After the first run: fp8 KV with fp16 dots (`fp8_dot="f16"`) against bf16 dots; the new verify tiles of
+        <= 32 rows (`rows_tiling`) against the old ones at B = 1 and 16; decode and windowed decode beside them."""
+        big, win, bb = self.big, min(4096, self.big), max(self.batches)
+        for m in self.models:
+            def fp8(m=m):
+                for b, d in ((bb, 1), (1, 1), (1, 2), (1, 7)):
+                    self.bench("rows", m, big, b, d, "fp8")
+                    self.bench("rows", m, big, b, d, "fp8", fp8_dot="f16")
+            yield f"fp8 {m}", fp8
+        for m in self.models:
+            def small_tiles(m=m):
+                hq, hkv, hd = v2.SHAPES[m]
+                for d in [d for d in (2, 3, 4) if hq // hkv * d <= 32]:
+                    for b in (bb, 1):
+                        self.bench("rows", m, big, b, d)
+                        self.bench("rows", m, big, b, d, **old_small_tile(m, d))
+                for c, b in ((big, 1), (big, bb), (win, 1), (win, bb)):
+                    self.bench("rows", m, c, b, 1)
+                self.bench("v1", m, win, 1, 1)
+                for w in (1, 2, 8):  # verify d = 7 (64- or 128-row tiles, one program per SM): split count
+                    self.bench("rows", m, big, 1, 7, waves=w)
+            yield f"tiles {m}", small_tiles
 
     def verify_steps(self):
         for m in self.models:  # verify d = 1..10 at 1M, B = 1: v1 and rows defaults, then the rows options
@@ -226,17 +260,17 @@ class CompilePlan(Plan):
 
 
 def _compile_worker(args):
-    worker, workers, ctxs, batches, models = args
-    p = CompilePlan(v3.CompileRun(worker, workers), ctxs, batches, models)
+    worker, workers, ctxs, batches, models, round2 = args
+    p = CompilePlan(v3.CompileRun(worker, workers), ctxs, batches, models, round2)
     v2.sdpa = lambda *a, **k: None
     for _, step in p.steps():
         step()
     return worker
 
 
-def precompile(ctxs, batches, models, workers: int) -> float:
+def precompile(ctxs, batches, models, workers: int, round2: bool = False) -> float:
     t = time.monotonic()
-    args = [(w, workers, ctxs, batches, models) for w in range(workers)]
+    args = [(w, workers, ctxs, batches, models, round2) for w in range(workers)]
     with mp.get_context("spawn").Pool(workers) as pool:
         list(pool.imap_unordered(_compile_worker, args))
     return time.monotonic() - t
@@ -265,6 +299,7 @@ def main(argv=None):
     ap.add_argument("--deadline-s", type=float, default=150.0)
     ap.add_argument("--workers", type=int, default=14, help="pre-compile processes (0: none)")
     ap.add_argument("--compile-only", action="store_true", help="pre-compile, then exit")
+    ap.add_argument("--round2", action="store_true", help="the second call's steps (fp8 dots, small verify tiles)")
     ap.add_argument("--only", default="", help="comma-separated step-label prefixes to run (default: all)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (CPU, TRITON_INTERPRET=1): the script runs")
     a = ap.parse_args(argv)
@@ -279,7 +314,7 @@ def main(argv=None):
                    dict(command="python3 " + " ".join(sys.argv), ctxs=ctxs, batches=batches))
     (a.out / "paged_v4.meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     if r.dev == "cuda" and a.workers:
-        print(f"pre-compile: {precompile(ctxs, batches, models, a.workers):.1f}s", flush=True)
+        print(f"pre-compile: {precompile(ctxs, batches, models, a.workers, a.round2):.1f}s", flush=True)
     if a.compile_only:
         return
     if r.dev == "cuda":
@@ -288,7 +323,7 @@ def main(argv=None):
         ceiling_rows(cw)
         cw.close()
         read_ceiling(r)
-    p = Plan(r, ctxs, batches, models)
+    p = Plan(r, ctxs, batches, models, a.round2)
     for label, step in p.steps():
         if a.only and not any(label.startswith(x) for x in a.only.split(",")):
             continue

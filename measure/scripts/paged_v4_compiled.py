@@ -30,6 +30,7 @@ def _constants(k) -> tuple[dict, list]:
     src = getattr(k, "src", None)
     names = src.fn.arg_names
     consts = {names[key[0]]: v for key, v in getattr(src, "constants", {}).items()}
+    consts["K"] = src.signature.get("K", "?")  # the KV pool's element type
     div = sorted(names[key[0]] for key, a in getattr(src, "attrs", {}).items()
                  if any(x[0] == "tt.divisibility" for x in a))
     return consts, div

@@ -2,6 +2,7 @@
 run at the same context).
 
     python3 measure/scripts/paged_v4_report.py paged_v4.csv[.gz] ceilings.csv > paged_v4.md
+    python3 measure/scripts/paged_v4_report.py --all paged_v4.csv[.gz] ceilings.csv   # every case, one table
 """
 
 from __future__ import annotations
@@ -100,8 +101,25 @@ def short_table(med, models, small):
     return out
 
 
+def all_table(med, copy):
+    """Every timed case: median, KV bytes per ms, share of the copy ceiling."""
+    out = ["| kernel | impl | model | ctx | B | d | KV | config | ms | TB/s | % of copy |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (k, impl, m, c, b, d, kv, cfg), (t, nb) in sorted(med.items()):
+        if k in ("decode", "verify"):
+            out.append(f"| {k} | {impl} | {m} | {c} | {b} | {d} | {kv} | {cfg} | {t:.4f} | {nb / t / 1e9:.2f} | "
+                       f"{100 * nb / t / copy:.0f} % |")
+    return out
+
+
 def main(argv=None):
     argv = argv if argv is not None else sys.argv[1:]
+    if argv and argv[0] == "--all":
+        med, checks = load(argv[1])
+        failed = sum(c["status"] != "ok" for c in checks)
+        print(f"GPU checks: {len(checks) - failed} of {len(checks)} pass.\n")
+        print("\n".join(all_table(med, ceiling(argv[2]))))
+        return
     med, checks = load(argv[0])
     copy = ceiling(argv[1])
     read = max((nb / t for (k, *_), (t, nb) in med.items() if k == "read"), default=float("nan"))
