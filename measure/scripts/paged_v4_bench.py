@@ -181,7 +181,7 @@ class Plan(v3.Plan):
 
     def steps(self):
         if self.followup:
-            yield from self.round2_steps()
+            yield from (self.round2_steps() if self.followup == 2 else self.round3_steps())
             return
         big, small, win = self.big, self.small, min(4096, self.big)
         for m in self.models:  # B = 16 at 1M (bf16, fp8), decode 1M and windowed decode at B = 1 (defaults)
@@ -233,6 +233,30 @@ class Plan(v3.Plan):
                     self.bench("rows", m, big, 1, 7, waves=w)
             yield f"tiles {m}", small_tiles
 
+    def round3_steps(self):
+        """After the second run: fp8 KV decode at 1M over tile options, split waves and dot types (B = 16 and 1);
+        the split count of verify tiles of >= 64 rows at B = 1 and 16."""
+        big, bb = self.big, max(self.batches)
+        for m in self.models:
+            def fp8(m=m):
+                hd = v2.SHAPES[m][2]
+                for b in (bb, 1):
+                    self.bench("rows", m, big, b, 1, "fp8")
+                    for bn, nw, ns, w, dot in [(bn, nw, ns, w, dot) for bn in (32, 64, 128) for nw in (4, 8)
+                                               for ns in (2, 3) for w in (3, 4) for dot in ("bf16", "f16")
+                                               if fits(bn, hd, ns, 1)]:
+                        self.bench("rows", m, big, b, 1, "fp8", block_n=bn, num_warps=nw, num_stages=ns, waves=w,
+                                   **({"fp8_dot": dot} if dot == "f16" else {}))
+            yield f"fp8 {m}", fp8
+        for m in self.models:
+            def waves(m=m):
+                for b in (1, bb):
+                    for d in (5, 7):
+                        self.bench("rows", m, big, b, d)
+                        for w in (1, 2):
+                            self.bench("rows", m, big, b, d, waves=w)
+            yield f"waves {m}", waves
+
     def verify_steps(self):
         for m in self.models:  # verify d = 1..10 at 1M, B = 1: v1 and rows defaults, then the rows options
             def dsweep(m=m):
@@ -268,7 +292,7 @@ def _compile_worker(args):
     return worker
 
 
-def precompile(ctxs, batches, models, workers: int, round2: bool = False) -> float:
+def precompile(ctxs, batches, models, workers: int, round2: int = 0) -> float:
     t = time.monotonic()
     args = [(w, workers, ctxs, batches, models, round2) for w in range(workers)]
     with mp.get_context("spawn").Pool(workers) as pool:
@@ -299,7 +323,8 @@ def main(argv=None):
     ap.add_argument("--deadline-s", type=float, default=150.0)
     ap.add_argument("--workers", type=int, default=14, help="pre-compile processes (0: none)")
     ap.add_argument("--compile-only", action="store_true", help="pre-compile, then exit")
-    ap.add_argument("--round2", action="store_true", help="the second call's steps (fp8 dots, small verify tiles)")
+    ap.add_argument("--round", type=int, default=1, choices=(1, 2, 3),
+                    help="2: fp8 dots, small verify tiles; 3: fp8 decode options, verify split counts")
     ap.add_argument("--only", default="", help="comma-separated step-label prefixes to run (default: all)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (CPU, TRITON_INTERPRET=1): the script runs")
     a = ap.parse_args(argv)
@@ -307,14 +332,14 @@ def main(argv=None):
     ctxs, batches = ([64, 256], [1, 2]) if a.smoke else ([65536, 1048576], [1, 16])
     if a.smoke:
         v2.SHAPES.update(q35=(4, 2, 16), q122=(8, 2, 16), nem=(8, 2, 32))
-    models = a.models.split(",")
+    models, rnd = a.models.split(","), 0 if a.round == 1 else a.round
     r = Run(a.out, a.deadline_s, a.smoke)
     from wmtp.measure.provenance import collect
     meta = collect("cuda-graph-replay+l2flush(read)" if r.dev == "cuda" else "cpu-smoke",
                    dict(command="python3 " + " ".join(sys.argv), ctxs=ctxs, batches=batches))
     (a.out / "paged_v4.meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     if r.dev == "cuda" and a.workers:
-        print(f"pre-compile: {precompile(ctxs, batches, models, a.workers, a.round2):.1f}s", flush=True)
+        print(f"pre-compile: {precompile(ctxs, batches, models, a.workers, rnd):.1f}s", flush=True)
     if a.compile_only:
         return
     if r.dev == "cuda":
@@ -323,7 +348,7 @@ def main(argv=None):
         ceiling_rows(cw)
         cw.close()
         read_ceiling(r)
-    p = Plan(r, ctxs, batches, models, a.round2)
+    p = Plan(r, ctxs, batches, models, rnd)
     for label, step in p.steps():
         if a.only and not any(label.startswith(x) for x in a.only.split(",")):
             continue
