@@ -52,7 +52,7 @@ def _row(name: str, k, sass: bool) -> dict:
     if sass and any(all(consts.get(a) == b for a, b in sel.items()) for sel in SASS_FOR):
         try:
             text = k.asm["sass"]
-            row.update(sass_LDGSTS=text.count("LDGSTS"), sass_LDG=text.count("LDG.") - text.count("LDGSTS"),
+            row.update(sass_LDGSTS=text.count("LDGSTS"), sass_LDG=text.count("LDG."),
                        sass_HGMMA=text.count("HGMMA"), sass_HMMA=text.count("HMMA"))
         except Exception as e:
             row.update(sass_LDGSTS=f"error: {type(e).__name__}")

@@ -35,7 +35,7 @@ def load(path: str) -> tuple[dict, list]:
 def ceiling(path: str) -> float:
     """The copy ceiling in bytes/ms (read + written; the best of the run's copy rows)."""
     best = 0.0
-    with open(path) as f:
+    with _open(path) as f:
         for r in csv.DictReader(f):
             if r.get("kernel") == "copy" and r.get("time_ms") not in (None, "", "nan"):
                 best = max(best, float(r["bytes"]) / float(r["time_ms"]))
@@ -48,11 +48,12 @@ def get(med, kernel, impl, model, ctx, b, d, kv="bf16", config="default"):
 
 
 def batch_table(med, copy, read, big):
-    out = ["| model | KV | B | ms | GB read | TB/s | % of copy | % of read (sum) |", "|---|---|---|---|---|---|---|---|"]
+    out = ["| model | KV | B | ms | GB read | TB/s | % of copy | % of read (sum) |",
+           "|---|---|---|---|---|---|---|---|"]
     for (k, impl, m, c, b, d, kv, cfg), (t, nb) in sorted(med.items()):
         if k == "decode" and impl == "rows" and c == big and b > 1 and cfg == "default":
-            out.append(f"| {m} | {kv} | {b} | {t:.3f} | {nb / 1e9:.2f} | {nb / t / 1e9:.2f} | {100 * nb / t / copy:.0f} % "
-                       f"| {100 * nb / t / read:.0f} % |")
+            out.append(f"| {m} | {kv} | {b} | {t:.3f} | {nb / 1e9:.2f} | {nb / t / 1e9:.2f} | "
+                       f"{100 * nb / t / copy:.0f} % | {100 * nb / t / read:.0f} % |")
     return out
 
 
@@ -133,7 +134,8 @@ def main(argv=None):
              f"GPU checks: {len(checks) - len(failed)} of {len(checks)} pass.", ""]
     for title, rows in (("B > 1 decode at the largest context (rows default)", batch_table(med, copy, read, big)),
                         ("Decode defaults, B = 1", defaults_table(med, models, big, win, small)),
-                        (f"Verify at {big} keys, B = 1 (ratio: to the rows default decode)", verify_table(med, models, big)),
+                        (f"Verify at {big} keys, B = 1 (ratio: to the rows default decode)",
+                         verify_table(med, models, big)),
                         (f"Decode at {small} keys, B = 1 (us)", short_table(med, models, small))):
         lines += [f"## {title}", ""] + rows + [""]
     if failed:
