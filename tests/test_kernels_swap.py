@@ -24,7 +24,8 @@ def torch_merge(mid_o, mid_l):
     return (w[..., None] * mid_o.nan_to_num(0.0)).sum(2) / w.sum(2)[..., None]
 
 
-def run_swap(seq_lens, q_lens, hq, hkv, hd, dtype, splits, block_n=16, seed=0, pieces=None, index_mode="native"):
+def run_swap(seq_lens, q_lens, hq, hkv, hd, dtype, splits, block_n=16, seed=0, pieces=None, index_mode="native",
+             vt=False):
     gen = torch.Generator().manual_seed(seed)
     r2t, slots = make_r2t(seq_lens, gen)
     k_pool, v_pool = make_pool(slots, hkv, hd, dtype, gen)
@@ -36,7 +37,7 @@ def run_swap(seq_lens, q_lens, hq, hkv, hd, dtype, splits, block_n=16, seed=0, p
     upcast = DEV == "cpu" and dtype == torch.bfloat16
     mid_o, mid_l = swap_partials(q.to(DEV), k_pool, v_pool, qo.to(DEV), ptr.to(DEV), idx.to(DEV), pieces=pieces,
                                  splits=splits, block_n=block_n, num_warps=4, num_stages=2,
-                                 qk_scale=hd ** -0.5 * LOG2E, v_scale=1.0, upcast=upcast)
+                                 qk_scale=hd ** -0.5 * LOG2E, v_scale=1.0, upcast=upcast, vt=vt)
     out = torch_merge(mid_o.cpu(), mid_l.cpu())
     assert not torch.isnan(out).any(), "a row was not written or is NaN"
     return rel_err(out, ref)
@@ -58,8 +59,9 @@ def test_pieces_cover_the_rows_in_powers_of_two():
 
 @pytest.mark.parametrize("hq, hkv, d", [(8, 2, 5), (16, 1, 5), (16, 1, 7), (8, 1, 9), (4, 2, 1)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_swap_verify_matches_reference(hq, hkv, d, dtype):
-    err = run_swap([70, 33], [d, d], hq, hkv, 32, dtype, splits=3, seed=stable_seed(hq, hkv, d, str(dtype)))
+@pytest.mark.parametrize("vt", [False, True])
+def test_swap_verify_matches_reference(hq, hkv, d, dtype, vt):
+    err = run_swap([70, 33], [d, d], hq, hkv, 32, dtype, splits=3, seed=stable_seed(hq, hkv, d, str(dtype)), vt=vt)
     assert err < TOL[dtype]
 
 
@@ -86,6 +88,7 @@ def test_swap_piece_errors():
 @pytest.mark.gpu
 @pytest.mark.skipif(not GPU, reason="large sizes need a GPU")
 @pytest.mark.parametrize("hq, hkv, hd, d", [(32, 2, 256, 5), (32, 2, 256, 9), (16, 2, 256, 7), (32, 2, 128, 7)])
-def test_swap_large_on_gpu(hq, hkv, hd, d):
-    err = run_swap([20000, 3000], [d, d], hq, hkv, hd, torch.bfloat16, splits=16, block_n=64, seed=11)
+@pytest.mark.parametrize("vt", [False, True])
+def test_swap_large_on_gpu(hq, hkv, hd, d, vt):
+    err = run_swap([20000, 3000], [d, d], hq, hkv, hd, torch.bfloat16, splits=16, block_n=64, seed=11, vt=vt)
     assert err < TOL[torch.bfloat16]

@@ -38,8 +38,39 @@ def _piece_init(Q, q_start, n_q, n_kv, kvh, group, stride_qt, stride_qh, dims, O
 
 
 @triton.jit
-def _piece_step(q_t, acc, m_i, l_i, k, v, offs_n, n_ok, limit, qk_scale, MASK: tl.constexpr):
-    """One K/V tile against one piece: S^T = K Q^T, softmax down the keys, O^T += V^T P^T."""
+def _kv_tile_t(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh, stride_vt, stride_vh,
+               BLOCK_N: tl.constexpr, MASK: tl.constexpr):
+    """Slots, K [BLOCK_N, D] and V loaded transposed, V^T [D, BLOCK_N] (so no transposed view feeds the MMA)."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < hi
+    if MASK:
+        slots = tl.load(kv_indices + kv_start + offs_n, mask=n_ok, other=0).to(tl.int64)
+        k = tl.load(K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :], mask=n_ok[:, None], other=0.0)
+        v_t = tl.load(V + slots[None, :] * stride_vt + kvh * stride_vh + dims[:, None], mask=n_ok[None, :],
+                      other=0.0)
+    else:
+        slots = tl.load(kv_indices + kv_start + offs_n).to(tl.int64)
+        k = tl.load(K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :])
+        v_t = tl.load(V + slots[None, :] * stride_vt + kvh * stride_vh + dims[:, None])
+    return offs_n, n_ok, k, v_t
+
+
+@triton.jit
+def _load_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh, stride_vt, stride_vh,
+               BLOCK_N: tl.constexpr, MASK: tl.constexpr, VT: tl.constexpr):
+    """The tile's keys; V as loaded ([BLOCK_N, D], VT False) or transposed ([D, BLOCK_N], VT True)."""
+    if VT:
+        tile = _kv_tile_t(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh, stride_vt,
+                          stride_vh, BLOCK_N, MASK)
+    else:
+        tile = kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh, stride_vt, stride_vh,
+                       BLOCK_N, MASK)
+    return tile
+
+
+@triton.jit
+def _piece_step(q_t, acc, m_i, l_i, k, v, offs_n, n_ok, limit, qk_scale, MASK: tl.constexpr, VT: tl.constexpr):
+    """One K/V tile against one piece: S^T = K Q^T, softmax down the keys, O^T += V^T P^T (v is V^T when VT)."""
     s = tl.dot(k.to(q_t.dtype), q_t) * qk_scale
     if MASK:
         s = tl.where(n_ok[:, None] & (offs_n[:, None] <= limit[None, :]), s, float("-inf"))
@@ -50,7 +81,10 @@ def _piece_step(q_t, acc, m_i, l_i, k, v, offs_n, n_ok, limit, qk_scale, MASK: t
         m_safe = m_new
     p = tl.math.exp2(s - m_safe[None, :])
     alpha = tl.math.exp2(m_i - m_safe)
-    acc = acc * alpha[None, :] + tl.dot(tl.trans(v.to(q_t.dtype)), p.to(q_t.dtype))
+    if VT:
+        acc = acc * alpha[None, :] + tl.dot(v.to(q_t.dtype), p.to(q_t.dtype))
+    else:
+        acc = acc * alpha[None, :] + tl.dot(tl.trans(v.to(q_t.dtype)), p.to(q_t.dtype))
     return acc, m_new, l_i * alpha + tl.sum(p, 0)
 
 
@@ -66,12 +100,12 @@ def _piece_store(acc, m_i, l_i, ok, head, t, split, dims, MidO, MidL, v_scale,
 
 @triton.jit
 def _swap_tile(k, v, offs_n, n_ok, qk_scale, q0, a0, m0, l0, t0, q1, a1, m1, l1, t1, q2, a2, m2, l2, t2,
-               R1: tl.constexpr, R2: tl.constexpr, MASK: tl.constexpr):
-    a0, m0, l0 = _piece_step(q0, a0, m0, l0, k, v, offs_n, n_ok, t0, qk_scale, MASK)
+               R1: tl.constexpr, R2: tl.constexpr, MASK: tl.constexpr, VT: tl.constexpr):
+    a0, m0, l0 = _piece_step(q0, a0, m0, l0, k, v, offs_n, n_ok, t0, qk_scale, MASK, VT)
     if R1 > 0:
-        a1, m1, l1 = _piece_step(q1, a1, m1, l1, k, v, offs_n, n_ok, t1, qk_scale, MASK)
+        a1, m1, l1 = _piece_step(q1, a1, m1, l1, k, v, offs_n, n_ok, t1, qk_scale, MASK, VT)
     if R2 > 0:
-        a2, m2, l2 = _piece_step(q2, a2, m2, l2, k, v, offs_n, n_ok, t2, qk_scale, MASK)
+        a2, m2, l2 = _piece_step(q2, a2, m2, l2, k, v, offs_n, n_ok, t2, qk_scale, MASK, VT)
     return a0, m0, l0, a1, m1, l1, a2, m2, l2
 
 
@@ -82,7 +116,7 @@ def _swap_split_kernel(
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     R0: tl.constexpr, R1: tl.constexpr, R2: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-    UPCAST: tl.constexpr,
+    UPCAST: tl.constexpr, VT: tl.constexpr = False,
 ):
     """Grid (kv_heads, splits, B)."""
     kvh = tl.program_id(0)
@@ -103,15 +137,17 @@ def _swap_split_kernel(
     full_hi = tl.minimum(hi, n_kv - n_q + 1)  # keys below it are seen by every row
     full_end = lo + tl.maximum(full_hi - lo, 0) // BLOCK_N * BLOCK_N
     for start_n in range(lo, full_end, BLOCK_N):
-        offs_n, n_ok, k, v = kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh,
-                                     stride_vt, stride_vh, BLOCK_N, False)
+        offs_n, n_ok, k, v = _load_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh,
+                                        stride_vt, stride_vh, BLOCK_N, False, VT)
         a0, m0, l0, a1, m1, l1, a2, m2, l2 = _swap_tile(k, v, offs_n, n_ok, qk_scale, q0, a0, m0, l0, t0,
-                                                        q1, a1, m1, l1, t1, q2, a2, m2, l2, t2, R1, R2, False)
+                                                        q1, a1, m1, l1, t1, q2, a2, m2, l2, t2, R1, R2, False,
+                                                        VT)
     for start_n in range(full_end, hi, BLOCK_N):
-        offs_n, n_ok, k, v = kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh,
-                                     stride_vt, stride_vh, BLOCK_N, True)
+        offs_n, n_ok, k, v = _load_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh,
+                                        stride_vt, stride_vh, BLOCK_N, True, VT)
         a0, m0, l0, a1, m1, l1, a2, m2, l2 = _swap_tile(k, v, offs_n, n_ok, qk_scale, q0, a0, m0, l0, t0,
-                                                        q1, a1, m1, l1, t1, q2, a2, m2, l2, t2, R1, R2, True)
+                                                        q1, a1, m1, l1, t1, q2, a2, m2, l2, t2, R1, R2, True,
+                                                        VT)
     _piece_store(a0, m0, l0, ok0, h0, r0, split, dims, MidO, MidL, v_scale, stride_ot, stride_oh, stride_os,
                  stride_lt, stride_lh)
     if R1 > 0:
@@ -124,7 +160,7 @@ def _swap_split_kernel(
 
 def swap_split(q, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, mid_o, mid_l, *, pieces: tuple[int, ...],
                splits: int, block_n: int, num_warps: int, num_stages: int, qk_scale: float, v_scale: float,
-               upcast: bool) -> None:
+               upcast: bool, vt: bool = False) -> None:
     """Launch the swap-AB split kernel: every (request, KV head, split) writes its rows' partials into `mid_o`
     [total_q, q_heads, splits, head_dim] and `mid_l` [total_q, q_heads, splits] (log2-sum-exp)."""
     if not 1 <= len(pieces) <= 3 or any(p < 16 or p & (p - 1) for p in pieces):
@@ -137,7 +173,7 @@ def swap_split(q, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, mid_o, mid_l
         qk_scale, v_scale, splits, q.shape[1] // hkv,
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
-        R0=r[0], R1=r[1], R2=r[2], BLOCK_N=block_n, HEAD_DIM=q.shape[2], UPCAST=upcast,
+        R0=r[0], R1=r[1], R2=r[2], BLOCK_N=block_n, HEAD_DIM=q.shape[2], UPCAST=upcast, VT=vt,
         num_warps=num_warps, num_stages=num_stages)
 
 

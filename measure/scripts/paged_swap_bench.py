@@ -26,8 +26,10 @@ from wmtp.measure.kernels.paged_attention import LOG2E, decode_attention, verify
 from wmtp.measure.kernels.paged_swap import swap_pieces, swap_split
 
 SHAPES = {"q35": (16, 2, 256), "q122": (32, 2, 256), "nem": (32, 2, 128)}  # q heads, KV heads, head dim
-CONFIGS = [dict(block_n=64, num_warps=4, num_stages=3), dict(block_n=64, num_warps=8, num_stages=3),
-           dict(block_n=32, num_warps=4, num_stages=3)]
+VARIANTS = {  # name -> launch options; "one": the rows in one power-of-two piece (the rows kernel's padding)
+    "a": dict(block_n=64, num_warps=4, num_stages=3, vt=False), "b": dict(block_n=64, num_warps=4, num_stages=3, vt=True),
+    "c": dict(block_n=64, num_warps=8, num_stages=3, vt=True), "d": dict(block_n=32, num_warps=4, num_stages=3, vt=True),
+    "e": dict(block_n=64, num_warps=4, num_stages=3, vt=True, one=True)}
 COLS = ["impl", "model", "ctx", "d", "config", "pieces", "splits", "rep", "time_ms", "status"]
 
 
@@ -35,8 +37,13 @@ def splits_for(hkv: int, ctx: int, sm: int, waves: int = 4, block_n: int = 64) -
     return max(1, min(waves * sm // hkv, ctx // (4 * block_n)))
 
 
+def pieces_for(rows: int, cfg: dict) -> tuple[int, ...]:
+    return (max(16, 1 << (rows - 1).bit_length()),) if cfg.get("one") else swap_pieces(rows)
+
+
 def swap_call(q, k, v, qo, ptr, ind, out, pieces, splits, cfg):
     total_q, hq, hd = q.shape
+    cfg = {a: b for a, b in cfg.items() if a != "one"}
     mid_o = torch.empty((total_q, hq, splits, hd), dtype=torch.float32, device=q.device)
     mid_l = torch.empty((total_q, hq, splits), dtype=torch.float32, device=q.device)
     bd = min(hd, 64)
@@ -63,7 +70,7 @@ def reference(q, k, v, ind, d):
     return torch.einsum("qhgn,nhd->qhgd", torch.softmax(s, -1), vv).reshape(d, hq, hd)
 
 
-def check(sm: int, rows: list) -> int:
+def check(sm: int, rows: list, variants) -> int:
     bad = 0
     for model, (hq, hkv, hd) in SHAPES.items():
         for d in (2, 5, 7, 9, 10):
@@ -75,10 +82,10 @@ def check(sm: int, rows: list) -> int:
             qo = torch.tensor([0, d], device="cuda", dtype=torch.int32)
             q = torch.randn(d, hq, hd, device="cuda", dtype=torch.bfloat16)
             ref = reference(q, k, v, ind, d)
-            for cfg in CONFIGS:
+            for cfg in (VARIANTS[x] for x in variants):
                 out = torch.full_like(q, float("nan"))
                 try:
-                    swap_call(q, k, v, qo, ptr, ind, out, swap_pieces(hq // hkv * d), splits_for(hkv, n, sm), cfg)()
+                    swap_call(q, k, v, qo, ptr, ind, out, pieces_for(hq // hkv * d, cfg), splits_for(hkv, n, sm), cfg)()
                     torch.cuda.synchronize()
                     err = float((out.double() - ref).norm() / ref.norm())
                     ok = err < 2e-2 and not torch.isnan(out).any()
@@ -91,13 +98,17 @@ def check(sm: int, rows: list) -> int:
     return bad
 
 
-def bench(out_dir: Path, ctx: int, deadline: float) -> None:
+def bench(out_dir: Path, ctx: int, deadline: float, variants, check_only: bool) -> None:
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     rows: list = []
-    bad = check(sm, rows)
-    print(f"checks: {len(rows)} run, {bad} failed", flush=True)
+    bad = check(sm, rows, variants)
+    print(f"checks {','.join(variants)}: {len(rows)} run, {bad} failed", flush=True)
+    if check_only:
+        for r in rows:
+            print(r["model"], r["d"], r["config"], r["status"])
+        return
     t0 = time.monotonic()
-    f = open(out_dir / "paged_swap.csv", "w", newline="")
+    f = open(out_dir / f"paged_swap_{'_'.join(variants)}.csv", "w", newline="")
     w = csv.DictWriter(f, fieldnames=COLS)
     w.writeheader()
     for r in rows:
@@ -122,13 +133,14 @@ def bench(out_dir: Path, ctx: int, deadline: float) -> None:
             else:
                 calls["default"] = lambda: verify_attention(q, k, v, ptr, ind, qo, d, ctx, out=out)
                 calls["rows"] = lambda: verify_attention(q, k, v, ptr, ind, qo, d, ctx, out=out, kernel="rows")
-            pieces = swap_pieces(hq // hkv * d)
             splits = splits_for(hkv, ctx, sm)
-            for i, cfg in enumerate(CONFIGS):
-                calls[f"swap{i}"] = swap_call(q, k, v, qo, ptr, ind, out, pieces, splits, cfg)
+            for name in variants:
+                calls["swap-" + name] = swap_call(q, k, v, qo, ptr, ind, out, pieces_for(hq // hkv * d, VARIANTS[name]),
+                                                  splits, VARIANTS[name])
             res = {}
             for name, fn in calls.items():
-                cfg = str(CONFIGS[int(name[4:])]) if name.startswith("swap") else ""
+                cfg = str(VARIANTS[name[5:]]) if name.startswith("swap") else ""
+                pieces = pieces_for(hq // hkv * d, VARIANTS[name[5:]]) if name.startswith("swap") else ""
                 try:
                     t = timing.time_calls([fn], reps=20)
                     for j, s in enumerate(t.samples_ms):
@@ -150,12 +162,12 @@ def bench(out_dir: Path, ctx: int, deadline: float) -> None:
         print(m, d, " ".join(f"{a}={b / dec[m]:.2f}" for a, b in res.items()))
 
 
-def warm(part: str) -> None:
+def warm(part: str, variants) -> None:
     """Compile this worker's share of the timed kernels on small inputs (same constants and int specializations:
     splits neither 1 nor a multiple of 16), so the timed run finds them in Triton's cache."""
     i, n_workers = map(int, part.split("/"))
     sm = torch.cuda.get_device_properties(0).multi_processor_count
-    jobs = [(m, d, c) for m in SHAPES for d in range(1, 11) for c in range(-2, len(CONFIGS))]
+    jobs = [(m, d, c) for m in SHAPES for d in range(1, 11) for c in ["default", "rows"] + list(variants)]
     n = 5000
     for j, (model, d, c) in enumerate(jobs):
         if j % n_workers != i:
@@ -168,11 +180,11 @@ def warm(part: str) -> None:
         qo = torch.tensor([0, d], device="cuda", dtype=torch.int32)
         q = torch.randn(d, hq, hd, device="cuda", dtype=torch.bfloat16)
         out = torch.empty_like(q)
-        kern = {-2: None, -1: "rows"}.get(c)
+        kern = {"default": None, "rows": "rows"}.get(c)
         try:
-            if c >= 0:
-                swap_call(q, k, v, qo, ptr, ind, out, swap_pieces(hq // hkv * d), splits_for(hkv, 1 << 20, sm),
-                          CONFIGS[c])()
+            if c in VARIANTS:
+                cfg = VARIANTS[c]
+                swap_call(q, k, v, qo, ptr, ind, out, pieces_for(hq // hkv * d, cfg), splits_for(hkv, 1 << 20, sm), cfg)()
             elif d == 1:
                 decode_attention(q, k, v, ptr, ind, 1 << 20, out=out, kernel=kern)
             else:
@@ -188,12 +200,18 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--ctx", type=int, default=1 << 20)
     ap.add_argument("--deadline-s", type=float, default=150)
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
+    ap.add_argument("--check-only", action="store_true")
     a = ap.parse_args(argv)
+    variants = [v for v in a.variants.split(",") if v]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
     if a.warm:
-        warm(a.warm)
+        warm(a.warm, variants)
         return 0
     a.out.mkdir(parents=True, exist_ok=True)
-    bench(a.out, a.ctx, a.deadline_s)
+    bench(a.out, a.ctx, a.deadline_s, variants, a.check_only)
     return 0
 
 
