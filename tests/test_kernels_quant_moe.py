@@ -110,8 +110,8 @@ def test_known_answer_by_hand(fmt, mode):
 
 
 def test_path_pair_and_auto_dispatch(monkeypatch):
-    """path='pair' takes `quant_moe` with MOE_PAIR_MODE; path='auto' only at the tokens MOE_PAIR_AUTO lists and
-    without a named tile; the result equals a direct launch."""
+    """path='pair' takes `quant_moe` with MOE_PAIR_MODE; path='auto' only at the tokens of a MOE_PAIR_AUTO range, with
+    at least MOE_PAIR_AUTO_MIN_EXPERTS experts and without a named tile; the result equals a direct launch."""
     gen = torch.Generator().manual_seed(5)
     ids, wts = _routing(gen, 2, 8, 2)
     x = torch.randn(2, 256, generator=gen).to(torch.bfloat16)
@@ -122,7 +122,10 @@ def test_path_pair_and_auto_dispatch(monkeypatch):
     args = (x.to(DEV), wq.to(DEV), ws.to(DEV), ids.to(DEV))
     pair = qg.int4_moe_gemm(*args, path="pair")
     assert calls == [qm.MOE_PAIR_MODE["int4_group"]] and rel(pair, ref) < TOL
-    monkeypatch.setitem(qm.MOE_PAIR_AUTO, "int4_group", {2: "swap"})
+    monkeypatch.setitem(qm.MOE_PAIR_AUTO, "int4_group", ((2, 2, "swap"),))
+    qg.int4_moe_gemm(*args)  # 8 experts: below MOE_PAIR_AUTO_MIN_EXPERTS, the earlier paths
+    assert calls == ["pair"]
+    monkeypatch.setattr(qm, "MOE_PAIR_AUTO_MIN_EXPERTS", 8)
     auto = qg.int4_moe_gemm(*args)
     assert calls == ["pair", "swap"]
     qg.int4_moe_gemm(*args, block_m=16)  # a named tile: the earlier paths
@@ -130,8 +133,27 @@ def test_path_pair_and_auto_dispatch(monkeypatch):
     assert calls == ["pair", "swap"]
     assert torch.equal(auto, run("int4", "swap", x, wq, ws, ids, None, False, 64))
     fq, fs, fref, _ = moe_case("fp8", x, make_weight(gen, 8, 64, 256), ids, None, False)
-    monkeypatch.setitem(qm.MOE_PAIR_AUTO, "fp8_block", {2: "swap"})
+    monkeypatch.setitem(qm.MOE_PAIR_AUTO, "fp8_block", ((2, 3, "swap"),))
     assert rel(qg.fp8_moe_gemm(x.to(DEV), fq.to(DEV), fs.to(DEV), ids.to(DEV)), fref) < TOL and calls[-1] == "swap"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fp8_in_kernel_quantization_equals_prequantized(mode):
+    """bf16 activations quantized in the kernel (GEMV modes always; swap modes in their K loop, as fp8_moe_gemm's
+    fuse_act_quant) give the same output bits as `quantize_act_fp8` first: the same fp8 values and scales."""
+    gen = torch.Generator().manual_seed(9)
+    ids, wts = _routing(gen, 3, 6, 2)
+    x = torch.randn(3, 392, generator=gen).to(torch.bfloat16)
+    wq, ws, ref, _ = moe_case("fp8", x, make_weight(gen, 6, 72, 392), ids, wts, False)
+    xq, xs = quantize_act_fp8(x.to(DEV))
+    outs = []
+    for a, a_s in ((x.to(DEV), None), (xq, xs)):
+        out = torch.full((6, 72), float("nan"), dtype=torch.bfloat16, device=DEV)
+        outs.append(qm.launch_moe(a, a_s, wq.to(DEV), ws.to(DEV), ids.to(DEV), wts.to(DEV), out, False, mode, 4,
+                                  counters, split_k=2))
+    assert torch.equal(outs[0], outs[1]) and rel(outs[0], ref) < TOL
+    fused = qg.fp8_moe_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), ids.to(DEV), wts.to(DEV), fuse_act_quant=True)
+    assert torch.equal(fused, qg.fp8_moe_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), ids.to(DEV), wts.to(DEV)))
 
 
 def test_plan_fills_the_gpu_and_covers_k():
@@ -172,11 +194,13 @@ def test_errors():
     w12, s12, _, _ = moe_case("int4", x12, make_weight(gen, 4, 32, 12), ids, None, False)
     with pytest.raises(ValueError, match="multiple of 8"):
         run("int4", "pair", x12, w12, s12, ids, None, False, 32)
-    fq, fs, _, _ = moe_case("fp8", x, make_weight(gen, 4, 32, 200), ids, None, False)
     out = torch.empty(4, 32, dtype=torch.bfloat16, device=DEV)
-    with pytest.raises(ValueError, match="pre-quantized"):
-        qm.launch_moe(x.to(DEV), None, fq.to(DEV), fs.to(DEV), ids.to(DEV), None, out, False, "swap", 4, counters)
     with pytest.raises(ValueError, match="at most"):
         qm.moe_plan(qm.MOE_GROUP_MAX_PAIRS + 1, 256, 64, 256, 132, "int4_group", "swap")
     with pytest.raises(ValueError, match="out must be"):
         qg.int4_moe_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), ids.to(DEV), path="pair", out=out[:3])
+    fq, fs, _, _ = moe_case("fp8", x, make_weight(gen, 4, 32, 200), ids, None, False)
+    with pytest.raises(ValueError, match="x must be bf16, fp16 or fp32"):  # fp8 x without its scales
+        qg.fp8_moe_gemm(quantize_act_fp8(x.to(DEV))[0], fq.to(DEV), fs.to(DEV), ids.to(DEV), path="pair")
+    with pytest.raises(ValueError, match="topk_ids must be"):
+        qg.fp8_moe_gemm(x.to(DEV), fq.to(DEV), fs.to(DEV), ids.float().to(DEV), path="pair")

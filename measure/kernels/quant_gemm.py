@@ -415,9 +415,9 @@ def fp8_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_i
                  block_n: int | None = None, num_warps: int | None = None, num_stages: int = 4,
                  out: torch.Tensor | None = None, fuse_act_quant: bool = False, path: str = "auto",
                  block_k: int | None = None) -> torch.Tensor:
-    """Grouped W8A8 (path as in `fp8_gemm` by the mean rows per routed expert, or 'pair': `quant_moe`): out [T*k, N], row
-    p = t*k + j is x[t] (x[p] if a_is_pairs) @ dequant(w[e])^T, e = topk_ids[t, j], times topk_weights[t, j] if given. w [E, N, K] fp8,
-    w_scale [E, ceil(N/128), ceil(K/128)]. Expert ids must lie in [0, E) (not checked: a host sync; others leave their rows unwritten)."""
+    """Grouped W8A8 (path as in `fp8_gemm` by the mean rows per routed expert, or 'pair': `quant_moe`): out [T*k,
+    N], row p = t*k + j is x[t] (x[p] if a_is_pairs) @ dequant(w[topk_ids[t, j]])^T, times topk_weights[t, j] if
+    given; w [E, N, K] fp8, w_scale [E, ceil(N/128), ceil(K/128)]; ids in [0, E), unchecked (a host sync)."""
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [T or T*k, K], got {tuple(x.shape)}")
     if out_dtype not in _ACT_DTYPES + (torch.float32,):
@@ -425,7 +425,7 @@ def fp8_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_i
     check_fp8_weight(w, w_scale, x.shape[1], grouped=True)
     same_device(x, w, w_scale)
     if (y := moe_pair_call(path, "fp8_block", x, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, out_dtype,
-                           (block_m, block_n, block_k), split_k, num_warps, _sm_count, _counters)) is not None:
+                           (block_m, block_n, block_k), split_k, num_warps, _counters, fuse_act_quant)) is not None:
         return y  # path 'pair', or 'auto' at the tokens `quant_moe.MOE_PAIR_AUTO` lists
     gemv = _moe_gemv(path, "fp8_block", w, topk_ids, x.shape[1])
     x, x_scale, quant_a = _fp8_inputs(x, None, fuse_act_quant or gemv)
@@ -443,7 +443,7 @@ def int4_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_
     check_int4_weight(w, w_scale, x.shape[1], grouped=True)
     same_device(x, w, w_scale)
     if (y := moe_pair_call(path, "int4_group", x, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, x.dtype,
-                           (block_m, block_n, block_k), split_k, num_warps, _sm_count, _counters)) is not None:
+                           (block_m, block_n, block_k), split_k, num_warps, _counters)) is not None:
         return y  # path 'pair', or 'auto' at the tokens `quant_moe.MOE_PAIR_AUTO` lists
     return _grouped(x, None, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, x.dtype, "int4_group",
                     block_m, block_n, split_k, num_warps, num_stages,

@@ -12,10 +12,12 @@ row blocks for the worst case (pairs / BLOCK_M + E programs per N tile). Here th
 Math per program (weights [BLOCK_N, K range] of one expert, split-K by the semaphore of `quant_kernels.finish_tile`,
 one semaphore per (p, N tile)):
 - DOT off (GEMV, BLOCK_M rows): FP8 by `_fp8_rows_step` (`quant_gemv`'s fp8 step: activations quantized per 1x128
-  group in the loop, or pre-quantized with their scales), int4 by `quant_gemv_int4.int4_gemv_v4` (round 4's packed bf16 step);
+  group in the loop, or pre-quantized with their scales), int4 by `quant_gemv_int4.int4_gemv_v4` (round 4's packed
+  bf16 step);
 - DOT on (swap-AB, as `quant_swap` / `quant_swap_i4`): the expert's weight tile in the MMA's M slot, the chunk's
   rows (BLOCK_M = 16, padded) in its N slot, one `tl.dot` per 128-group; FP8 activations come pre-quantized
-  (`quant_formats.quantize_act_fp8`, a second launch), int4 weights are dequantized once per weight in registers.
+  (`quant_formats.quantize_act_fp8`, a second launch: the timed form) or are quantized in the K loop (the same
+  values, one launch), int4 weights are dequantized once per weight in registers.
 Under TRITON_INTERPRET=1 dot operands are upcast to fp32 (UPCAST) and fp8 stores pre-rounded (ROUND_FP32).
 Expert ids must lie in [0, E) (not checked, as in `quant_gemm`).
 """
@@ -37,9 +39,15 @@ from wmtp.measure.kernels.quant_kernels import finish_tile, fp8_act
 MOE_MODES = {"pair": (False, False), "pair-g": (False, True), "swap": (True, True), "swap-p": (True, False)}
 MOE_GROUP_MAX_PAIRS = 1024  # GROUP programs hold a [BLOCK_M, next_pow2(pairs)] match table in registers
 # `quant_gemm.fp8_moe_gemm` / `int4_moe_gemm`: path='pair' takes MOE_PAIR_MODE; path='auto' (no tile named) takes
-# MOE_PAIR_AUTO[fmt][tokens] where listed (else the earlier paths); from measure/results/h200-quant-v8
+# the mode of the (lo, hi, mode) range of MOE_PAIR_AUTO[fmt] holding the tokens T (else the earlier paths). From
+# measure/results/h200-quant-v8: at T = 1, 2, 4, 8, 16 these modes were faster than the earlier auto paths on all 6
+# MoE shapes (q35 / q122 / nem experts_up / _down): fp8 1.82x at T = 1 ('pair'), 1.64 / 1.50 / 1.46 / 1.32x at
+# T = 2 / 4 / 8 / 16 ('swap-p'); int4 ('pair') 2.19 / 2.44 / 2.61 / 2.77 / 2.06x (geomeans). Only with at least
+# MOE_PAIR_AUTO_MIN_EXPERTS experts (measured: E = 256 / 512, at most 1.4 pairs per routed expert; with few experts
+# most pairs repeat an expert, which 'pair' / 'swap-p' stream again per pair)
 MOE_PAIR_MODE = {"fp8_block": "pair", "int4_group": "pair"}
-MOE_PAIR_AUTO: dict = {"fp8_block": {}, "int4_group": {}}
+MOE_PAIR_AUTO = {"fp8_block": ((1, 1, "pair"), (2, 16, "swap-p")), "int4_group": ((1, 16, "pair"),)}
+MOE_PAIR_AUTO_MIN_EXPERTS = 256
 
 
 @triton.jit
@@ -104,9 +112,12 @@ def _fp8_rows_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, 
 
 @triton.jit
 def _dot_loop(A, A_s, W, W_s, e64, a_row, r_ok, cols, c_ok, g_lo, g_hi, K, KW, stride_am, stride_asm, stride_we,
-              stride_wn, stride_wse, stride_wsn, INT4: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              UPCAST: tl.constexpr):
-    """[BLOCK_N, BLOCK_M] = dequant(W[e] rows cols, groups [g_lo, g_hi)) @ rows a_row of A^T (swap-AB)."""
+              stride_wn, stride_wse, stride_wsn, INT4: tl.constexpr, A_FP8: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, ROUND_FP32: tl.constexpr, FP8_MAX_C: tl.constexpr,
+              EPS: tl.constexpr):
+    """[BLOCK_N, BLOCK_M] = dequant(W[e] rows cols, groups [g_lo, g_hi)) @ rows a_row of A^T (swap-AB); fp8 activations
+    pre-quantized with scales A_s (A_FP8) or quantized per 1x128 group in the loop (`quant_kernels.fp8_act`, the
+    arithmetic of `quantize_act_fp8`: the same fp8 values and scales)."""
     w_base = W + e64 * stride_we + cols.to(tl.int64)[:, None] * stride_wn  # [BN, 1]
     a_base = A + a_row[:, None] * stride_am  # [BM, 1]
     if INT4:
@@ -129,7 +140,10 @@ def _dot_loop(A, A_s, W, W_s, e64, a_row, r_ok, cols, c_ok, g_lo, g_hi, K, KW, s
             acc += tl.dot(w, tl.trans(a)) * w_s[:, None]
         else:
             w = tl.load(w_base + ks[None, :], mask=c_ok[:, None] & (ks < K)[None, :], other=0.0)  # [BN, 128] fp8
-            a_s = tl.load(A_s + a_row * stride_asm + g, mask=r_ok, other=0.0)
+            if A_FP8:
+                a_s = tl.load(A_s + a_row * stride_asm + g, mask=r_ok, other=0.0)
+            else:
+                a, a_s = fp8_act(a, W.dtype.element_ty, FP8_MAX_C, EPS, ROUND_FP32)
             if UPCAST:
                 a = a.to(tl.float32)
                 w = w.to(tl.float32)
@@ -159,8 +173,8 @@ def moe_pair_kernel(A, A_s, W, W_s, Out, Part, Count, route_w, ids, P, N, K, KW,
     g_hi = tl.minimum(g_lo + g_per_split, tl.cdiv(K, 128))
     if DOT:
         acc = tl.trans(_dot_loop(A, A_s, W, W_s, e64, a_row, r_ok, cols, c_ok, g_lo, g_hi, K, KW, stride_am,
-                                 stride_asm, stride_we, stride_wn, stride_wse, stride_wsn, INT4, BLOCK_M, BLOCK_N,
-                                 UPCAST))
+                                 stride_asm, stride_we, stride_wn, stride_wse, stride_wsn, INT4, A_FP8, BLOCK_M,
+                                 BLOCK_N, UPCAST, ROUND_FP32, FP8_MAX_C, EPS))
     elif INT4:
         w_base = W + e64 * stride_we + cols.to(tl.int64) * stride_wn  # [BN] words
         ws_base = W_s + e64 * stride_wse + cols.to(tl.int64) * stride_wsn
@@ -220,7 +234,7 @@ def moe_plan(pairs, n_exp, n, k, sm, fmt, mode, block_n=None, split_k=None, ctas
 def launch_moe(x, x_scale, w, w_scale, ids, route_w, out, a_is_pairs, mode, sm, counters, block_n=None,
                split_k=None, num_warps=None, num_stages=4, ctas=4, rows=2):
     """Plan (`moe_plan`) and launch `moe_pair_kernel` once. x: bf16 / fp16 activations [T or T*k, K] (int4; fp8
-    GEMV: quantized in the kernel), or fp8 with x_scale [.., ceil(K/128)] (fp8; required by the swap modes); w: fp8
+    quantized per 1x128 group in the kernel), or fp8 with x_scale [.., ceil(K/128)] (fp8, pre-quantized); w: fp8
     [E, N, K] + scales [E, ceil(N/128), ceil(K/128)], or int4 uint8 [E, N, ceil(K/2)] + scales [E, N, ceil(K/128)];
     ids [T, k] int32 / int64 (contiguous); route_w None or fp32 [T, k]; out [T*k, N] contiguous; `counters(n)` the
     split-K semaphores. Returns `out`."""
@@ -230,8 +244,6 @@ def launch_moe(x, x_scale, w, w_scale, ids, route_w, out, a_is_pairs, mode, sm, 
     pairs, (n_exp, n), k = ids.numel(), w.shape[:2], x.shape[1]
     if int4 and not dot and k % 8:
         raise ValueError(f"the int4 GEMV modes read 8 codes per int32 word: K must be a multiple of 8, got {k}")
-    if not int4 and dot and x_scale is None:
-        raise ValueError("the fp8 swap modes take pre-quantized activations (fp8 x with x_scale)")
     block_m, block_n, g_step, split, per = moe_plan(pairs, n_exp, n, k, sm, fmt, mode, block_n, split_k, ctas, rows)
     if pairs == 0 or n == 0:
         return out
@@ -248,7 +260,8 @@ def launch_moe(x, x_scale, w, w_scale, ids, route_w, out, a_is_pairs, mode, sm, 
         x.stride(0), x_scale.stride(0) if x_scale is not None else 0, wv.stride(0), wv.stride(1),
         w_scale.stride(0), w_scale.stride(1), part.stride(0) if split > 1 else 0, out.stride(0),
         INT4=int4, DOT=dot, A_FP8=x_scale is not None, A_IS_PAIRS=a_is_pairs, SCALE=route_w is not None,
-        SPLIT=split > 1, GROUP_ON=group, P_BLOCK=triton.next_power_of_2(pairs) if group else 1, BLOCK_M=block_m, BLOCK_N=block_n,
+        SPLIT=split > 1, GROUP_ON=group, P_BLOCK=triton.next_power_of_2(pairs) if group else 1, BLOCK_M=block_m,
+        BLOCK_N=block_n,
         G=g_step, I4_MODE=i4_mode, UPCAST=interp, ROUND_FP32=interp, FP8_MAX_C=FP8_MAX, EPS=FP8_EPS,
         num_warps=num_warps or 4, num_stages=num_stages,
     )
@@ -256,22 +269,25 @@ def launch_moe(x, x_scale, w, w_scale, ids, route_w, out, a_is_pairs, mode, sm, 
 
 
 def moe_pair_call(path, fmt, x, w, w_scale, ids, route_w, a_is_pairs, out, out_dtype, tiles, split_k, num_warps,
-                  sm_count, counters):
+                  counters, fuse=False):
     """The grouped launchers' dispatch to this module: None where (path, tokens) take the earlier paths, else the
     output of `launch_moe` with MOE_PAIR_MODE (path 'pair') or MOE_PAIR_AUTO (path 'auto' with tiles = (block_m,
-    block_n, block_k) all None; int4 GEMV modes only with K % 8 == 0). FP8 activations: quantized in the kernel (GEMV
-    modes) or by `quantize_act_fp8` first (swap modes). sm_count(device) / counters(device, n): the launchers' SM
-    count and split-K semaphores."""
+    block_n, block_k) all None and >= MOE_PAIR_AUTO_MIN_EXPERTS experts; int4 GEMV modes only with K % 8 == 0). FP8 activations: quantized in the kernel (GEMV
+    modes; swap modes with `fuse`) or by `quantize_act_fp8` first (swap modes). counters(device, n): the launchers'
+    split-K semaphores."""
     if path == "pair":
         mode = MOE_PAIR_MODE[fmt]
-    elif path == "auto" and tiles == (None, None, None) and ids.dim() == 2:
-        mode = MOE_PAIR_AUTO[fmt].get(ids.shape[0])
+    elif (path == "auto" and tiles == (None, None, None) and ids.dim() == 2
+          and w.shape[0] >= MOE_PAIR_AUTO_MIN_EXPERTS):
+        mode = next((m for lo, hi, m in MOE_PAIR_AUTO[fmt] if lo <= ids.shape[0] <= hi), None)
         if mode is not None and fmt == "int4_group" and not MOE_MODES[mode][0] and x.shape[1] % 8:
             mode = None
     else:
         return None
     if mode is None:
         return None
+    if fmt == "fp8_block" and x.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        raise ValueError(f"x must be bf16, fp16 or fp32 (quantized per 1x128 group in the call), got {x.dtype}")
     t_len, top_k = check_routing(x, ids, route_w, a_is_pairs)
     shape = (t_len * top_k, w.shape[1])
     if out is None:
@@ -280,7 +296,8 @@ def moe_pair_call(path, fmt, x, w, w_scale, ids, route_w, a_is_pairs, out, out_d
         raise ValueError(f"out must be a contiguous {out_dtype} {shape} tensor on {x.device}, got "
                          f"{tuple(out.shape)} {out.dtype} on {out.device}")
     x_scale = None
-    if fmt == "fp8_block" and MOE_MODES[mode][0]:
+    if fmt == "fp8_block" and MOE_MODES[mode][0] and not fuse:
         x, x_scale = quantize_act_fp8(x)
-    return launch_moe(x, x_scale, w, w_scale, ids, route_w, out, a_is_pairs, mode, sm_count(x.device),
+    sm = torch.cuda.get_device_properties(x.device).multi_processor_count if x.device.type == "cuda" else 4
+    return launch_moe(x, x_scale, w, w_scale, ids, route_w, out, a_is_pairs, mode, sm,
                       lambda n: counters(x.device, n), tiles[1], split_k, num_warps)

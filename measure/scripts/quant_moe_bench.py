@@ -114,7 +114,8 @@ def sweep(b, models, keep, out_dir=None):
         dst = torch.empty_like(src)
         b.measure("launch", "tiny", "launch", 1, 128, 1, 1, 1, "int32", 512, [lambda: triton_copy(dst, src, 128)])
         xa = torch.randn(1, 2048, device=b.dev).to(torch.bfloat16)
-        b.measure("act_quant", "tiny", "act_quant", 1, 2048, 2048, 1, 1, "bf16", 4096, [lambda: qg.quantize_act_fp8(xa)])
+        b.measure("act_quant", "tiny", "act_quant", 1, 2048, 2048, 1, 1, "bf16", 4096,
+                  [lambda: qg.quantize_act_fp8(xa)])
     n_exp, top_k, n, k = TINY
     run_moe(b, "tiny", "experts_up", n, k, n_exp, top_k, keep, ms=(1, 16), check=False)
     for model in models:
