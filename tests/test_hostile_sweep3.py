@@ -282,31 +282,27 @@ def test_a_fifo_nobody_writes_to_is_an_error_not_a_hang(tmp_path, args):
 
 
 def test_a_pipe_with_a_writer_is_read(tmp_path):
-    """The non-blocking open must not break a process substitution: a FIFO whose writer comes is read."""
-    fifo = tmp_path / "cfg.json"
-    os.mkfifo(fifo)
+    """The non-blocking open must not break a process substitution: bash's `<(cmd)` hands over /dev/fd/N, a pipe
+    whose writer is already attached and may still be writing. Read it as it fills, up to the writer's close."""
     cfg = {"model_type": "mimo", "hidden_size": 4096, "vocab_size": 151680, "num_hidden_layers": 36,
            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 11008,
            "num_nextn_predict_layers": 1}
+    data = json.dumps(cfg).encode()
+    r, w = os.pipe()
 
-    def writer():
-        while True:  # a reader that opened, found no writer yet and closed leaves this end a broken pipe: again
-            try:
-                with open(fifo, "w") as f:  # blocks until a reader has opened it
-                    f.write(json.dumps(cfg))
-                return
-            except BrokenPipeError:
-                continue
+    def writer():  # the first half now, the rest after the reader has had time to block on the empty pipe
+        os.write(w, data[: len(data) // 2])
+        time.sleep(0.3)
+        os.write(w, data[len(data) // 2:])
+        os.close(w)
 
     t = threading.Thread(target=writer, daemon=True)
     t.start()
-    deadline = time.monotonic() + 20
-    doc = None
-    while doc is None and time.monotonic() < deadline:
-        try:  # the writer may not have opened its end yet: then the read is an empty file, try again
-            doc = read_json(fifo, "config", WmtpError)
-        except WmtpError as e:
-            assert "is empty" in str(e)
+    try:
+        doc = read_json(f"/dev/fd/{r}", "config", WmtpError)
+    finally:
+        t.join(10)
+        os.close(r)
     assert doc == cfg
 
 

@@ -8,7 +8,6 @@ import gzip
 import json
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -27,17 +26,33 @@ def _run(*args) -> tuple[int, str]:
     return r.exit_code, r.output
 
 
+_OPEN_FDS: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_pipes():
+    yield
+    while _OPEN_FDS:
+        os.close(_OPEN_FDS.pop())
+
+
 def _fifo(tmp_path: Path, data: bytes | None, name: str = "in") -> Path:
-    """A FIFO a thread fills with `data` once a reader opens it (None: nobody ever writes)."""
-    p = tmp_path / name
-    os.mkfifo(p)
-    if data is not None:
-        def feed():
-            with open(p, "wb") as f:  # blocks until the reader opens
-                f.write(data)
-        threading.Thread(target=feed, daemon=True).start()
-        time.sleep(0.2)  # the writer waits in open() before the reader comes, as a process substitution's does
-    return p
+    """What a process substitution hands over: /dev/fd/N of a pipe whose writer (a thread) is attached before the
+    reader comes and fills it with `data`, then closes. None: a named FIFO nobody ever writes to."""
+    if data is None:
+        p = tmp_path / name
+        os.mkfifo(p)
+        return p
+    r, w = os.pipe()
+    _OPEN_FDS.append(r)
+
+    def feed():  # blocks while the pipe is full, until the reader drains it
+        view = memoryview(data)
+        while view:
+            view = view[os.write(w, view):]
+        os.close(w)
+    threading.Thread(target=feed, daemon=True).start()
+    return Path(f"/dev/fd/{r}")
 
 
 @pytest.mark.parametrize("gz", [False, True])
