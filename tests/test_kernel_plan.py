@@ -98,3 +98,13 @@ def test_sub_tiling_pow2_matches_the_rows_kernel(group, d, rows, m_blocks):
     got = sub_tiling(group, d, 256, pow2=True)
     assert got[:3] == (rows, m_blocks, (rows,))
     assert got[:2] == rows_tiling(group, d, 256)[:2]
+
+
+def test_rows_tiling_fp8_decode_takes_wide_key_tiles():
+    # fp8 KV decode (one query row, <= 16-row tiles): 64-key tiles at head dim 256, 128 below, 4 warps, 3 stages
+    # (h200-kernels-v4 round 3); bf16 decode keeps the decode options; verify tiles do not depend on the KV dtype.
+    assert rows_tiling(16, 1, 256, kv_fp8=True) == (16, 1, 64, 4, 3)
+    assert rows_tiling(16, 1, 128, kv_fp8=True) == (16, 1, 128, 4, 3)
+    assert rows_tiling(16, 1, 256) == (16, 1, 32, 4, 2)
+    assert rows_tiling(16, 7, 256, kv_fp8=True) == rows_tiling(16, 7, 256)
+    assert rows_plan(1, 2, 16, 1, 256, 1 << 20, 132, kv_fp8=True).block_n == 64

@@ -239,7 +239,8 @@ def test_rows_kernel_decode(index_mode):
 
 @pytest.mark.parametrize("kernel, d, seed, fp8_dot", [("rows", 1, 41, "bf16"), ("rows", 4, 44, "bf16"),
                                                        ("rows", 1, 42, "f16"), ("rows", 7, 47, "f16"),
-                                                       ("sub", 1, 51, "bf16"), ("sub", 5, 55, "bf16")])
+                                                       ("rows", 1, 43, "auto"), ("rows", 3, 45, "auto"),
+                                                       ("sub", 1, 51, "bf16"), ("sub", 5, 55, "auto")])
 def test_kernel_fp8_kv_with_scales(kernel, d, seed, fp8_dot):
     gen = torch.Generator().manual_seed(seed)
     hq, hkv, hd, n = 16, 2, 32, 77
@@ -252,8 +253,27 @@ def test_kernel_fp8_kv_with_scales(kernel, d, seed, fp8_dot):
     ref = ref_attention(q, k.double() * 0.25, v.double() * 0.5, ptr, idx, qo)  # dequantized K, V
     out = torch.full_like(q, float("nan"), device=DEV)
     paged_attention(q.to(DEV), k.to(DEV), v.to(DEV), ptr.to(DEV), idx.to(DEV), qo.to(DEV), d, n, out=out,
-                    kernel=kernel, k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16,
-                    **({"fp8_dot": fp8_dot} if fp8_dot != "bf16" else {}))
+                    kernel=kernel, k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16, fp8_dot=fp8_dot)
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("fp8_dot", ["f16", "auto"])
+def test_fp8_decode_fp16_dots_take_queries_beyond_fp16_range(fp8_dot):
+    # |q| up to about 1.2e5 (fp16 overflows at 65504) with a small K scale: q x score scale stays in range, so the
+    # fp16 dots must give the fp64 reference (q converted to fp16 unscaled would be inf, the output NaN).
+    gen = torch.Generator().manual_seed(61)
+    hq, hkv, hd, n = 16, 2, 32, 77
+    k = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
+    v = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
+    ptr = torch.tensor([0, n], dtype=torch.int32)
+    idx = torch.randperm(n + 5, generator=gen)[:n].to(torch.int32)
+    q = (torch.randn(1, hq, hd, generator=gen) * 3e4).to(torch.bfloat16)
+    assert q.abs().max() > 65504
+    ref = ref_attention(q, k.double() * 2e-5, v.double() * 0.5, ptr, idx, torch.tensor([0, 1], dtype=torch.int32))
+    out = torch.full_like(q, float("nan"), device=DEV)
+    decode_attention(q.to(DEV), k.to(DEV), v.to(DEV), ptr.to(DEV), idx.to(DEV), n, out=out, kernel="rows",
+                     k_scale=2e-5, v_scale=0.5, num_splits=2, block_n=16, fp8_dot=fp8_dot)
     assert not torch.isnan(out).any()
     assert rel_err(out, ref) < TOL[torch.bfloat16]
 

@@ -65,11 +65,12 @@ def attention_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: 
 ROWS_MAX = 128  # rows per tile of the packed-rows kernel (all of a KV group's rows up to this many)
 
 
-def rows_tiling(group: int, q_len: int, head_dim: int, max_rows: int | None = None) -> tuple[int, int, int, int, int]:
+def rows_tiling(group: int, q_len: int, head_dim: int, max_rows: int | None = None,
+                kv_fp8: bool = False) -> tuple[int, int, int, int, int]:
     """Packed-rows kernel tile: (block_m, m_blocks, block_n, num_warps, num_stages). Tile row r of row
     block mb is the KV group's row mb * block_m + r = head * q_len + query (no per-head padding), so a
     group's `group * q_len` rows are padded once, to block_m, and K/V are read once per split when they
-    fit one tile."""
+    fit one tile. `kv_fp8`: the KV cache is fp8 (decode tiles take the wider key tiles, see below)."""
     rows = max(1, group * q_len)
     cap = max_rows or ROWS_MAX
     block_m = max(16, _next_pow2(min(rows, cap)))
@@ -77,7 +78,9 @@ def rows_tiling(group: int, q_len: int, head_dim: int, max_rows: int | None = No
     # Tile options: the fastest of the tuning variants at 1M, B = 1 on the H200
     # (measure/results/h200-kernels-v2, step "tune"; verify tiles of <= 32 rows: h200-kernels-v4, where 64-key
     # tiles (128 for head_dim < 256), 4 warps, 3 stages ran 19-28 % faster than the decode's options, B = 1 and 16).
-    if q_len > 1 and block_m <= 32:
+    # fp8 KV decode: the same options, with fp16 dots, ran 1.6-1.8x faster than the decode's options at 1M, B = 1 and
+    # 16 (h200-kernels-v4, round 3: q35 B = 16 9.46 -> 5.72 ms, nem 5.27 -> 2.90 ms).
+    if (q_len > 1 and block_m <= 32) or (kv_fp8 and block_m <= 16):
         return block_m, m_blocks, 64 if head_dim >= 256 else 128, 4, 3
     if block_m <= 16:
         return block_m, m_blocks, 64 if head_dim < 256 else 32, 4, 2
@@ -98,9 +101,9 @@ def balanced_splits(max_kv: int, batch: int, kv_heads: int, m_blocks: int, sm_co
 def rows_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, max_kv: int, sm_count: int,
               max_rows: int | None = None, num_splits: int | None = None, block_n: int | None = None,
               num_warps: int | None = None, num_stages: int | None = None, waves: int | None = None,
-              min_keys: int | None = None) -> AttentionPlan:
+              min_keys: int | None = None, kv_fp8: bool = False) -> AttentionPlan:
     """The packed-rows kernel's plan; any argument given overrides its default."""
-    block_m, m_blocks, bn, nw, ns = rows_tiling(group, q_len, head_dim, max_rows)
+    block_m, m_blocks, bn, nw, ns = rows_tiling(group, q_len, head_dim, max_rows, kv_fp8)
     if num_splits is None:
         num_splits = balanced_splits(max_kv, batch, kv_heads, m_blocks, sm_count, waves or 4, min_keys or 64)
     return AttentionPlan(0, m_blocks, block_m, num_splits, block_n or bn, num_warps or nw, num_stages or ns, "rows")

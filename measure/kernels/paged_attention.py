@@ -122,7 +122,8 @@ def _rows_split_kernel(
     """Packed rows: tile row r of row block mb is the KV group's row g = mb * BLOCK_M + r, query head
     g // n_q, query token g % n_q. Row blocks of one (KV head, split) are neighbours in launch order,
     so a group cut into several blocks re-reads its K/V from L2. Grid (M_BLOCKS * kv_heads, splits, B).
-    F16 (fp8 KV): the dots run in fp16 (q converted once), so K/V tiles convert fp8 -> fp16, not -> bf16."""
+    F16 (fp8 KV): the dots run in fp16, so K/V tiles convert fp8 -> fp16, not -> bf16; q is multiplied by the score
+    scale before its one conversion (|q| * qk_scale must stay below fp16's 65504, not |q| itself)."""
     mb = tl.program_id(0) % M_BLOCKS
     kvh = tl.program_id(0) // M_BLOCKS
     split = tl.program_id(1)
@@ -141,8 +142,9 @@ def _rows_split_kernel(
     dims = tl.arange(0, HEAD_DIM)
     q = tl.load(Q + (q_start + qi)[:, None].to(tl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :],
                 mask=row_ok[:, None], other=0.0)
-    if F16:
-        q = q.to(tl.float16)
+    if F16:  # the score scale goes into q before the fp16 conversion (range), so the scores need no multiply
+        q = (q.to(tl.float32) * qk_scale).to(tl.float16)
+        qk_scale = 1.0
     if UPCAST:  # Triton's CPU interpreter computes bf16 dots wrongly; it runs them in fp32
         q = q.to(tl.float32)
     limit = n_kv - n_q + qi  # last key each row may see; keys < n_kv - n_q + 1 are seen by every row
@@ -230,7 +232,7 @@ def _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr):
         raise ValueError("head_dim must be the contiguous (last) dimension")
 
 
-def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict) -> AttentionPlan:
+def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict, kv_fp8: bool = False) -> AttentionPlan:
     """The launch plan of `kernel` ("v1", "rows", "sub", or None: the default for the shape)."""
     kernel = kernel or default_kernel(bsz, group, max_q, hd)
     if kernel == "sub":
@@ -238,7 +240,7 @@ def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict) -> Attenti
     if "part_max" in tune or "pow2" in tune:
         raise ValueError("part_max / pow2 apply to the sub kernel only")
     if kernel == "rows":
-        return rows_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
+        return rows_plan(bsz, hkv, group, max_q, hd, max_kv, sm, kv_fp8=kv_fp8, **tune)
     if kernel != "v1":
         raise ValueError(f"unknown attention kernel {kernel!r} (v1, rows, sub)")
     tune = {k: v for k, v in tune.items() if v is not None}
@@ -262,7 +264,7 @@ def paged_attention(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
     merge: str = "kernel",  # sub kernel: "kernel", "pdl" or "fused" (`paged_rows`)
-    fp8_dot: str = "bf16",  # rows kernel, fp8 KV: the dots' input type ("bf16", or "f16": |q| must stay < 65504)
+    fp8_dot: str = "auto",  # rows kernel, fp8 KV: the dots' input type ("bf16", "f16", or "auto": f16 for decode)
     prefetch: bool = False,  # sub kernel: L2 prefetch of the next K/V tile (CUDA only)
     **tune,  # num_splits, block_n, max_rows, num_warps, num_stages (all); waves, min_keys (rows, sub);
     # part_max, pow2 (sub)
@@ -279,11 +281,14 @@ def paged_attention(
     hkv = k_pool.shape[1]
     group = hq // hkv
     bsz = kv_indptr.numel() - 1
-    plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune)
+    kv_fp8 = k_pool.dtype in FP8
+    plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune, kv_fp8)
     if plan.kernel == "v1" and (k_pool.dtype in FP8 or k_scale != 1.0 or v_scale != 1.0):
         raise ValueError("fp8 KV (and KV scales) need the rows kernel (or the sub kernel)")
-    if fp8_dot not in ("bf16", "f16"):
-        raise ValueError(f"fp8_dot must be 'bf16' or 'f16', got {fp8_dot!r}")
+    if fp8_dot not in ("auto", "bf16", "f16"):
+        raise ValueError(f"fp8_dot must be 'auto', 'bf16' or 'f16', got {fp8_dot!r}")
+    if fp8_dot == "auto":  # fp16 dots for the rows kernel's fp8 decode (measure/results/h200-kernels-v4, round 3)
+        fp8_dot = "f16" if plan.kernel == "rows" and kv_fp8 and decode else "bf16"
     if fp8_dot == "f16" and (plan.kernel != "rows" or k_pool.dtype not in FP8):
         raise ValueError("fp8_dot='f16' applies to the rows kernel with fp8 KV only")
     if (merge != "kernel" or prefetch) and plan.kernel != "sub":
