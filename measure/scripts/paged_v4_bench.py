@@ -246,7 +246,7 @@ class Plan(v3.Plan):
                                                for ns in (2, 3) for w in (3, 4) for dot in ("bf16", "f16")
                                                if fits(bn, hd, ns, 1)]:
                         self.bench("rows", m, big, b, 1, "fp8", block_n=bn, num_warps=nw, num_stages=ns, waves=w,
-                                   **({"fp8_dot": dot} if dot == "f16" else {}))
+                                   fp8_dot=dot)
             yield f"fp8 {m}", fp8
         for m in self.models:
             def waves(m=m):
