@@ -285,40 +285,27 @@ def check(r: Run, models, followup: bool = False):
     r.f.flush()
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--models", default="q35,q122,nem")
-    ap.add_argument("--deadline-s", type=float, default=200.0)
-    ap.add_argument("--workers", type=int, default=12, help="pre-compile processes (0: none)")
-    ap.add_argument("--compile-only", action="store_true", help="pre-compile, then exit")
-    ap.add_argument("--followup", action="store_true", help="the follow-up steps (L2 prefetch, v1 beside)")
-    ap.add_argument("--only", default="", help="comma-separated step-label prefixes to run (default: all)")
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes (CPU, TRITON_INTERPRET=1): the script runs")
-    a = ap.parse_args(argv)
-    a.out.mkdir(parents=True, exist_ok=True)
-    ctxs, batches = ([64, 256], [1, 2]) if a.smoke else ([65536, 262144, 1048576], [1, 4, 16])
-    if a.smoke:
-        v2.SHAPES.update(q35=(4, 2, 16), q122=(8, 2, 16), nem=(8, 2, 32))
-    models = a.models.split(",")
-    r = Run(a.out, a.deadline_s, a.smoke)
+def write_meta(path: Path, r, ctxs, batches) -> None:
+    """The run's provenance sidecar (device, versions, command, grid)."""
     from wmtp.measure.provenance import collect
     meta = collect("cuda-graph-replay+l2flush(read)" if r.dev == "cuda" else "cpu-smoke",
                    dict(command="python3 " + " ".join(sys.argv), ctxs=ctxs, batches=batches))
-    (a.out / "paged_v3.meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    if r.dev == "cuda" and a.workers:
-        print(f"pre-compile: {precompile(ctxs, batches, models, a.workers, a.followup):.1f}s", flush=True)
-    if a.compile_only:
-        return
-    if r.dev == "cuda":
-        from wmtp.measure.harness import RowWriter, ceiling_rows
-        cw = RowWriter(a.out / "ceilings.csv")
-        ceiling_rows(cw)
-        cw.close()
-    check(r, models, a.followup)
-    p = Plan(r, ctxs, batches, models, a.followup)
-    for label, step in p.steps():
-        if a.only and not any(label.startswith(x) for x in a.only.split(",")):
+    path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
+def write_ceilings(path: Path) -> None:
+    """The harness's ceilings (copy, GEMM) of this run."""
+    from wmtp.measure.harness import RowWriter, ceiling_rows
+    cw = RowWriter(path)
+    ceiling_rows(cw)
+    cw.close()
+
+
+def run_steps(r, steps, only: str) -> None:
+    """Run the plan's (label, step) pairs in order, those whose label starts with one of `only` (comma-separated;
+    empty: all), until the run's deadline; then close the CSV."""
+    for label, step in steps:
+        if only and not any(label.startswith(x) for x in only.split(",")):
             continue
         if r.late():
             print(f"deadline: stopped before {label}", flush=True)
@@ -326,6 +313,40 @@ def main(argv=None):
         step()
         print(f"{time.monotonic() - r.t0:6.1f}s {label}", flush=True)
     r.f.close()
+
+
+def bench_parser(doc: str, deadline_s: float, workers: int) -> argparse.ArgumentParser:
+    """The options every paged-attention bench takes (v3, v4)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--models", default="q35,q122,nem")
+    ap.add_argument("--deadline-s", type=float, default=deadline_s)
+    ap.add_argument("--workers", type=int, default=workers, help="pre-compile processes (0: none)")
+    ap.add_argument("--compile-only", action="store_true", help="pre-compile, then exit")
+    ap.add_argument("--only", default="", help="comma-separated step-label prefixes to run (default: all)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes (CPU, TRITON_INTERPRET=1): the script runs")
+    return ap
+
+
+def main(argv=None):
+    ap = bench_parser(__doc__, 200.0, 12)
+    ap.add_argument("--followup", action="store_true", help="the follow-up steps (L2 prefetch, v1 beside)")
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    ctxs, batches = ([64, 256], [1, 2]) if a.smoke else ([65536, 262144, 1048576], [1, 4, 16])
+    if a.smoke:
+        v2.SHAPES.update(q35=(4, 2, 16), q122=(8, 2, 16), nem=(8, 2, 32))
+    models = a.models.split(",")
+    r = Run(a.out, a.deadline_s, a.smoke)
+    write_meta(a.out / "paged_v3.meta.json", r, ctxs, batches)
+    if r.dev == "cuda" and a.workers:
+        print(f"pre-compile: {precompile(ctxs, batches, models, a.workers, a.followup):.1f}s", flush=True)
+    if a.compile_only:
+        return
+    if r.dev == "cuda":
+        write_ceilings(a.out / "ceilings.csv")
+    check(r, models, a.followup)
+    run_steps(r, Plan(r, ctxs, batches, models, a.followup).steps(), a.only)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ flushed before each replay, random permuted page-size-1 slots; every replay one 
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing as mp
 import sys
 import time
@@ -317,16 +315,9 @@ def read_ceiling(r: Run):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--models", default="q35,q122,nem")
-    ap.add_argument("--deadline-s", type=float, default=150.0)
-    ap.add_argument("--workers", type=int, default=14, help="pre-compile processes (0: none)")
-    ap.add_argument("--compile-only", action="store_true", help="pre-compile, then exit")
+    ap = v3.bench_parser(__doc__, 150.0, 14)
     ap.add_argument("--round", type=int, default=1, choices=(1, 2, 3),
                     help="2: fp8 dots, small verify tiles; 3: fp8 decode options, verify split counts")
-    ap.add_argument("--only", default="", help="comma-separated step-label prefixes to run (default: all)")
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes (CPU, TRITON_INTERPRET=1): the script runs")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     ctxs, batches = ([64, 256], [1, 2]) if a.smoke else ([65536, 1048576], [1, 16])
@@ -334,30 +325,15 @@ def main(argv=None):
         v2.SHAPES.update(q35=(4, 2, 16), q122=(8, 2, 16), nem=(8, 2, 32))
     models, rnd = a.models.split(","), 0 if a.round == 1 else a.round
     r = Run(a.out, a.deadline_s, a.smoke)
-    from wmtp.measure.provenance import collect
-    meta = collect("cuda-graph-replay+l2flush(read)" if r.dev == "cuda" else "cpu-smoke",
-                   dict(command="python3 " + " ".join(sys.argv), ctxs=ctxs, batches=batches))
-    (a.out / "paged_v4.meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    v3.write_meta(a.out / "paged_v4.meta.json", r, ctxs, batches)
     if r.dev == "cuda" and a.workers:
         print(f"pre-compile: {precompile(ctxs, batches, models, a.workers, rnd):.1f}s", flush=True)
     if a.compile_only:
         return
     if r.dev == "cuda":
-        from wmtp.measure.harness import RowWriter, ceiling_rows
-        cw = RowWriter(a.out / "ceilings.csv")
-        ceiling_rows(cw)
-        cw.close()
+        v3.write_ceilings(a.out / "ceilings.csv")
         read_ceiling(r)
-    p = Plan(r, ctxs, batches, models, rnd)
-    for label, step in p.steps():
-        if a.only and not any(label.startswith(x) for x in a.only.split(",")):
-            continue
-        if r.late():
-            print(f"deadline: stopped before {label}", flush=True)
-            break
-        step()
-        print(f"{time.monotonic() - r.t0:6.1f}s {label}", flush=True)
-    r.f.close()
+    v3.run_steps(r, Plan(r, ctxs, batches, models, rnd).steps(), a.only)
     if r.dev == "cuda":
         kernel_rows(a.out / "kernels.csv")
 
