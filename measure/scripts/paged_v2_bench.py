@@ -33,10 +33,12 @@ COLS = ["kernel", "impl", "model", "ctx", "batch", "d", "kv", "config", "rep", "
 
 
 class Run:
+    CSV = "paged_v2.csv"  # the rows' file under OUT (later rounds' runs name their own)
+
     def __init__(self, out: Path, deadline_s: float, smoke: bool):
         self.t0, self.deadline, self.smoke = time.monotonic(), deadline_s, smoke
         self.dev = "cuda" if torch.cuda.is_available() else "cpu"
-        self.f = open(out / "paged_v2.csv", "w", newline="")
+        self.f = open(out / self.CSV, "w", newline="")
         self.w = csv.DictWriter(self.f, fieldnames=COLS)
         self.w.writeheader()
         self.pools, self.sets, self.best = {}, {}, {}
@@ -236,6 +238,20 @@ def steps(r: Run, ctxs, batches, models):
             yield f"window {model} B={b}", window_step
 
 
+def run_steps(r, steps, only: str) -> None:
+    """Run the plan's (label, step) pairs in order, those whose label starts with one of `only` (comma-separated;
+    empty: all), until the run's deadline; then close the CSV."""
+    for label, step in steps:
+        if only and not any(label.startswith(x) for x in only.split(",")):
+            continue
+        if r.late():
+            print(f"deadline: stopped before {label}", flush=True)
+            break
+        step()
+        print(f"{time.monotonic() - r.t0:6.1f}s {label}", flush=True)
+    r.f.close()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -262,15 +278,7 @@ def main(argv=None):
     if not a.no_check:
         check(r, (40, 9) if a.smoke else (20000, 3000))
     models = a.models.split(",")
-    for label, step in steps(r, ctxs, batches, models):
-        if a.only and not any(label.startswith(p) for p in a.only.split(",")):
-            continue
-        if r.late():
-            print(f"deadline: stopped before {label}", flush=True)
-            break
-        step()
-        print(f"{time.monotonic() - r.t0:6.1f}s {label}", flush=True)
-    r.f.close()
+    run_steps(r, steps(r, ctxs, batches, models), a.only)
     from wmtp.measure.scripts.paged_v2_report import report
     (a.out / "paged_v2.md").write_text(report(a.out / "paged_v2.csv", a.out / "ceilings.csv"))
     print((a.out / "paged_v2.md").read_text())

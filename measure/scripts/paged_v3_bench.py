@@ -60,20 +60,15 @@ class Run(v2.Run):
     """v2's run, writing OUT/paged_v3.csv, and marking a call that could not be captured in a CUDA graph
     (the harness then times it eagerly) with `timer=eager` in its config."""
 
-    def __init__(self, out: Path, deadline_s: float, smoke: bool):
-        super().__init__(out, deadline_s, smoke)
-        self.f.close()
-        (out / "paged_v2.csv").unlink()
-        self.f = open(out / "paged_v3.csv", "w", newline="")
-        self.w = v2.csv.DictWriter(self.f, fieldnames=v2.COLS)
-        self.w.writeheader()
+    CSV = "paged_v3.csv"
+    reps_cap, reps_ms = 40, 80.0  # replays of one timing: reps_ms / its estimate, within [8, reps_cap]
 
     def time(self, base: dict, fn, est_ms: float) -> float:
         if self.dev == "cpu":
             return super().time(base, fn, est_ms)
         from wmtp.measure import timing
         try:
-            t = timing.time_calls([fn], reps=int(max(8, min(40, 80.0 / max(est_ms, 1e-3)))))
+            t = timing.time_calls([fn], reps=int(max(8, min(self.reps_cap, self.reps_ms / max(est_ms, 1e-3)))))
         except Exception as e:  # a failing variant is a row with its reason
             self.row(base, None, f"error: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
             torch.cuda.empty_cache()
@@ -217,20 +212,26 @@ class CompilePlan(Plan):
         return 0.0
 
 
+def run_compile_plan(plan: Plan) -> None:
+    """Every step of a compile plan (SDPA has nothing to compile)."""
+    v2.sdpa = lambda *a, **k: None
+    for _, step in plan.steps():
+        step()
+
+
 def _compile_worker(args):
     worker, workers, ctxs, batches, models, followup = args
-    p = CompilePlan(CompileRun(worker, workers), ctxs, batches, models, followup)
-    v2.sdpa = lambda *a, **k: None
-    for _, step in p.steps():
-        step()
+    run_compile_plan(CompilePlan(CompileRun(worker, workers), ctxs, batches, models, followup))
     return worker
 
 
-def precompile(ctxs, batches, models, workers: int, followup: bool = False) -> float:
+def precompile(ctxs, batches, models, workers: int, followup=False, worker_fn=_compile_worker) -> float:
+    """`workers` spawned processes each compile their share of the plan (`worker_fn`: a module-level function of
+    (worker, workers, ctxs, batches, models, followup)); seconds taken."""
     t = time.monotonic()
     args = [(w, workers, ctxs, batches, models, followup) for w in range(workers)]
     with mp.get_context("spawn").Pool(workers) as pool:
-        list(pool.imap_unordered(_compile_worker, args))
+        list(pool.imap_unordered(worker_fn, args))
     return time.monotonic() - t
 
 
@@ -301,20 +302,6 @@ def write_ceilings(path: Path) -> None:
     cw.close()
 
 
-def run_steps(r, steps, only: str) -> None:
-    """Run the plan's (label, step) pairs in order, those whose label starts with one of `only` (comma-separated;
-    empty: all), until the run's deadline; then close the CSV."""
-    for label, step in steps:
-        if only and not any(label.startswith(x) for x in only.split(",")):
-            continue
-        if r.late():
-            print(f"deadline: stopped before {label}", flush=True)
-            break
-        step()
-        print(f"{time.monotonic() - r.t0:6.1f}s {label}", flush=True)
-    r.f.close()
-
-
 def bench_parser(doc: str, deadline_s: float, workers: int) -> argparse.ArgumentParser:
     """The options every paged-attention bench takes (v3, v4)."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -346,7 +333,7 @@ def main(argv=None):
     if r.dev == "cuda":
         write_ceilings(a.out / "ceilings.csv")
     check(r, models, a.followup)
-    run_steps(r, Plan(r, ctxs, batches, models, a.followup).steps(), a.only)
+    v2.run_steps(r, Plan(r, ctxs, batches, models, a.followup).steps(), a.only)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,7 @@ flushed before each replay, random permuted page-size-1 slots; every replay one 
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -78,33 +76,14 @@ def old_small_tile(model: str, d: int) -> dict:
 
 
 class Run(v3.Run):
-    """v3's run writing OUT/paged_v4.csv; `reps` caps the replays of one timing."""
+    """v3's run writing OUT/paged_v4.csv, with fewer replays per timing."""
 
-    reps_cap = 20
+    CSV = "paged_v4.csv"
+    reps_cap, reps_ms = 20, 40.0
 
     def __init__(self, out: Path, deadline_s: float, smoke: bool):
         super().__init__(out, deadline_s, smoke)
-        self.f.close()
-        (out / "paged_v3.csv").unlink()
-        self.f = open(out / "paged_v4.csv", "w", newline="")
-        self.w = v2.csv.DictWriter(self.f, fieldnames=v2.COLS)
-        self.w.writeheader()
         self.refs: dict = {}
-
-    def time(self, base: dict, fn, est_ms: float) -> float:
-        if self.dev == "cpu":
-            return super().time(base, fn, est_ms)
-        from wmtp.measure import timing
-        try:
-            t = timing.time_calls([fn], reps=int(max(8, min(self.reps_cap, 40.0 / max(est_ms, 1e-3)))))
-        except Exception as e:  # a failing variant is a row with its reason
-            self.row(base, None, f"error: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
-            torch.cuda.empty_cache()
-            return float("inf")
-        if "graph" not in t.timer:
-            base = {**base, "config": base["config"] + ";timer=eager"}
-        self.row(base, t.samples_ms)
-        return sorted(t.samples_ms)[len(t.samples_ms) // 2]
 
 
 def _check_inputs(r: Run, model: str, d: int, kv: str):
@@ -266,36 +245,19 @@ class Plan(v3.Plan):
 
 
 class CompilePlan(Plan):
-    TINY = 192
-
-    def bench(self, impl, model, n, b, d, kv="bf16", only=None, **kw):
-        self.r.count += 1
-        if self.r.count % self.r.workers != self.r.worker:
-            return 0.0
-        try:
-            fn = v3.call(self.r, impl, model, self.TINY * b * 2, min(n, self.TINY), b, d, kv, plan_kv=n, **kw)
-            fn()
-            torch.cuda.synchronize()
-        except Exception as e:  # the timed step records the error
-            print(f"compile {impl} {model} {n} {b} {d} {kw}: {type(e).__name__}", flush=True)
-        return 0.0
+    """This round's plan, compiled at tiny sizes (v3's compile bench)."""
+    TINY = v3.CompilePlan.TINY
+    bench = v3.CompilePlan.bench
 
 
 def _compile_worker(args):
-    worker, workers, ctxs, batches, models, round2 = args
-    p = CompilePlan(v3.CompileRun(worker, workers), ctxs, batches, models, round2)
-    v2.sdpa = lambda *a, **k: None
-    for _, step in p.steps():
-        step()
+    worker, workers, ctxs, batches, models, rnd = args
+    v3.run_compile_plan(CompilePlan(v3.CompileRun(worker, workers), ctxs, batches, models, rnd))
     return worker
 
 
-def precompile(ctxs, batches, models, workers: int, round2: int = 0) -> float:
-    t = time.monotonic()
-    args = [(w, workers, ctxs, batches, models, round2) for w in range(workers)]
-    with mp.get_context("spawn").Pool(workers) as pool:
-        list(pool.imap_unordered(_compile_worker, args))
-    return time.monotonic() - t
+def precompile(ctxs, batches, models, workers: int, rnd: int = 0) -> float:
+    return v3.precompile(ctxs, batches, models, workers, rnd, _compile_worker)
 
 
 def read_ceiling(r: Run):
@@ -333,7 +295,7 @@ def main(argv=None):
     if r.dev == "cuda":
         v3.write_ceilings(a.out / "ceilings.csv")
         read_ceiling(r)
-    v3.run_steps(r, Plan(r, ctxs, batches, models, rnd).steps(), a.only)
+    v2.run_steps(r, Plan(r, ctxs, batches, models, rnd).steps(), a.only)
     if r.dev == "cuda":
         kernel_rows(a.out / "kernels.csv")
 
