@@ -25,3 +25,14 @@ def write_config(tmp_path):
         return p
 
     return _write
+
+
+@pytest.fixture
+def profile_copy(tmp_path):
+    """A writable copy of the shipped H200 profile (for tests that merge fits into a profile)."""
+    from wmtp.profile import PROFILES_DIR
+
+    p = tmp_path / "h200.json"
+    shutil.copy(PROFILES_DIR / "h200.json", p)
+    p.chmod(0o644)
+    return p

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import shutil
 
 import pandas as pd
 import pytest
@@ -106,14 +105,6 @@ def _linear(kern, i, m):
         return None
     _, _, n, k, wb = SHAPES[i]
     return CONST[kern] + (wb + m * (2 * k + 2 * n)) / BW[kern] * 1e3
-
-
-@pytest.fixture
-def profile_copy(tmp_path):
-    p = tmp_path / "h200.json"
-    shutil.copy(PROFILES_DIR / "h200.json", p)
-    p.chmod(0o644)
-    return p
 
 
 def test_each_regime_fit_recovers_its_own_kernel(tmp_path, profile_copy):

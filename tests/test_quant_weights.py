@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -16,7 +15,6 @@ from wmtp.calibrate.quant_fit import is_candidate, merge_quant, read_quant
 from wmtp.cli.main import app
 from wmtp.errors import WmtpError
 from wmtp.hardware import get_hardware
-from wmtp.latency import verify_work
 from wmtp.models import get_model
 from wmtp.profile import PROFILES_DIR, ProfileCostModel, load_profile
 from wmtp.specs import ModelSpec
@@ -132,14 +130,6 @@ def _write_run(folder, rows, gpu="NVIDIA H200", gz=True):
     (folder / ("quant.csv.gz" if gz else "quant.csv")).write_bytes(gzip.compress(text) if gz else text)
     (folder / "quant.md").write_text(f"# Quantized-weight GEMMs\n\nGPU: {gpu} (test); torch x; 2026-11-30.\n")
     return folder
-
-
-@pytest.fixture
-def profile_copy(tmp_path):
-    p = tmp_path / "h200.json"
-    shutil.copy(PROFILES_DIR / "h200.json", p)
-    p.chmod(0o644)
-    return p
 
 
 @pytest.mark.parametrize("columns", [("time_ms", "kernel"), ("median_us", "impl")])
