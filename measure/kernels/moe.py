@@ -29,9 +29,6 @@ def find_expert(cum_blocks, E, blk, LOG_E: tl.constexpr):
     return lo
 
 
-_find_expert = find_expert  # old name, until measure/kernels/quant_gemm.py imports find_expert
-
-
 @triton.jit
 def _moe_gemm_kernel(
     A, W, Out, sorted_pairs, counts, starts, cum_blocks, weights,

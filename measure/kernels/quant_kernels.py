@@ -27,6 +27,14 @@ from wmtp.measure.kernels.quant_formats import round_e4m3
 
 
 @triton.jit
+def pair_rows(live, e, pair, r_ok, top_k, A_IS_PAIRS: tl.constexpr):
+    """A row block's (live, expert, activation rows, output rows = pair ids, row mask): the activation row of a
+    pair is the pair itself (A_IS_PAIRS: the down GEMM's input has one row per pair) or its token, pair // top_k."""
+    a_row = pair if A_IS_PAIRS else pair // top_k
+    return live, e, a_row.to(tl.int64), pair.to(tl.int64), r_ok
+
+
+@triton.jit
 def moe_rows(pid_m, ids, P, E, top_k, A_IS_PAIRS: tl.constexpr, E_BINS: tl.constexpr, CHUNK_P: tl.constexpr,
               BLOCK_M: tl.constexpr):
     """(live, expert, activation rows, output rows = pair ids, row mask) of row block `pid_m` of a grouped GEMM.
@@ -56,11 +64,7 @@ def moe_rows(pid_m, ids, P, E, top_k, A_IS_PAIRS: tl.constexpr, E_BINS: tl.const
         found += tl.sum(hit.to(tl.int32), 1)
         seen += tl.sum(match, 0)
     r_ok = found > 0
-    if A_IS_PAIRS:
-        a_row = pair
-    else:
-        a_row = pair // top_k
-    return live, e, a_row.to(tl.int64), pair.to(tl.int64), r_ok
+    return pair_rows(live, e, pair, r_ok, top_k, A_IS_PAIRS)
 
 
 @triton.jit
@@ -72,11 +76,7 @@ def sorted_rows(pid_m, sorted_pairs, counts, starts, cum_blocks, E, top_k, A_IS_
     rows = (pid_m - tl.load(cum_blocks + e)) * BLOCK_M + tl.arange(0, BLOCK_M)
     r_ok = rows < tl.load(counts + e)
     pair = tl.load(sorted_pairs + tl.load(starts + e) + rows, mask=r_ok, other=0)
-    if A_IS_PAIRS:
-        a_row = pair
-    else:
-        a_row = pair // top_k
-    return live, e, a_row.to(tl.int64), pair.to(tl.int64), r_ok
+    return pair_rows(live, e, pair, r_ok, top_k, A_IS_PAIRS)
 
 
 @triton.jit

@@ -32,7 +32,7 @@ import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import FP8_EPS, FP8_MAX, GROUP, check_routing, interpreting, quantize_act_fp8
 from wmtp.measure.kernels.quant_gemv_int4 import MODE_F32, MODE_PACKED, MODE_PACKED_EMU, int4_gemv_v4
-from wmtp.measure.kernels.quant_kernels import finish_tile, fp8_act
+from wmtp.measure.kernels.quant_kernels import finish_tile, fp8_act, pair_rows
 
 # mode -> (DOT, GROUP): 'pair' GEMV per pair, 'pair-g' GEMV per chunk of an expert's pairs, 'swap' swap-AB per chunk
 # of 16 pairs of one expert, 'swap-p' swap-AB per pair (rows padded to 16)
@@ -69,11 +69,7 @@ def _chunk_rows(pid_p, ids, P, top_k, A_IS_PAIRS: tl.constexpr, GROUP_ON: tl.con
         live = pid_p >= 0
         r_ok = r == 0
         pair = pid_p + r * 0
-    if A_IS_PAIRS:
-        a_row = pair
-    else:
-        a_row = pair // top_k
-    return live, e, a_row.to(tl.int64), pair.to(tl.int64), r_ok
+    return pair_rows(live, e, pair, r_ok, top_k, A_IS_PAIRS)
 
 
 @triton.jit
