@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from wmtp.kernel_plan import balanced_splits, rows_plan, rows_tiling, sub_parts, sub_plan, sub_tiling
+from wmtp.kernel_plan import (attention_features, balanced_splits, default_kernel, kv_passes, rows_plan, rows_tiling,
+                              sub_parts, sub_plan, sub_tiling)
 
 
 @pytest.mark.parametrize("group, d, block_m, m_blocks", [
@@ -108,3 +109,36 @@ def test_rows_tiling_fp8_decode_takes_wide_key_tiles():
     assert rows_tiling(16, 1, 256) == (16, 1, 32, 4, 2)
     assert rows_tiling(16, 7, 256, kv_fp8=True) == rows_tiling(16, 7, 256)
     assert rows_plan(1, 2, 16, 1, 256, 1 << 20, 132, kv_fp8=True).block_n == 64
+
+
+# K/V passes and the default kernel, by hand: v1 puts 2^floor(log2(64 // q_len)) heads (at most the group) in a row
+# block, so a group is read ceil(group / heads) times; rows packs group * q_len rows into tiles of up to 128.
+@pytest.mark.parametrize("group,q_len,v1,rows", [
+    (16, 4, 1, 1),   # 64 // 4 = 16 heads: one v1 block; 64 rows: one rows tile
+    (16, 5, 2, 1),   # 64 // 5 = 12 -> 8 heads: two v1 blocks; 80 rows -> one 128-row tile
+    (16, 9, 4, 2),   # 64 // 9 = 7 -> 4 heads: four blocks; 144 rows -> two 128-row tiles
+    (8, 8, 1, 1),    # 8 heads x 8 = 64 rows both ways
+    (8, 9, 2, 1),    # 4 heads per v1 block; 72 rows -> one tile
+    (8, 1, 1, 1),
+])
+def test_kv_passes_by_hand(group, q_len, v1, rows):
+    assert kv_passes("v1", group, q_len, 256) == v1
+    assert kv_passes("rows", group, q_len, 256) == rows
+
+
+@pytest.mark.parametrize("batch,group,q_len,want", [
+    (1, 16, 4, "v1"), (1, 16, 5, "rows"), (8, 16, 9, "rows"), (1, 8, 8, "v1"), (1, 8, 9, "rows"),
+    (1, 16, 1, "v1"),  # decode: one pass either way
+    (16, 16, 1, "rows"), (16, 8, 2, "rows"),  # B >= 16: rows everywhere
+])
+def test_default_kernel_reads_kv_the_fewest_times(batch, group, q_len, want):
+    assert default_kernel(batch, group, q_len, 128) == want
+
+
+def test_attention_features_follow_the_default_kernel():
+    # nem-like verify (16-head groups, head dim 128) at d = 5: the rows kernel's one 128-row tile, no extra pass;
+    # at d = 4 v1's one 64-row tile (16 heads x 4 rows)
+    f5 = attention_features(1, 2, 16, 5, 128, 1 << 20, 132, 1024.0)
+    f4 = attention_features(1, 2, 16, 4, 128, 1 << 20, 132, 1024.0)
+    assert (f5["tiling"], f5["extra_pass_bytes"]) == ("128x1", 0.0)
+    assert (f4["tiling"], f4["extra_pass_bytes"]) == ("64x1", 0.0)

@@ -166,13 +166,31 @@ def sub_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, m
                          subs)
 
 
+def kv_passes(kernel: str, group: int, q_len: int, head_dim: int) -> int:
+    """How many times a request's K/V is read per KV head (its row blocks): `v1` cuts a group's heads into blocks of
+    at most 64 rows, `rows` packs all `group * q_len` rows into tiles of up to 128."""
+    if kernel == "rows":
+        return rows_tiling(group, q_len, head_dim)[1]
+    return attention_plan(1, 1, group, q_len, head_dim, 1, 1).m_blocks
+
+
 def default_kernel(batch: int, group: int, q_len: int, head_dim: int) -> str:
-    """Which paged-attention kernel a shape runs by default (H200): the rows kernel at B >= 16, decode and verify
-    (measure/results/h200-kernels-v2: decode 27 % faster at B = 16, where v1's rounded-up split count leaves a
-    tail wave; verify up to 1.5x faster); v1 below. Alone, rows decodes as fast as v1 at B = 1..8, but inside
-    composed steps it did not: with rows as the decode default, the dense q35 step at 1M measured 12.27 ms against
-    10.53 ms with v1 (measure/results/h200-remeasure-rows); verify at B < 16 is up to 40 % slower with rows."""
-    return "rows" if batch >= 16 else "v1"
+    """Which paged-attention kernel a shape runs by default (H200):
+    - at B >= 16 the rows kernel, decode and verify (measure/results/h200-kernels-v2: decode 27 % faster at B = 16,
+      where v1's rounded-up split count leaves a tail wave; verify up to 1.5x faster);
+    - below, the rows kernel where it reads K/V fewer times than v1 (a verify whose group x d rows v1 cuts into more
+      row blocks: 16-head groups at d >= 5, 8-head groups at d >= 9). At B = 1 and 1M that was as fast or faster on
+      every such shape (measure/results/h200-kernels-v4: nem d = 5..8 0.413-0.421 vs 0.457-0.476 ms, d = 9 / 10
+      0.748 / 0.750 vs 0.889 / 0.902; q122 d = 9 / 10 1.584 / 1.590 vs 1.645 / 1.648; q122 d = 5..8 and q35 d = 9 / 10
+      within 1 %);
+    - v1 elsewhere: where both read K/V once, v1 was as fast or faster alone (q122 d = 3 / 4 0.558 vs 0.615 ms, q35
+      d = 5..8 0.56 vs 0.62), and as the decode default rows made the dense q35 step at 1M slower inside composed
+      steps, 12.27 against 10.53 ms (measure/results/h200-remeasure-rows)."""
+    if batch >= 16:
+        return "rows"
+    if q_len > 1 and kv_passes("rows", group, q_len, head_dim) < kv_passes("v1", group, q_len, head_dim):
+        return "rows"
+    return "v1"
 
 
 def fa2_cta_tile_q(packed_rows: int, head_dim: int) -> int:
