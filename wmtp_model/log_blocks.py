@@ -92,7 +92,7 @@ def _garbled(skel: str) -> bool:
     number (no `#running-req: ` after `Decode batch`, or no `gen throughput (token/s): ` after it), and
     `_decode_fast` cannot take (it needs both): garbled, whatever its digits."""
     d = skel.find("Decode batch")
-    if d < 0 or "*" in skel or "`" in skel or "\t" in skel:  # (the general path reads tabs as spaces)
+    if d < 0 or "Decode batch [first graph replay]," in skel or "*" in skel or "`" in skel or "\t" in skel:  # (the general path reads tabs as spaces)
         return False
     k = skel.find("#running-req: ", d)
     return k < 0 or "gen throughput (token/s): " not in skel[k + 14:]
@@ -220,7 +220,7 @@ def _line(line: str, n: int, stats: ParseStats, out: list) -> None:
             stats.decode += 1
             out.append((n, rec))
             return
-        for r in tally_decode(parse_sglang_general(line, n), stats):
+        for r in tally_decode(parse_sglang_general(line, n), stats, line):
             out.append((n, r))
         return
     for r in tally_other(parse_other(line, n), stats):  # most lines: none (skipped)

@@ -237,6 +237,10 @@ class Summaries:
                             "estimator": "llama.cpp decoded seconds / tokens", "lines": self.line("llama_decoded_tokens")}
             elif g(key):
                 return {"value_ms": g(key), "estimator": est, "lines": self.line(key), "samples": 1, "confidence": "high"}
+        if g("one_batch_decode_s"):  # one forward per step at a fixed batch: each request gets one token a step
+            return {"value_ms": g("one_batch_decode_s") * 1e3, "samples": 1, "confidence": "high",
+                    "lines": self.line("one_batch_decode_s"), "estimator": "sglang.bench_one_batch median decode "
+                    "step latency (`Decode.  median latency`; the file's last, i.e. its last batch size)"}
         if g("llama_tg"):
             return {"value_ms": 1e3 / g("llama_tg"), "samples": 1, "lines": self.line("llama_tg"), "confidence": "low",
                     "estimator": "llama.cpp progress line: 1000 / tg (cumulative t/s of the last task)"}

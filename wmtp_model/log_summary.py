@@ -25,6 +25,7 @@ LABELS = {
     "n_drafted": "llama_n_drafted", "n_accept": "llama_n_accept",
     "number of draft proposals": "drafts", "number of draft tokens generated": "draft_tokens",
     "number of accepted tokens": "accepted_tokens",
+    "decode. median latency": "one_batch_decode_s",  # sglang.bench_one_batch: `Decode.  median latency: X s, ...`
 }
 # labels that may also stand after other `label: value` pairs on one line (never the first pair's label)
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)

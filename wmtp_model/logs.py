@@ -14,6 +14,7 @@ Line formats (as printed by the engines; examples in tests/data/real/, one file 
           throughput: Y tokens/s, Running: N reqs` (V0, V1 `Engine 000:`, `N Engines Aggregated:`).
   Summaries (`Value` records, one per number): `vllm bench serve` / `sglang.bench_serving` blocks
           (`Mean TPOT (ms):`, `Mean ITL (ms):`, `Accept length:`, `Acceptance length:`, `Position j:`),
+          `sglang.bench_one_batch`'s `Decode.  median latency: X s` (one decode step: the TPOT),
           vLLM's offline spec-decode output (`mean acceptance length:`, `num_drafts:`, `acceptance at token
           j:`), llama.cpp (wmtp.log_llama; `n_predict = `, timings JSON), bench result JSON keys (`mean_tpot_ms`,
           `accept_length`, read from a line even when it is cut), and per-request `meta_info` fields wherever they appear
@@ -372,10 +373,15 @@ def day_seconds(y: str, mo: str, d: str) -> int:
     return _day_cache[key]
 
 
-def tally_decode(rec, stats: ParseStats) -> tuple:
-    """The records of a decode line read by the general parser (None: garbled), counted in `stats`."""
+def tally_decode(rec, stats: ParseStats, line: str = "") -> tuple:
+    """The records of a decode line read by the general parser (None: garbled, or skipped for SGLang's one-off
+    `Decode batch [first graph replay], #running-req: N, cuda graph: True, #queue-req: M` notice, which has no
+    throughput by design: scheduler_components/metrics_reporter.py, 2026), counted in `stats`."""
     if rec is None:
-        stats.garbled += 1
+        if "Decode batch [first graph replay]," in line:
+            stats.skipped += 1
+        else:
+            stats.garbled += 1
         return ()
     stats.decode += 1
     return (rec,)
@@ -426,7 +432,7 @@ def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> It
                     if rec is not None:
                         yield rec
                     continue
-                yield from tally_decode(_parse_sglang_general(line, n), stats)
+                yield from tally_decode(_parse_sglang_general(line, n), stats, line)
                 continue
             yield from tally_other(parse_other(line, n), stats)
     except (OSError, EOFError, zlib.error) as e:
