@@ -112,7 +112,9 @@ class ComposedModel:
         for i in range(s.n_full_attn):
             calls.append(comp.gemm_component(s, tokens, l2, "attn", copies=1).calls[0])
             k, v = self.kv[i]
-            calls.append(attn.verify(k, v, nat, qv, ov, tokens))
+            # dense decoding's one token runs the engine's decode kernel (SGLang: the decode wrapper), not a verify
+            dense = method == "dense"
+            calls.append(attn.decode(k, v, nat, qv, ov) if dense else attn.verify(k, v, nat, qv, ov, tokens))
             add_ar(calls, tokens, s.hidden)
         for _ in range(s.n_linear):
             calls.append(comp.gemm_component(s, tokens, l2, "linear", copies=1).calls[0])

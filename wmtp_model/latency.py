@@ -112,8 +112,10 @@ def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
     kv = spec.kv_bytes_per_token_layer
     wb, wdtype = _wb(spec, "dense"), spec.weight_format("dense")
     act = 2.0 * tokens * spec.hidden * 2
+    # one query token per request (dense decoding) runs the decode kernel, so the decode fit prices it; the verify
+    # fit is measured at d >= 2 only
     items = [
-        Work("verify_attn", "verify.attention", batch * (ctx * kv + d * kv),
+        Work("decode_attn" if d == 1 else "verify_attn", "verify.attention", batch * (ctx * kv + d * kv),
              batch * attention_flops(spec, d, ctx), 2, spec.n_full_attn,
              {"ctx": ctx, "d": d, "batch": batch}),
         Work("gemm", "verify.attn_proj", spec.attn_params * wb + act, 2.0 * tokens * spec.attn_params, 2,
