@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from wmtp.cli.main import app
 from wmtp.log_analysis import analyse
-from wmtp.log_records import ParseStats
+from wmtp.acceptance_io import profile_from_vllm
+from wmtp.log_records import ParseStats, VllmSpecLine, v1_drafts
 from wmtp.logs import stream
 
 REAL = Path(__file__).parent / "data" / "real"
@@ -51,6 +52,8 @@ CASES = [
     ("sglang-format-bench-one-batch-warmup-then-benchmark.log", 20.0, None),
     # Running 8 / (320, 330, 310, 320, 300) tok/s -> median 25 ms; AL 1 + (960+840+1080) / ((1920+1800+1980)/3)
     ("vllm-format-0.11-loggers-deferred-preemptions-spec.log", 8 / 320 * 1e3, 1 + 2880 / 1900),
+    # drafts shorter than k=4: drafts = Accepted / (printed AL - 1) = 100, 80, 120 -> AL 1 + 462 / 300
+    ("vllm-format-0.11-suffix-variable-length-drafts.log", 4 / 160 * 1e3, 1 + (150 + 96 + 216) / (100 + 80 + 120)),
 ]
 
 
@@ -106,3 +109,23 @@ def test_bench_one_batch_line_with_a_bad_number_is_garbled(tmp_path):
     p.write_text("Decode.  median latency: nan s, median throughput:      nan token/s\n")
     r = CliRunner().invoke(app, ["logs", str(p)])
     assert r.exit_code == 1 and "1 garbled" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_v1_drafts_keeps_drafted_over_k_unless_the_printed_al_says_drafts_were_shorter():
+    assert v1_drafts(3, 1920, 960, 2.50) == 640  # every draft k long: 1 + 960/640 = 2.50 as printed
+    assert v1_drafts(3, 3000, 1504, 2.50) == 1000  # 1 + 1504/1000 = 2.504 prints as 2.50: within rounding
+    assert v1_drafts(4, 250, 150, 2.50) == pytest.approx(100, rel=1e-12)  # 62.5 drafts would mean AL 3.40
+    assert v1_drafts(4, 250, 150, None) == 62.5  # no printed AL (older layout): nothing to check against
+    assert v1_drafts(4, 250, 150, 1.00) == 62.5  # a printed AL of 1 cannot count drafts
+    assert v1_drafts(4, 250, 0, 1.00) == 62.5
+
+
+def test_variable_length_drafts_profile_matches_the_printed_al():
+    """`wmtp accept`'s per-position profile pools the same drafts: its AL at d = k + 1 is the pooled AL, and
+    alpha_1 is the drafts-weighted position-1 rate (0.7*100 + 0.6*80 + 0.8*120) / 300."""
+    lines = [VllmSpecLine(1, 2.50, 150, 250, [0.700, 0.450, 0.250, 0.100]),
+             VllmSpecLine(2, 2.20, 96, 210, [0.600, 0.350, 0.200, 0.050]),
+             VllmSpecLine(3, 2.80, 216, 330, [0.800, 0.550, 0.300, 0.150])]
+    prof = profile_from_vllm(lines, "t")
+    assert prof.alphas[0] == pytest.approx((70 + 48 + 96) / 300, rel=1e-9)
+    assert prof.accept_length(5) == pytest.approx(1 + 462 / 300, rel=1e-9)

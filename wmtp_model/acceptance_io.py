@@ -6,7 +6,8 @@ Estimators (bonus token included: AL = tokens emitted per verify step):
   meta_info   histogram H[n] -> AL = sum (n + 1) H[n] / sum H[n]; without one, sum completion_tokens /
               sum spec_verify_ct; vLLM per-request: acceptance_histogram, else 1 + accepted / num_spec_steps.
   vLLM V1     pooled over intervals: AL = 1 + sum Accepted / sum (Drafted / k), k = number of per-position
-              rates (or Drafted from the printed mean AL when no rates); per-position rates are unconditional
+              rates (or Drafted from the printed mean AL when no rates; Accepted / (mean AL - 1) on a line
+              whose printed AL shows drafts shorter than k); per-position rates are unconditional
               (accepted at position i / drafts), conditional acceptance is their ratio.
   vLLM V0     counters are cumulative: the last line, AL = emitted / (draft tokens / k).
   summaries   bench/offline: 1 + accepted tokens / drafts, else the printed acceptance length.
@@ -24,6 +25,7 @@ from pathlib import Path
 from wmtp.acceptance import AcceptanceProfile, from_histogram, geometric, load_histogram, wilson_interval
 from wmtp.errors import WmtpError
 from wmtp.log_input import is_stream, spool
+from wmtp.log_records import v1_drafts
 from wmtp.log_sources import HIST_KEYS, add_histogram
 from wmtp.logs import VllmSpecLine, open_text
 from wmtp.log_analysis import analyse
@@ -179,7 +181,8 @@ def profile_from_file(path: str | Path, depth: int | None = None) -> tuple[Accep
 
 
 def profile_from_vllm(lines: list[VllmSpecLine], source: str) -> AcceptanceProfile:
-    """Pool vLLM metric intervals: drafts = Drafted / k; accepted at position i = rate_i * drafts."""
+    """Pool vLLM metric intervals: drafts = Drafted / k (`v1_drafts`: or Accepted / (mean AL - 1) where drafts
+    were shorter than k); accepted at position i = rate_i * drafts."""
     k = max((len(r.per_position) for r in lines), default=0)
     if k == 0:
         acc = sum(r.accepted or 0 for r in lines)
@@ -192,7 +195,7 @@ def profile_from_vllm(lines: list[VllmSpecLine], source: str) -> AcceptanceProfi
     for r in lines:
         if len(r.per_position) != k or not r.drafted:
             continue
-        drafts = r.drafted / k
+        drafts = v1_drafts(k, r.drafted, r.accepted, r.mean_al)
         reached[0] += drafts
         for i, rate in enumerate(r.per_position):
             reached[i + 1] += rate * drafts

@@ -6,6 +6,7 @@ them; `wmtp.acceptance_io` turns their results into acceptance profiles): vLLM s
 from __future__ import annotations
 
 
+from wmtp.log_records import v1_drafts
 from wmtp.logs import Value, VllmSpecLine
 
 HIST_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
@@ -42,7 +43,7 @@ class SpecLines:
             return r.emitted / (r.drafted / k) if k and r.drafted else None
         k = r.k or 0
         if k and r.drafted:
-            drafts = r.drafted / k
+            drafts = v1_drafts(k, r.drafted, r.accepted, r.mean_al)
         elif r.mean_al is not None and r.mean_al > 1 and r.accepted:
             drafts = r.accepted / (r.mean_al - 1)
         else:
@@ -72,7 +73,8 @@ class SpecLines:
         if self.drafts > 0:
             out = {"value": 1 + self.acc / self.drafts, "lines": lines, "samples": self.n,
                    "kind": "vLLM V1 SpecDecoding metrics",
-                   "estimator": f"1 + sum Accepted / sum (Drafted / k) over {self.n} intervals"}
+                   "estimator": f"1 + sum Accepted / sum (Drafted / k) over {self.n} intervals (Accepted / (mean AL - 1) "
+                                "where the printed AL shows drafts shorter than k)"}
             if self.reached:
                 k, reach = max(self.reached.items(), key=lambda kv: kv[1][0])
                 hist = [max(reach[i] - reach[i + 1], 0.0) for i in range(k)] + [reach[k]]

@@ -16,7 +16,7 @@ from math import log
 from operator import add, gt, itemgetter, mul, truediv
 
 from wmtp.log_batch import numpy
-from wmtp.log_records import MAX_VALUE, VllmSpecLine, VllmThroughput
+from wmtp.log_records import MAX_VALUE, VllmSpecLine, VllmThroughput, v1_drafts
 from wmtp.logstats import BIN_WIDTH
 
 THROUGHPUT, SPEC = ("v1t", "v0t"), ("v1s", "v0s")  # the kinds: V1 / V0 throughput, V1 / V0 spec metrics
@@ -218,13 +218,13 @@ def _count(by_batch: dict, pairs) -> None:
 
 
 def _v1_pool(s, groups: list) -> None:
-    """`SpecLines.add`'s V1 part: drafts per line (Drafted / k, else Accepted / (mean AL - 1), else the line
+    """`SpecLines.add`'s V1 part: drafts per line (`v1_drafts`, else Accepted / (mean AL - 1), else the line
     adds nothing more), their sums and each k's reach, in line order."""
     k = len(groups[0][2]) - 3
     if all(len(g[2]) - 3 == k for g in groups):  # one k (the usual): a column per position
         _, (mean_al, acc, dr, *pos) = _merged(groups, 3 + k)
         if all(dr):
-            drafts = list(map(truediv, dr, repeat(k)))
+            drafts = list(map(v1_drafts, repeat(k), dr, acc, mean_al))
             s.acc = reduce(add, acc, s.acc)
             s.drafts = reduce(add, drafts, s.drafts)
             reach = s.reached.setdefault(k, [0.0] * (k + 1))
@@ -241,7 +241,7 @@ def _v1_pool(s, groups: list) -> None:
         mean_al, acc, dr, pos, _ = row
         k = len(pos)
         if dr:
-            d = dr / k
+            d = v1_drafts(k, dr, acc, mean_al)
         elif mean_al > 1 and acc:
             d = acc / (mean_al - 1)
         else:
