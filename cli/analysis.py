@@ -218,7 +218,8 @@ def sweep(
     warnings = ([acc.warning] if acc.warning else []) + warnings
     if warnings:
         extra["warning"] = "; ".join(warnings)
-    al_model = window_model(sc.spec.key, depth, acc, accept_length is not None, task, al_window) if what == "window" else None
+    al_model = (window_model(sc.spec.key, depth, acc, accept_length is not None, task, al_window, sc.ctx)
+                if what == "window" else None)
     rows, found = run_sweep(what, sc, acc, threshold=threshold, al_model=al_model)
     extra.update(found)
     _emit(what, rows, extra, as_json, csv_out, _title(what, sc))

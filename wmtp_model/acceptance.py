@@ -19,13 +19,14 @@ from wmtp import defaults
 
 
 def wilson_interval(successes: float, trials: float, z: float = 1.959964) -> tuple[float, float]:
-    """95 % Wilson score interval for a binomial proportion (nan, nan when trials == 0)."""
+    """95 % Wilson score interval for a binomial proportion (nan, nan when trials == 0). Written with trials in
+    the numerators (the textbook form multiplied through by n), so fractional counts as small as a subnormal
+    float (a normalised histogram) give the uninformative [0, 1] instead of dividing by an underflowed n**2."""
     if trials <= 0:
         return (math.nan, math.nan)
-    p = successes / trials
-    denom = 1 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    z2 = z * z
+    centre = (successes + z2 / 2) / (trials + z2)
+    half = z * math.sqrt(max(0.0, successes * ((trials - successes) / trials)) + z2 / 4) / (trials + z2)
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
@@ -230,6 +231,10 @@ class WindowAcceptance:
     def __post_init__(self) -> None:
         if not self.points or any(w <= 0 or not 1 <= al <= self.depth for w, al in self.points):
             raise WmtpError("AL(W) points need W > 0 and AL in [1, d]")
+        ws = [w for w, _ in self.points]
+        if len(set(ws)) != len(ws):  # sorted() would keep the lower AL and drop the other, silently
+            twice = next(w for w in ws if ws.count(w) > 1)
+            raise WmtpError(f"AL(W) points give W={twice} twice; give one AL per window")
 
     def _al_at_measured_depth(self, window: int, ctx: int) -> float:
         pts = sorted(self.points)
@@ -328,23 +333,31 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
     return from_histogram(h, source or f"histogram {p.name}")
 
 
-def parse_window_points(text: str, native_al: float, depth: int) -> WindowAcceptance:
-    """`--al-window W:AL,...`: measured (W, AL) points at `depth` -> an AL(W) model (native AL at W = S)."""
-    from wmtp.units import parse_tokens
+def parse_window_points(text: str, native_al: float, depth: int, ctx: int | None = None) -> WindowAcceptance:
+    """`--al-window W:AL,...`: measured (W, AL) points at `depth` -> an AL(W) model (native AL at W = S). With
+    `ctx`, every W must lie below it: a window holding the whole context is the native draft."""
+    from wmtp.units import format_tokens, parse_tokens
 
+    if not text.strip():
+        raise WmtpError("--al-window is empty; give W:AL,... points or leave it out")
     try:
         pts = tuple((parse_tokens(w), float(a)) for w, a in (p.split(":") for p in text.split(",")))
     except ValueError:
-        raise WmtpError(f"--al-window takes W:AL,..., got {text!r}") from None
+        raise WmtpError(f"--al-window takes W:AL,..., got {text[:80]!r}") from None
+    if ctx is not None and any(w >= ctx for w, _ in pts):
+        w = next(w for w, _ in pts if w >= ctx)
+        raise WmtpError(f"--al-window point W={format_tokens(w)} is not below the context ({format_tokens(ctx)}): "
+                        "a window that holds the whole context is the native draft, whose AL the model takes "
+                        "from the native acceptance")
     return WindowAcceptance(pts, native_al, depth, "--al-window points")
 
 
 def window_model(spec_key: str, depth: int, acc: AcceptanceChoice, explicit_al: bool, task: str,
-                 points: str | None = None) -> WindowAcceptance | None:
-    """The AL(W) model every command uses: measured `--al-window` points, else the task's preset
-    dose-response (only when acceptance is not given explicitly), else none (cost-only)."""
-    if points:
-        return parse_window_points(points, acc.native.accept_length(depth), depth)
+                 points: str | None = None, ctx: int | None = None) -> WindowAcceptance | None:
+    """The AL(W) model every command uses: measured `--al-window` points (each W below `ctx`), else the task's
+    preset dose-response (only when acceptance is not given explicitly), else none (cost-only)."""
+    if points is not None:
+        return parse_window_points(points, acc.native.accept_length(depth), depth, ctx)
     if explicit_al:
         return None
     return WINDOW_PRESETS.get((spec_key, task))

@@ -24,6 +24,7 @@ from wmtp.errors import ConfigError, WmtpError
 from wmtp.quant_config import weight_formats
 from wmtp.specs import MAX_COUNT, MAX_LAYERS, ModelSpec
 
+_MTP_FIELDS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")  # a config's count of MTP layers
 FAMILIES = ("qwen3_next", "qwen3_5_moe", "nemotron_h", "deepseek_v3", "glm4_moe", "mimo", "qwen2")
 
 
@@ -176,8 +177,6 @@ def _dense(f: _Fields, key: str, name: str) -> ModelSpec:
         tied_embeddings=bool(f.cfg.get("tie_word_embeddings", False)),
     )
     f.check()
-    if spec["n_mtp"] < 1:
-        raise ConfigError(f"{f.path}: num_nextn_predict_layers is 0: this model has no MTP head to draft with")
     return ModelSpec(key=key, name=name, family=f.family, **spec)
 
 
@@ -212,6 +211,9 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
             spec = _moe_first_dense(f, key, name, mla=family == "deepseek_v3")
         else:
             spec = _dense(f, key, name)
+        if spec.n_mtp < 1:  # every family: the draft is priced as one MTP forward, its weights and KV as none
+            field = next((k for k in _MTP_FIELDS if f.cfg.get(k) == 0), _MTP_FIELDS[0])
+            raise ConfigError(f"{path}: {field} is 0: this model has no MTP head to draft with")
         return replace(spec, **formats) if formats else spec
     except ConfigError:
         raise

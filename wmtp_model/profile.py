@@ -18,7 +18,7 @@ from pathlib import Path
 
 from wmtp.errors import ProfileError
 from wmtp.fileio import read_versioned_json
-from wmtp.features import call_rows, fit_kind, group_name, work_features
+from wmtp.features import FEATURES, call_rows, fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
 from wmtp.provenance import Origin, Source
 from wmtp.work import Priced, Work
@@ -46,7 +46,7 @@ def check_profile(prof: dict, p: Path) -> dict:
     if not isinstance(comps, dict) or not comps:
         raise ProfileError(f"profile {p} is corrupt: no components")
     for kind, c in comps.items():
-        why = _component_problem(c)
+        why = _component_problem(c, kind)
         if why:
             raise ProfileError(f"profile {p} is corrupt: component {kind!r} {why}")
     if not isinstance(prof.get("hardware"), str):
@@ -76,7 +76,16 @@ def _is_num(x, lo: float = -math.inf, hi: float = math.inf) -> bool:
     return math.isfinite(f) and lo <= f <= hi
 
 
-def _component_problem(c) -> str | None:
+def _known_features(kind: str) -> tuple[str, ...]:
+    """The features a component of `kind` ('gemm@int4', 'allreduce_tp2', ...) can be priced with: a name the
+    pricing does not compute would price its term as zero, silently."""
+    base = fit_kind(str(kind).split("@")[0])
+    if base.startswith("allreduce_tp"):
+        return ("const", "bytes")
+    return FEATURES.get(base) or tuple(sorted({f for names in FEATURES.values() for f in names}))
+
+
+def _component_problem(c, kind: str) -> str | None:
     """Why a profile component cannot be priced from, or None."""
     if not isinstance(c, dict):
         return "is not an object"
@@ -84,6 +93,11 @@ def _component_problem(c) -> str | None:
     if not (isinstance(feats, list) and isinstance(coefs, list) and len(feats) == len(coefs) and feats
             and all(isinstance(f, str) for f in feats)):
         return "is malformed: features and coef_ms must be lists of equal length"
+    known = _known_features(kind)
+    unknown = [f for f in feats if f not in known]
+    if unknown or len(set(feats)) != len(feats):
+        what = f"unknown feature {unknown[0][:40]!r}" if unknown else "a feature listed twice"
+        return f"is malformed: {what} (its features are among {', '.join(known)}, each once)"
     if not all(x is not None and _is_num(x, 0.0, MAX_COEF_MS) for x in coefs):
         return f"has a coefficient that is not a finite number in [0, {MAX_COEF_MS:g}] ms per unit"
     for key in ("bytes_range", "flops_range"):
@@ -101,10 +115,10 @@ def _component_problem(c) -> str | None:
         return "is malformed: group factors must be finite numbers in [0.001, 1000]"
     if not _is_num(c.get("const_launches"), 0.0, 1e4):  # calls per work item of a per-call fit (`launches`)
         return "is malformed: const_launches must be a count in [0, 10000]"
-    return _regimes_problem(c["regimes"]) if "regimes" in c else None
+    return _regimes_problem(c["regimes"], kind) if "regimes" in c else None
 
 
-def _regimes_problem(regs) -> str | None:
+def _regimes_problem(regs, kind: str) -> str | None:
     """Why a quantized component's M regimes (`wmtp.calibrate.quant_fit.split_m`) cannot be priced from, or None:
     a non-empty list, ascending and disjoint `m_range` [lo, hi] of rows per call (>= 1), each a fit of its own
     naming its implementation."""
@@ -118,7 +132,7 @@ def _regimes_problem(regs) -> str | None:
             return f"has a malformed regime {i}: m_range must be [low, high] rows per call, >= 1, ascending, disjoint"
         if not isinstance(r.get("impl"), str) or "regimes" in r:
             return f"has a malformed regime {i}: it must name its implementation (impl) and hold no regimes"
-        why = _component_problem(r)
+        why = _component_problem(r, kind)
         if why:
             return f"has a malformed regime {i}: it {why}"
         prev = m[1]

@@ -1,0 +1,145 @@
+"""Hostile inputs found by the fourth adversarial sweep of the CLI (after test_hostile.py, test_hostile_inputs.py and
+test_hostile_sweep3.py): inputs that were read without complaint and priced a silently wrong number, or ended in a
+traceback. Each bad input ends in exit code 1 and exactly one `error:` line naming what was wrong; each family has
+a legal control beside it, so the cases can fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from wmtp.acceptance import wilson_interval
+from wmtp.profile import PROFILES_DIR
+from cli_checks import assert_one_error, invoke  # noqa: E402
+
+SHIPPED_PROFILE = json.loads((PROFILES_DIR / "h200.json").read_text())
+
+
+def write(path: Path, doc) -> Path:
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def tpot(args) -> float:
+    r = invoke(*args, "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["methods"]["native"]["tpot_ms"]
+
+
+# ------------------------------------------------------------------------ profile feature names
+@pytest.mark.parametrize("kind, index, name, fragment", [
+    ("lm_head", 2, "x", "unknown feature 'x'"),  # was priced with the flops term as zero
+    ("lm_head", 2, "steps", "unknown feature 'steps'"),  # a feature of another kind: zero as well
+    ("gemm", 2, "bytes", "listed twice"),  # dict(zip(...)) kept one of the two coefficients
+    ("decode_attn", 1, "flops", "unknown feature 'flops'"),
+    ("allreduce_tp2", 1, "flops", "unknown feature 'flops'"),
+])
+def test_profile_feature_the_pricing_does_not_compute(tmp_path, kind, index, name, fragment):
+    doc = json.loads(json.dumps(SHIPPED_PROFILE))
+    doc["components"][kind]["features"][index] = name
+    p = write(tmp_path / "p.json", doc)
+    assert_one_error(invoke("predict", "--model", "q35", "--profile", p), repr(kind), fragment)
+
+
+def test_profile_feature_in_a_regime_is_checked_too(tmp_path):
+    doc = json.loads(json.dumps(SHIPPED_PROFILE))
+    doc["components"]["gemm@int4"]["regimes"][1]["features"][0] = "konst"
+    p = write(tmp_path / "p.json", doc)
+    assert_one_error(invoke("predict", "--model", "q35", "--profile", p), "'gemm@int4'", "regime 1",
+                     "unknown feature 'konst'")
+
+
+def test_profile_with_its_features_reordered_prices_the_same(tmp_path):
+    """The control: features are matched by name, so a permuted (features, coef_ms) pair is the same fit."""
+    doc = json.loads(json.dumps(SHIPPED_PROFILE))
+    comp = doc["components"]["lm_head"]
+    pairs = list(zip(comp["features"], comp["coef_ms"]))[::-1]
+    comp["features"], comp["coef_ms"] = [f for f, _ in pairs], [c for _, c in pairs]
+    p = write(tmp_path / "p.json", doc)
+    shipped = tpot(["predict", "--model", "q35", "--profile", PROFILES_DIR / "h200.json"])
+    assert tpot(["predict", "--model", "q35", "--profile", p]) == pytest.approx(shipped, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------- configs without MTP layers
+DS = {"model_type": "deepseek_v3", "hidden_size": 7168, "vocab_size": 129280, "num_hidden_layers": 61,
+      "num_attention_heads": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+      "v_head_dim": 128, "q_lora_rank": 1536, "n_routed_experts": 256, "num_experts_per_tok": 8,
+      "moe_intermediate_size": 2048, "n_shared_experts": 1, "first_k_dense_replace": 3,
+      "intermediate_size": 18432, "num_nextn_predict_layers": 1}
+QWEN_NEXT = {"model_type": "qwen3_next", "hidden_size": 2048, "vocab_size": 151936, "num_hidden_layers": 48,
+             "full_attention_interval": 4, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+             "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+             "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
+             "shared_expert_intermediate_size": 512}
+NEM = {"model_type": "nemotron_h", "hidden_size": 4096, "vocab_size": 131072, "hybrid_override_pattern": "ME" * 4 + "*",
+       "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "mamba_num_heads": 128,
+       "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "n_routed_experts": 512,
+       "num_experts_per_tok": 22, "moe_intermediate_size": 2688}
+
+
+@pytest.mark.parametrize("base, field", [(DS, "num_nextn_predict_layers"), (QWEN_NEXT, "mtp_num_hidden_layers"),
+                                         (NEM, "num_nextn_predict_layers")])
+def test_config_with_no_mtp_layer_is_refused_in_every_family(tmp_path, base, field):
+    """Only the dense families refused 0 MTP layers; the others priced one MTP forward per draft token while the
+    memory and weight accounts held no MTP block."""
+    ok = write(tmp_path / "ok.json", {**base, field: 1})
+    assert invoke("predict", "--config", ok, "--ctx", "64K").exit_code == 0  # the control
+    bad = write(tmp_path / "config.json", {**base, field: 0})
+    for cmd in (["predict"], ["sweep", "depth"], ["simulate"]):
+        assert_one_error(invoke(*cmd, "--config", bad, "--ctx", "64K"), "config.json", f"{field} is 0",
+                         "no MTP head")
+
+
+# ------------------------------------------------------------------------------------- --al-window points
+@pytest.mark.parametrize("points, fragment", [
+    ("4096:3,4096:4", "W=4096 twice"),  # the 4 was dropped: AL 3 at W=4096
+    ("1M:2,1M:3", "W=1M is not below the context"),  # held every window of the grid at AL 2
+    ("2M:3", "W=2M is not below the context"),
+    ("", "--al-window is empty"),  # was the preset, silently
+    (" ", "--al-window is empty"),
+])
+def test_al_window_points_that_contradict(points, fragment):
+    assert_one_error(invoke("sweep", "window", "--model", "q35", "--al-window", points), fragment)
+
+
+def test_al_window_point_must_lie_below_a_given_context():
+    assert_one_error(invoke("sweep", "window", "--model", "q35", "--ctx", "64K", "--al-window", "64K:3"),
+                     "W=64K is not below the context (64K)")
+    r = invoke("sweep", "window", "--model", "q35", "--ctx", "64K", "--al-window", "16K:3", "--json")
+    assert r.exit_code == 0, r.output  # the control: below the context
+    rows = {row["window"]: row for row in json.loads(r.stdout)["rows"]}
+    assert rows[16384]["accept_length"] == pytest.approx(3.0)
+
+
+def test_al_window_points_in_any_order_are_read_alike():
+    def als(points):
+        r = invoke("sweep", "window", "--model", "q35", "--al-window", points, "--json")
+        assert r.exit_code == 0, r.output
+        return [row["accept_length"] for row in json.loads(r.stdout)["rows"]]
+
+    assert als("1K:3.5,4032:4.5") == als("4032:4.5,1K:3.5")
+    assert als("1K:3.5,4032:4.5")[2] == pytest.approx(3.5)  # the grid's third window is W = 1K
+
+
+# ------------------------------------------------------------------------------- Wilson intervals
+def test_wilson_interval_against_textbook_values():
+    # 95 % Wilson score intervals, as tabulated (e.g. Newcombe 1998, Table I: 81/263 -> 0.2553, 0.3662)
+    assert wilson_interval(81, 263) == pytest.approx((0.2553, 0.3662), abs=5e-5)
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=5e-5)
+    assert wilson_interval(10, 10) == pytest.approx((0.7225, 1.0), abs=5e-5)
+
+
+@pytest.mark.parametrize("text", ["[1e-320, 1e-320]", "[5e-324, 5e-324, 5e-324]"])
+def test_histogram_of_subnormal_counts(tmp_path, text):
+    """Counts so small that n**2 underflows to 0: the interval divided by it (a ZeroDivisionError traceback).
+    So little data carries no information: alpha is the ratio of the counts, its interval [0, 1]."""
+    p = write(tmp_path / "h.json", text)
+    r = invoke("accept", p, "--json")
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    alphas = json.loads(r.stdout)["files"][0]["alphas"]
+    n = len(json.loads(text))
+    assert [a["alpha"] for a in alphas] == pytest.approx([(n - j) / (n - j + 1) for j in range(1, n)])
+    assert all(a["ci95"] == [0.0, 1.0] for a in alphas)
+    assert invoke("accept", p).exit_code == 0
