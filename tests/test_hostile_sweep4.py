@@ -143,3 +143,47 @@ def test_histogram_of_subnormal_counts(tmp_path, text):
     assert [a["alpha"] for a in alphas] == pytest.approx([(n - j) / (n - j + 1) for j in range(1, n)])
     assert all(a["ci95"] == [0.0, 1.0] for a in alphas)
     assert invoke("accept", p).exit_code == 0
+
+
+# ------------------------------------------------------------------------------- histogram bins given twice
+@pytest.mark.parametrize("name, text", [
+    ("h.json", '{"0": 5, "00": 7, "1": 3}'),  # "00" and "0" are both bin 0: the 5 was dropped (AL 1.3, not 1.2)
+    ("h.json", '{"1": 3, "01": 4, "0": 5}'),
+    ("h.csv", "0,5\n0,7\n1,3\n"),  # two lines for bin 0: the first was dropped
+])
+def test_histogram_bin_given_twice(tmp_path, name, text):
+    p = write(tmp_path / name, text)
+    assert_one_error(invoke("accept", p), "given twice")
+    out = tmp_path / "r.html"
+    assert_one_error(invoke("report", "--model", "q35", "--histogram", f"native={p}", "--out", out), "given twice")
+    assert not out.exists()
+
+
+def test_histogram_each_bin_once_reads_its_al(tmp_path):
+    # the control: H = [5, 3] -> AL = 1 + 3/8 (one bonus token a step, plus 1 accepted in 3 of 8 steps)
+    p = write(tmp_path / "h.csv", "0,5\n1,3\n")
+    r = invoke("accept", p, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["files"][0]["accept_length"] == pytest.approx(1.375)
+
+
+# ------------------------------------------------------------------------------------ traces past any depth
+@pytest.mark.parametrize("text", ["3\n100\n2\n", "9" * 400 + "\n", "64\n"])
+def test_trace_count_no_draft_can_accept(tmp_path, text):
+    """Counts were clamped to d - 1 silently: a trace of 100s simulated as a perfect AL of 7.00."""
+    p = write(tmp_path / "t.txt", text)
+    line = assert_one_error(invoke("simulate", "--model", "q35", "--trace", p), "t.txt", "at most 63")
+    assert len(line) < 300
+
+
+def test_trace_counts_deeper_than_the_simulated_depth_are_capped():
+    """The control: a trace from a deeper run simulated at a shallower depth keeps at most d - 1 a step (by design):
+    all 63s at d = 3 give AL 3 (2 drafts + the bonus token)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = write(Path(d) / "t.txt", "63\n" * 50)
+        r = invoke("simulate", "--model", "q35", "--trace", p, "--depth", "3", "--tokens", "300", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["steps"] == 100 and out["tokens"] == 300

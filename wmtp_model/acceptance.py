@@ -291,6 +291,13 @@ def _bin(value) -> int:
     return n
 
 
+def _add_bin(counts: dict[int, float], n: int, count: float) -> None:
+    """One bin's count; a bin given twice ("0" and "00", or two CSV lines) is an error: one would be dropped."""
+    if n in counts:
+        raise ValueError(f"bin n={n} is given twice")
+    counts[n] = count
+
+
 def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
     """H[n] from a JSON list [H0, H1, ...], a JSON object {"n": count}, or a CSV of `n,count` lines.
     Bins run over 0..63 (d <= 64); counts are finite and non-negative."""
@@ -314,7 +321,8 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
                 raise ValueError(f"{len(data)} bins; at most {MAX_DEPTH}")
             counts = {i: _count(c) for i, c in enumerate(data)}
         elif isinstance(data, dict):
-            counts = {_bin(int(str(k).strip())): _count(v) for k, v in data.items()}
+            for k, v in data.items():
+                _add_bin(counts, _bin(int(str(k).strip())), _count(v))
         elif data is not None:
             raise ValueError("top level must be a list or an object")
         else:
@@ -324,7 +332,7 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
                     continue
                 if len(row) < 2:
                     raise ValueError(f"line {row!r}: need n,count")
-                counts[_bin(int(row[0]))] = _count(float(row[1]))
+                _add_bin(counts, _bin(int(row[0])), _count(float(row[1])))
     except (ValueError, TypeError, IndexError, csv.Error) as e:
         raise WmtpError(f"{shape} ({str(e)[:100]})" if str(e) else shape) from None
     if not counts:

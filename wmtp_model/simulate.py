@@ -143,6 +143,10 @@ def read_trace(path) -> list[int]:
         raise WmtpError(f"cannot read trace {path}: {str(e)[:100]}") from None
     if not tr or min(tr) < 0:
         raise WmtpError(f"trace {path} holds no non-negative accepted counts")
+    if max(tr) > MAX_DEPTH - 1:  # a step accepts at most gamma = d - 1 drafts; more was clamped, silently
+        big = str(max(tr))
+        raise WmtpError(f"trace {path}: a step with {big if len(big) <= 20 else big[:17] + '...'} accepted draft "
+                        f"tokens; a draft of d <= {MAX_DEPTH} accepts at most {MAX_DEPTH - 1} a step")
     return tr
 
 
