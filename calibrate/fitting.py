@@ -18,11 +18,13 @@ from wmtp.profile import load_profile
 
 REQUIRED = {"kernel", "model", "config", "ctx", "batch", "d", "window", "time_ms", "bytes", "flops", "status"}
 NUMERIC = ("ctx", "batch", "d", "window", "time_ms", "bytes", "flops")
+SHAPE = ("ctx", "batch", "d", "window", "sink", "q_heads", "kv_heads", "head_dim", "bytes", "flops")  # where present
+MAX_SHAPE = 1e18  # far past any measured shape (bytes of a 1M-token batch included); more is corruption
 
 
 def read_raw(path: Path) -> pd.DataFrame:
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(path, low_memory=False)  # one pass: no DtypeWarning on stderr for a corrupt column
     except FileNotFoundError:
         raise WmtpError(f"no sweep data at {path}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError, zlib.error) as e:
@@ -31,13 +33,21 @@ def read_raw(path: Path) -> pd.DataFrame:
     missing = REQUIRED - set(df.columns)
     if missing:
         raise WmtpError(f"{path} lacks columns {', '.join(sorted(missing))}")
-    for col in NUMERIC:  # a blank cell is a missing value (NaN); any other text is corruption
+    for col in dict.fromkeys(NUMERIC + SHAPE):  # a blank cell is a missing value (NaN); other text is corruption
+        if col not in df.columns:
+            continue
         num = pd.to_numeric(df[col], errors="coerce")
         bad = df[col].notna() & num.isna()
         if bad.any():
             row = int(bad.to_numpy().nonzero()[0][0])
             raise WmtpError(f"{path}: column {col} holds {str(df[col].iloc[row])[:40]!r} on data row {row + 1}, "
                             "not a number")
+        if col in SHAPE:  # a shape: finite, >= 0 and bounded (inf or 1e308 was an OverflowError in the features)
+            bad = num.notna() & ~((num >= 0) & (num <= MAX_SHAPE))
+            if bad.any():
+                row = int(bad.to_numpy().nonzero()[0][0])
+                raise WmtpError(f"{path}: column {col} holds {str(df[col].iloc[row])[:40]!r} on data row "
+                                f"{row + 1}; a shape is a finite number in [0, {MAX_SHAPE:g}]")
         df[col] = num
     t = df["time_ms"][df["status"] == "ok"]
     bad = t.notna() & ~((t > 0) & (t < math.inf))

@@ -187,3 +187,42 @@ def test_trace_counts_deeper_than_the_simulated_depth_are_capped():
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["steps"] == 100 and out["tokens"] == 300
+
+
+# ------------------------------------------------------------------------------------- raw sweep shapes
+def _raw(tmp_path: Path, lines: int | None, col: str, value: str, row: int = 5) -> Path:
+    import gzip
+
+    text = gzip.decompress((PROFILES_DIR / "h200.raw.csv.gz").read_bytes()).decode().splitlines()
+    text = text[: lines] if lines else text
+    header = text[0].split(",")
+    cells = text[row].split(",")
+    cells[header.index(col)] = value
+    text[row] = ",".join(cells)
+    p = tmp_path / "raw.csv"
+    p.write_text("\n".join(text) + "\n")
+    return p
+
+
+@pytest.mark.parametrize("col, value", [
+    ("batch", "1e308"),  # was an OverflowError traceback in the attention features
+    ("kv_heads", "1e400"),  # read as inf: an OverflowError traceback
+    ("ctx", "-4096"), ("head_dim", "inf"), ("bytes", "-1"),
+])
+def test_raw_sweep_shape_out_of_range(tmp_path, col, value):
+    out = tmp_path / "cal"
+    assert_one_error(invoke("calibrate", "--from-raw", _raw(tmp_path, 3000, col, value), "--out", out),
+                     f"column {col}", "data row 5", "finite number")
+    assert not out.exists()
+
+
+def test_raw_sweep_text_in_a_numeric_column_of_a_large_file(tmp_path):
+    """pandas read a large file in chunks and printed a DtypeWarning on stderr before the error line."""
+    import warnings
+
+    out = tmp_path / "cal"
+    with warnings.catch_warnings(record=True) as caught:  # pytest would swallow the warning: record it here
+        warnings.simplefilter("always")
+        r = invoke("calibrate", "--from-raw", _raw(tmp_path, None, "batch", "dense", row=60_000), "--out", out)
+    assert_one_error(r, "column batch holds 'dense'", "data row 60000")
+    assert [str(w.category.__name__) for w in caught] == [] and not out.exists()
