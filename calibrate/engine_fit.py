@@ -58,7 +58,7 @@ def read_points(path: str | Path) -> list[dict]:
             pt = {"model": r["model"], "method": r["method"], "ctx": int(r["ctx"]), "d_lo": int(r["d_lo"]),
                   "d_hi": int(r["d_hi"]), "quantity": r["quantity"], "value_ms": float(r["value_ms"]),
                   "source": r["source"], "derivation": r.get("derivation") or "",
-                  "fit": (r.get("fit") or "yes").strip().lower() != "no"}
+                  "fit": (r.get("fit") or "yes").strip().lower()}
         except (TypeError, ValueError):
             raise WmtpError(f"engine points {p}, line {i}: ctx, d_lo, d_hi must be integers and value_ms a number") \
                 from None
@@ -74,6 +74,9 @@ def read_points(path: str | Path) -> list[dict]:
             raise WmtpError(f"engine points {p}, line {i}: method is dense/native/window, quantity step/slope")
         if not (pt["value_ms"] > 0 and math.isfinite(pt["value_ms"])):
             raise WmtpError(f"engine points {p}, line {i}: value_ms must be a positive number")
+        if pt["fit"] not in ("yes", "no"):  # anything but "no" was fitted: a row marked "false" or "0" too
+            raise WmtpError(f"engine points {p}, line {i}: fit is yes or no (blank: yes), got {r.get('fit')[:20]!r}")
+        pt["fit"] = pt["fit"] == "yes"
         if pt["quantity"] == "slope" and not pt["d_hi"] > pt["d_lo"]:
             raise WmtpError(f"engine points {p}, line {i}: a slope needs d_hi > d_lo")
         out.append(pt)

@@ -226,3 +226,32 @@ def test_raw_sweep_text_in_a_numeric_column_of_a_large_file(tmp_path):
         r = invoke("calibrate", "--from-raw", _raw(tmp_path, None, "batch", "dense", row=60_000), "--out", out)
     assert_one_error(r, "column batch holds 'dense'", "data row 60000")
     assert [str(w.category.__name__) for w in caught] == [] and not out.exists()
+
+
+# --------------------------------------------------------------------------------- engine points' fit column
+POINTS = (Path(__file__).resolve().parents[1] / "wmtp_model/data/engines/sglang-b200-paper.points.csv").read_text()
+
+
+@pytest.mark.parametrize("value", ["false", "0", "x", "n"])
+def test_engine_points_fit_column_is_yes_or_no(tmp_path, value):
+    """Anything but "no" was fitted: a held-out row marked "false" silently joined the fit."""
+    lines = POINTS.splitlines()
+    held_out = next(i for i, ln in enumerate(lines) if ",no," in ln)
+    lines[held_out] = lines[held_out].replace(",no,", f",{value},", 1)
+    p = write(tmp_path / "points.csv", "\n".join(lines) + "\n")
+    out = tmp_path / "preset.json"
+    assert_one_error(invoke("engines", "--fit", p, "--out", out), f"line {held_out + 1}", "fit is yes or no")
+    assert not out.exists()
+
+
+def test_engine_points_fit_column_case_and_blank(tmp_path):
+    """The control: YES / No / blank read as before (blank: yes), and give the shipped points' fit."""
+    lines = POINTS.splitlines()
+    swapped = [ln.replace(",yes,", ",YES,", 1).replace(",no,", ",No,", 1) for ln in lines]
+    outs = []
+    for name, text in (("a", lines), ("b", swapped)):
+        out = tmp_path / f"{name}.json"
+        r = invoke("engines", "--fit", write(tmp_path / f"{name}.csv", "\n".join(text) + "\n"), "--out", out)
+        assert r.exit_code == 0, r.output
+        outs.append(json.loads(out.read_text())["terms"])
+    assert outs[0] == outs[1]
