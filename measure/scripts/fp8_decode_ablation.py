@@ -134,6 +134,36 @@ def run(r: v2.Run, models, n: int, batch: int):
                 torch.cuda.empty_cache()
 
 
+def tune(r: v2.Run, models, n: int, batch: int):
+    """The production decode at options round 3 of h200-kernels-v4 did not try (1 and 2 warps, 4 stages, 8 waves),
+    beside its default, fp8 KV."""
+    from wmtp.measure.scripts.paged_v4_bench import fits
+
+    for model in models:
+        hq, hkv, hd = v2.SHAPES[model]
+        nbytes = batch * n * hkv * hd * 2
+        grid = [dict()] + [dict(block_n=bn, num_warps=nw, num_stages=ns, waves=w)
+                           for bn in (64, 128) for nw in (1, 2, 4) for ns in (2, 3, 4) for w in (4, 8)
+                           if fits(bn, hd, ns, 1)]
+        for kw in grid:
+            if r.late():
+                return
+            cfg = ";".join(f"{a}={b}" for a, b in kw.items()) or "default"
+            base = dict(kernel="decode", impl="rows_tune", model=model, ctx=n, batch=batch, d=1, kv="fp8", config=cfg,
+                        bytes=nbytes)
+            k, v = r.pool(model, n * batch, "fp8")
+            ptr, ind = r.index(k.shape[0], n, batch, "random")
+            q = torch.randn(batch, hq, hd, device=r.dev, dtype=torch.bfloat16)
+            out = torch.empty_like(q)
+            ms = r.time(base, lambda: decode_attention(q, k, v, ptr, ind, n, out=out, kernel="rows", **kw),
+                        nbytes / 3.5e9)
+            print(f"{model} fp8 {cfg}: {ms:.3f} ms", flush=True)
+        r.pools.clear()
+        r.sets.clear()
+        if r.dev == "cuda":
+            torch.cuda.empty_cache()
+
+
 class AblationRun(v2.Run):
     CSV = "fp8_ablation.csv"
 
@@ -146,6 +176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes (CPU interpreter)")
+    ap.add_argument("--tune", action="store_true", help="time the fp8 decode's untried options instead")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     if a.smoke:
@@ -156,7 +187,7 @@ def main(argv=None) -> int:
         from wmtp.measure.scripts.paged_v3_bench import write_ceilings
 
         write_ceilings(a.out / "ceilings.csv")
-    run(r, a.models.split(","), a.ctx, a.batch)
+    (tune if a.tune else run)(r, a.models.split(","), a.ctx, a.batch)
     r.f.close()
     return 0
 
