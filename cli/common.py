@@ -16,13 +16,24 @@ import typer
 from wmtp import defaults
 from wmtp.errors import WmtpError  # noqa: F401  (re-exported for command modules)
 
+
+def _within_largest_context(value: int | None) -> int | None:
+    """A token count that must fit in the largest context wmtp models (`wmtp.units.MAX_TOKENS`)."""
+    from wmtp.units import MAX_TOKENS, format_tokens
+
+    if value is not None and value > MAX_TOKENS:
+        raise typer.BadParameter(f"{value} tokens is wider than the largest context wmtp models "
+                                 f"({format_tokens(MAX_TOKENS)} = {MAX_TOKENS:,} tokens)")
+    return value
+
+
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Registry key (see `wmtp models`).")]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="A Hugging Face config.json instead of --model.")]
 HwOpt = Annotated[str, typer.Option("--hw", help="Hardware key (see `wmtp hardware`).")]
 CtxOpt = Annotated[str, typer.Option("--ctx", help="Context tokens: 1048576, 256K, 1M (=1048576), 1.04M.")]
 DepthOpt = Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d = gamma + 1 (2..64), or 'auto'.")]
 WindowOpt = Annotated[str, typer.Option("--window", "-W", help="Draft window W (tokens).")]
-SinkOpt = Annotated[int, typer.Option("--sink", help="Attention-sink tokens n_sink.")]
+SinkOpt = Annotated[int, typer.Option("--sink", help="Attention-sink tokens n_sink.", callback=_within_largest_context)]
 BatchOpt = Annotated[int, typer.Option("--batch", "-B", help="Concurrent requests B.")]
 KvOpt = Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache dtype: bf16 or fp8 (default: the model row's).")]
 WdOpt = Annotated[Optional[str], typer.Option(

@@ -43,7 +43,7 @@ def predict(
     from wmtp.profile import cost_model_for
     from wmtp.hardware import get_hardware
     from wmtp.predict import predict as run_predict
-    from wmtp.units import parse_tokens
+    from wmtp.units import MAX_TOKENS, parse_tokens
 
     if batch < 1:
         raise WmtpError(f"--batch must be >= 1, got {batch}")
@@ -53,6 +53,9 @@ def predict(
         raise WmtpError(f"--tp must be >= 1, got {tp}")
     if tree_width < 1:
         raise WmtpError(f"--tree-width must be >= 1, got {tree_width}")
+    if tree_width > MAX_TOKENS:  # k branches of d tokens each: wider than any context is not a tree
+        raise WmtpError(f"--tree-width {tree_width} is wider than the largest context wmtp models "
+                        f"({MAX_TOKENS:,} tokens)")
     d = parse_depth(depth)
     if d != "auto" and not 2 <= d <= MAX_DEPTH:
         raise WmtpError(f"--depth must lie in 2..{MAX_DEPTH} or be 'auto', got {d}")

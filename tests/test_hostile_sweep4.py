@@ -255,3 +255,151 @@ def test_engine_points_fit_column_case_and_blank(tmp_path):
         assert r.exit_code == 0, r.output
         outs.append(json.loads(out.read_text())["terms"])
     assert outs[0] == outs[1]
+
+
+# ------------------------------------------------------------------------- acceptance length outside [1, d]
+VLLM_AL99 = ("INFO 01-01 00:00:00 [metrics.py:1] SpecDecoding metrics: Mean acceptance length: 99.00, Accepted "
+             "throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: 98 tokens, Drafted: 4 tokens, "
+             "Per-position acceptance rate: 1.000, 1.000, 1.000, 1.000, Avg Draft acceptance rate: 100.0%\n")
+
+
+@pytest.mark.parametrize("text, depth, fragment", [
+    (VLLM_AL99, [], "99 is above d = 5"),  # 4 rates: d = 5 from the line itself (1 + 98 / (4 / 4) = 99)
+    (VLLM_AL99, ["--depth", "5"], "99 is above d = 5"),
+    ("mean acceptance length: 99\n", ["--depth", "5"], "99 is above d = 5"),
+    ("mean acceptance length: 5.5\n", ["--depth", "5"], "5.5 is above d = 5"),
+    ("mean acceptance length: 0.5\n", ["--depth", "5"], "0.5 is below 1"),
+    ("mean acceptance length: 0.5\n", [], "0.5 is below 1"),  # no depth: below 1 is still impossible
+])
+def test_accept_length_outside_its_physical_range(tmp_path, text, depth, fragment):
+    """Was printed as "AL 99.000 at d=5" or "AL 0.500": an AL counts the tokens a verify step emits, bonus included."""
+    f = write(tmp_path / "run.log", text)
+    assert_one_error(invoke("accept", f, *depth), "run.log:1-1", fragment)
+
+
+def test_accept_length_at_the_ends_of_its_range_is_read(tmp_path):
+    """The control: AL = d (every draft accepted) and AL = 1 (none) are legal; a bare mean above 1 needs no depth."""
+    for text, depth, al in (("mean acceptance length: 5\n", ["--depth", "5"], 5.0),
+                            ("mean acceptance length: 1\n", ["--depth", "5"], 1.0),
+                            ("mean acceptance length: 99\n", [], 99.0)):
+        r = invoke("accept", write(tmp_path / "run.log", text), *depth, "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["files"][0]["accept_length"] == al
+
+
+def test_logs_refuses_an_impossible_accept_length_too(tmp_path):
+    """`wmtp logs` reads the same headline AL: one check for every reader."""
+    assert_one_error(invoke("logs", write(tmp_path / "run.log", VLLM_AL99)), "99 is above d = 5")
+
+
+# ------------------------------------------------------------------ model configs with zero or uneven head counts
+@pytest.mark.parametrize("base, field, value, fragment", [
+    (QWEN_NEXT, "linear_num_key_heads", 0, "must be a positive integer"),
+    (QWEN_NEXT, "linear_num_value_heads", 0, "must be a positive integer"),
+    (QWEN_NEXT, "linear_value_head_dim", 0, "must be a positive integer"),
+    (QWEN_NEXT, "linear_conv_kernel_dim", 0, "must be a positive integer"),  # conv state: (kernel - 1) columns
+    (QWEN_NEXT, "linear_num_key_heads", 5, "must divide linear_num_value_heads (32)"),  # 32 / 5 heads per group
+    ({**QWEN_NEXT, "model_type": "qwen3_5_moe"}, "linear_num_key_heads", 0, "must be a positive integer"),
+    (NEM, "n_groups", 0, "must be a positive integer"),
+    (NEM, "n_groups", 3, "must divide mamba_num_heads (128)"),
+    (NEM, "mamba_head_dim", 0, "must be a positive integer"),
+    (DS, "v_head_dim", 0, "must be a positive integer"),
+    (DS, "qk_rope_head_dim", 0, "must be a positive integer"),
+    (DS, "qk_nope_head_dim", 0, "must be a positive integer"),
+    (DS, "kv_lora_rank", 0, "must be a positive integer"),
+])
+def test_config_with_a_zero_or_uneven_size(tmp_path, base, field, value, fragment):
+    """Were priced: a zero head count or width multiplies a weight or state to nothing; uneven groups do not exist."""
+    p = write(tmp_path / "config.json", {**base, field: value})
+    assert_one_error(invoke("predict", "--config", p, "--ctx", "1M"), field, fragment)
+
+
+@pytest.mark.parametrize("base, field, value", [
+    (QWEN_NEXT, None, None), (NEM, None, None), (DS, None, None),
+    (QWEN_NEXT, "linear_num_key_heads", 32), (NEM, "n_groups", 128),  # one head per group: legal
+])
+def test_config_with_sizes_that_divide_is_priced(tmp_path, base, field, value):
+    doc = {**base, **({field: value} if field else {})}
+    assert tpot(["predict", "--config", write(tmp_path / "config.json", doc), "--ctx", "1M"]) > 0
+
+
+def test_model_row_refuses_uneven_groups_however_it_is_built():
+    """The row itself (not only config.json) keeps the rules: a row built in code or by `replace`."""
+    from dataclasses import replace
+
+    from wmtp.errors import WmtpError
+    from wmtp.models import get_model
+
+    for key, change, fragment in (("q35", {"lin_k_heads": 0}, "lin_k_heads"), ("q35", {"lin_k_heads": 5}, "lin_k_heads"),
+                                  ("nem", {"ssm_groups": 3}, "ssm_groups"), ("nem", {"conv_kernel": 0}, "conv_kernel")):
+        with pytest.raises(WmtpError, match=fragment):
+            replace(get_model(key), **change)
+
+
+# ------------------------------------------------------------------------------ --sink and --tree-width bounds
+@pytest.mark.parametrize("args, fragment", [
+    (["--sink", str(10**23)], "--sink"),
+    (["--sink", str((1 << 34) + 1)], "--sink"),  # one past the largest context (16G tokens)
+    (["--tree-width", str(10**23)], "--tree-width"),
+    (["--tree-width", str((1 << 34) + 1)], "--tree-width"),
+])
+def test_sink_and_tree_width_wider_than_any_context(args, fragment):
+    """Were accepted; --tree-width 1e23 reported memory.reclaimable_bytes of about -1.4e27."""
+    assert_one_error(invoke("predict", "--model", "q35", *args), fragment, "largest context")
+
+
+def test_sink_bound_holds_for_every_command():
+    for cmd in (["sweep", "depth"], ["simulate", "--method", "native"]):
+        assert_one_error(invoke(*cmd, "--model", "q35", "--sink", str(10**23)), "--sink", "largest context")
+
+
+def _memory(*args) -> dict:
+    r = invoke("predict", "--model", "q35", "--ctx", "1M", *args, "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["memory"]
+
+
+def test_a_ring_wider_than_the_context_reclaims_nothing():
+    """--tree-width 10^6 at d = 7: a ring of 64 + 4032 + 7e6 slots would hold more than the 1M context, so the
+    windowed draft keeps the native cache (was -1.2e10 bytes reclaimable)."""
+    m = _memory("--tree-width", str(10**6))
+    assert m["reclaimable_bytes"] == 0 and m["ring_slots"] == 0
+
+
+def test_a_ring_inside_the_context_reclaims_in_proportion():
+    """The control: reclaimable = n_mtp * kv bytes * (S - ring); the kv bytes cancel in a ratio of two widths:
+    ring(k = 1) = 64 + 4032 + 7 = 4103, ring(k = 64) = 64 + 4032 + 448 = 4544 slots."""
+    one, wide = _memory(), _memory("--tree-width", "64")
+    assert (one["ring_slots"], wide["ring_slots"]) == (4103, 4544)
+    s = 1 << 20
+    assert wide["reclaimable_bytes"] / one["reclaimable_bytes"] == pytest.approx((s - 4544) / (s - 4103), rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- engine preset time terms >= 0
+ENGINE_PRESET = json.loads((Path(__file__).resolve().parents[1] / "wmtp_model/data/engines/sglang-b200-paper.json")
+                           .read_text())
+
+
+@pytest.mark.parametrize("where, term", [
+    ("q35", "host_step_ms"),  # printed a host component of -1.0 ms
+    ("q35", "moe_call_ms"),
+    (None, "fwd_ms"), (None, "step_ms"), (None, "eager_extend_ms"), (None, "plan_fwd_ms"), (None, "dense_step_ms"),
+])
+def test_engine_preset_negative_time_term(tmp_path, where, term):
+    doc = json.loads(json.dumps(ENGINE_PRESET))
+    (doc["per_model"][where] if where else doc["terms"])[term] = -1
+    p = write(tmp_path / "mine.json", doc)
+    assert_one_error(invoke("predict", "--model", "q35", "--framework", p), "mine.json", term, "must be >= 0")
+
+
+def test_shipped_engine_presets_and_a_zero_term_load(tmp_path):
+    """The control: every shipped preset prices, and a term of exactly 0 ms is legal."""
+    from wmtp.engine import engines_dir, preset_names
+
+    assert preset_names()
+    for name in preset_names():
+        assert (engines_dir() / f"{name}.json").is_file()
+        assert tpot(["predict", "--model", "q35", "--framework", name]) > 0
+    doc = json.loads(json.dumps(ENGINE_PRESET))
+    doc["per_model"]["q35"]["host_step_ms"] = 0
+    assert tpot(["predict", "--model", "q35", "--framework", write(tmp_path / "zero.json", doc)]) > 0

@@ -118,6 +118,19 @@ def _solve_increasing(f, lo: float = 0.0, hi: float = 1.0, tol: float = 1e-13) -
     return 0.5 * (lo + hi)
 
 
+def check_accept_length(value: float, depth: int | None, where: str) -> float:
+    """An acceptance length read from a file (tokens a verify step emits, bonus included) lies in [1, d],
+    d = gamma + 1 when the depth is known, and >= 1 always; anything else is a corrupt or foreign number."""
+    if not math.isfinite(value):
+        raise WmtpError(f"{where}: mean acceptance length {value} is not a finite number")
+    if value < 1.0:
+        raise WmtpError(f"{where}: mean acceptance length {value:g} is below 1 (every verify step emits its "
+                        "bonus token)")
+    if depth is not None and value > depth * (1 + 1e-9):  # 1e-9: float sums of a chain that accepted everything
+        raise WmtpError(f"{where}: mean acceptance length {value:g} is above d = {depth} (gamma + 1)")
+    return value
+
+
 def geometric(accept_length: float, depth: int, source: str) -> AcceptanceProfile:
     """The constant-alpha profile whose AL at `depth` equals `accept_length`."""
     if depth < 2:

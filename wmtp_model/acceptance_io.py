@@ -22,13 +22,13 @@ import math
 import tempfile
 from pathlib import Path
 
-from wmtp.acceptance import AcceptanceProfile, from_histogram, geometric, load_histogram, wilson_interval
+from wmtp.acceptance import AcceptanceProfile, check_accept_length, from_histogram, geometric, load_histogram, wilson_interval
 from wmtp.errors import WmtpError
 from wmtp.log_input import is_stream, spool
 from wmtp.log_records import v1_drafts
 from wmtp.log_sources import HIST_KEYS, add_histogram
 from wmtp.logs import VllmSpecLine, open_text
-from wmtp.log_analysis import analyse
+from wmtp.log_analysis import analyse, own_depth
 
 
 
@@ -144,6 +144,8 @@ def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[Accepta
                else f" ({al['estimator']})" if al else "")
         raise WmtpError(f"{p}: no acceptance length in this file{why}; it has {has} "
                         f"({rep['lines']} lines, {rep['garbled']} garbled)")
+    if depth is not None and own_depth(al) is None:  # a bare mean: the run's depth is the one the user gives
+        check_accept_length(al["value"], depth, al["source"] if (al.get("lines") or [None])[0] else str(p))
     info.update(kind=al["kind"], estimator=al["estimator"], lines=al["lines"], samples=al.get("samples"),
                 accept_length=al["value"])
     prof = profile_of(al, f"{al['kind']} {p.name}")

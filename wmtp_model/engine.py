@@ -77,6 +77,10 @@ COUNTS = ("verify_index_walks", "draft_index_walks")
 NAMED = ("moe_call_ms", "moe_tbps")
 
 
+class NegativeTime(WmtpError):
+    """A host time or per-call constant below zero: it would take time off a step (a well-formed but impossible term)."""
+
+
 @dataclass(frozen=True)
 class EngineOverhead:
     source: str
@@ -101,8 +105,13 @@ class EngineOverhead:
             # abs() first: an integer too large for a float (10**400) fails there instead of raising in isfinite
             if isinstance(v, bool) or not isinstance(v, (int, float)) or abs(v) > 1e6 or not math.isfinite(v):
                 raise WmtpError(f"engine overhead ({self.source}): {f} must be a finite number, got {repr(v)[:40]}")
-        if self.moe_call_ms < 0 or self.moe_tbps < 0:
-            raise WmtpError(f"engine overhead ({self.source}): moe_call_ms and moe_tbps must be >= 0")
+        for f in TERMS + NAMED:  # a host time or a per-call constant below zero would take time off a step
+            if f.endswith("_ms") and getattr(self, f) < 0:
+                raise NegativeTime(f"engine overhead ({self.source}): {f} is a time and must be >= 0 ms, "
+                                f"got {getattr(self, f)!r}")
+        if self.moe_tbps < 0:
+            raise WmtpError(f"engine overhead ({self.source}): moe_call_ms and moe_tbps must be >= 0, got moe_tbps "
+                            f"{self.moe_tbps!r}")
         if self.verify_attn_factor <= 0 or self.draft_attn_factor <= 0 or self.index_ns_per_token < 0:
             raise WmtpError(f"engine overhead ({self.source}): attention factors must be > 0 and "
                             "index_ns_per_token >= 0")
@@ -200,8 +209,10 @@ def load_preset(name_or_path: str | Path, doc: dict | None = None) -> dict:
                 raise ValueError
         if not all(isinstance(prof[k], str) and prof[k] for k in ("name", "hardware")) or not prof["per_model"]:
             raise ValueError
-        for per in prof["per_model"].values() or [{}]:
-            EngineOverhead(str(p), **prof["terms"], **per)  # numeric, finite, in range
+        for key, per in prof["per_model"].items():
+            EngineOverhead(f"engine preset {p}, terms + per_model.{key}", **prof["terms"], **per)  # numeric, finite
+    except NegativeTime:  # a term of the right type below zero: the error names it and the preset
+        raise
     except (KeyError, TypeError, ValueError, AttributeError, WmtpError):
         raise WmtpError(f"engine preset {p} is corrupt: missing, unknown or non-numeric terms (or no name, hardware or "
                         "per-model terms)") from None

@@ -31,8 +31,8 @@ def load(path: str | Path, doc: dict | None = None) -> dict:
     overhead = prof.get("overhead")
     if not isinstance(overhead, dict) or not {"const_ms", "per_forward_ms"} <= overhead.keys():
         raise WmtpError(f"framework profile {p} is corrupt: no overhead fit (overhead.const_ms, overhead.per_forward_ms)")
-    for key in ("const_ms", "per_forward_ms"):  # |overhead| above 1e6 ms is no engine's
-        finite_number(overhead[key], f"framework profile {p}: overhead.{key}", lo=-1e6, hi=1e6)
+    for key in ("const_ms", "per_forward_ms"):  # times: below 0 takes time off a step, above 1e6 ms is no engine's
+        finite_number(overhead[key], f"framework profile {p}: overhead.{key}", lo=0, hi=1e6)
     if prof.get("method") not in METHODS:
         raise WmtpError(f"framework profile {p} is corrupt: method must be one of {', '.join(METHODS)}, "
                         f"got {prof.get('method')!r}")

@@ -53,6 +53,20 @@ class _Fields:
             return default
         return self.need(name, kind)
 
+    def positive(self, name: str, default: int | None = None) -> int:
+        """A head count or width the latency and memory models divide by or multiply with: an integer >= 1 (a
+        missing field is reported with the others by `check`, or takes `default`)."""
+        value = self.need(name) if default is None else self.get(name, default)
+        if self.cfg.get(name) is not None and value < 1:
+            raise ConfigError(f"{self.path}: field {name!r} must be a positive integer, got {value}")
+        return value
+
+    def divides(self, small: str, big: str, spec: dict, small_key: str, big_key: str) -> None:
+        """`big` heads shared out in `small` groups: every group holds the same number (group size big / small)."""
+        if spec[small_key] and spec[big_key] % spec[small_key]:
+            raise ConfigError(f"{self.path}: {small} ({spec[small_key]}) must divide {big} ({spec[big_key]}): "
+                              "each group holds the same number of heads")
+
     def check(self) -> None:
         if self.missing:
             raise ConfigError(
@@ -102,8 +116,8 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
         n_moe=n_layers - len(mlp_only), n_dense_ffn=len(mlp_only),
         q_heads=f.need("num_attention_heads"), kv_heads=f.need("num_key_value_heads"), head_dim=_head_dim(f),
         attn_out_gate=True, linear_kind="gdn",
-        lin_k_heads=f.need("linear_num_key_heads"), lin_v_heads=f.need("linear_num_value_heads"),
-        lin_head_dim=f.need("linear_value_head_dim"), conv_kernel=f.get("linear_conv_kernel_dim", 4),
+        lin_k_heads=f.positive("linear_num_key_heads"), lin_v_heads=f.positive("linear_num_value_heads"),
+        lin_head_dim=f.positive("linear_value_head_dim"), conv_kernel=f.positive("linear_conv_kernel_dim", 4),
         n_experts=n_experts, top_k=f.need("num_experts_per_tok"), expert_ffn=f.need("moe_intermediate_size"),
         n_shared=1 if f.get("shared_expert_intermediate_size", 0) else 0,
         shared_ffn=f.get("shared_expert_intermediate_size", 0),
@@ -111,6 +125,7 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
         n_mtp=f.get("mtp_num_hidden_layers", 1),
     )
     f.check()
+    f.divides("linear_num_key_heads", "linear_num_value_heads", spec, "lin_k_heads", "lin_v_heads")
     return ModelSpec(key=key, name=name, family=f.family, **spec)
 
 
@@ -126,8 +141,9 @@ def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
         hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=len(pattern),
         n_full_attn=pattern.count("*"), n_linear=pattern.count("M"), n_moe=n_moe, n_dense_ffn=pattern.count("-"),
         q_heads=f.need("num_attention_heads"), kv_heads=f.need("num_key_value_heads"), head_dim=_head_dim(f),
-        linear_kind="mamba2", lin_v_heads=f.need("mamba_num_heads"), lin_head_dim=f.need("mamba_head_dim"),
-        ssm_state=f.need("ssm_state_size"), ssm_groups=f.get("n_groups", 8), conv_kernel=f.get("conv_kernel", 4),
+        linear_kind="mamba2", lin_v_heads=f.positive("mamba_num_heads"), lin_head_dim=f.positive("mamba_head_dim"),
+        ssm_state=f.positive("ssm_state_size"), ssm_groups=f.positive("n_groups", 8),
+        conv_kernel=f.positive("conv_kernel", 4),
         n_experts=f.need("n_routed_experts") if n_moe else 0, top_k=f.need("num_experts_per_tok") if n_moe else 0,
         expert_ffn=f.need("moe_intermediate_size") if n_moe else 0,
         n_shared=f.get("n_shared_experts", 1) if n_moe else 0,
@@ -137,6 +153,7 @@ def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
         mtp_moe=n_moe > 0,
     )
     f.check()
+    f.divides("n_groups", "mamba_num_heads", spec, "ssm_groups", "lin_v_heads")
     return ModelSpec(key=key, name=name, family=f.family, **spec)
 
 
@@ -156,10 +173,10 @@ def _moe_first_dense(f: _Fields, key: str, name: str, mla: bool) -> ModelSpec:
     )
     spec["shared_ffn"] = spec["expert_ffn"] if spec["n_shared"] else 0
     if mla:
-        rope = f.need("qk_rope_head_dim")
-        spec.update(attn_kind="mla", kv_heads=1, head_dim=f.need("kv_lora_rank") + rope,
+        rope = f.positive("qk_rope_head_dim")
+        spec.update(attn_kind="mla", kv_heads=1, head_dim=f.positive("kv_lora_rank") + rope,
                     mla_q_rank=f.get("q_lora_rank", 0), mla_rope=rope,
-                    mla_nope=f.need("qk_nope_head_dim"), mla_v_dim=f.need("v_head_dim"))
+                    mla_nope=f.positive("qk_nope_head_dim"), mla_v_dim=f.positive("v_head_dim"))
     else:
         spec.update(kv_heads=f.need("num_key_value_heads"), head_dim=_head_dim(f))
     f.check()

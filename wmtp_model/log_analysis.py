@@ -4,6 +4,7 @@ headline TPOT and AL, each naming its estimator and source lines, and the notes 
 
 from __future__ import annotations
 
+from wmtp.acceptance import check_accept_length
 from wmtp.errors import WmtpError
 from wmtp.log_blocks import stream_blocks
 from wmtp.log_sources import SpecLines, Summaries
@@ -39,6 +40,14 @@ def collect(path, gap_s: float = 60.0, reference: bool = False) -> tuple:
                 event_lines.append(r.line_no)
     summ.finish()
     return stats, runs, windows, spec, summ, events, event_lines
+
+
+def own_depth(al: dict) -> int | None:
+    """The depth d = gamma + 1 an AL result shows by itself: its histogram's bins (n = 0..gamma accepted) or its
+    per-position rates plus the bonus token; None for a bare mean."""
+    if al.get("histogram"):
+        return len(al["histogram"])
+    return len(al["per_position"]) + 1 if al.get("per_position") else None
 
 
 def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, reference: bool = False) -> dict:
@@ -87,6 +96,8 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, refer
                   if rate else "AL unknown", "samples": 0}
     if al is not None and al.get("lines"):
         al["source"] = f"{src}:{al['lines'][0]}-{al['lines'][1]}"
+    if al is not None and al.get("value") is not None:  # one check for every reader's AL, at the file's own d
+        check_accept_length(al["value"], own_depth(al), al["source"] if (al.get("lines") or [None])[0] else src)
     stalls = sum(s.stalls for s in segs)
     if stalls:
         notes.append(f"{stalls} stalled decode lines (#token frozen, throughput collapsed) not used for TPOT")

@@ -65,6 +65,14 @@ def ring_slots(window: int, sink: int, depth: int, tree_width: int = 1) -> int:
     return sink + window + depth * tree_width
 
 
+def window_ring_slots(window: int, sink: int, depth: int, ctx: int, tree_width: int = 1) -> int:
+    """The windowed draft's ring, or 0 (no ring: the native draft's cache) where the ring would hold the whole
+    context: the window covers it (W + n_sink >= S), or a deep or wide tree's d * k slots take it past S. A ring
+    never holds more than the context, so the window never keeps more draft KV than native."""
+    slots = ring_slots(window, sink, depth, tree_width)
+    return 0 if window + sink >= ctx or slots >= ctx else slots
+
+
 def request_memory(spec: ModelSpec, method: str, ctx: int, window: int, sink: int, depth: int,
                    tree_width: int = 1) -> RequestMemory:
     kv = spec.kv_bytes_per_token_layer
@@ -74,10 +82,8 @@ def request_memory(spec: ModelSpec, method: str, ctx: int, window: int, sink: in
         draft = 0.0
     elif method == "native":
         draft = spec.n_mtp * kv * ctx
-    elif method == "window" and window + sink >= ctx:  # the window covers the context: the native draft, no ring
-        draft = spec.n_mtp * kv * ctx
-    elif method == "window":
-        draft = spec.n_mtp * kv * ring_slots(window, sink, depth, tree_width)
+    elif method == "window":  # no ring where it would hold the whole context: the native draft
+        draft = spec.n_mtp * kv * (window_ring_slots(window, sink, depth, ctx, tree_width) or ctx)
     else:
         raise WmtpError(f"unknown method {method!r}")
     return RequestMemory(target, draft, state)
@@ -132,8 +138,7 @@ def memory_report(
         per_req[method] = req
         per_gpu = req.total_bytes / tp
         max_b[method] = max(0, math.floor(budget[method] / per_gpu)) if budget[method] > 0 else 0
-    covers = window + sink >= ctx  # then windowed is the native draft: no ring, nothing reclaimed
-    slots = 0 if covers else ring_slots(window, sink, depth, tree_width)
+    slots = window_ring_slots(window, sink, depth, ctx, tree_width)  # 0: the native draft, nothing reclaimed
     detail = at_max = None
     if engine is not None:
         detail = {m: engine_memory(spec, hw, m, ctx, depth, engine, engine_tp, slots) for m in ("dense", "native", "window")}

@@ -226,7 +226,7 @@ def depths_that_fit(gpu_spec: ModelSpec, hw: HardwareSpec, ctx: int, window: int
     """Per method, the depths of the search grid at which one request of `ctx` tokens fits in the engine's
     memory accounting (every depth without one)."""
     from wmtp.engine_memory import engine_memory
-    from wmtp.memory import ring_slots
+    from wmtp.memory import window_ring_slots
 
     out = {}
     for method in ("native", "window"):
@@ -235,5 +235,5 @@ def depths_that_fit(gpu_spec: ModelSpec, hw: HardwareSpec, ctx: int, window: int
             continue
         out[method] = {d for d in DEPTH_RANGE if engine_memory(
             gpu_spec, hw, method, ctx, d, engine_mem, tp,
-            0 if window + sink >= ctx else ring_slots(window, sink, d)).fits}
+            window_ring_slots(window, sink, d, ctx)).fits}
     return out

@@ -121,6 +121,16 @@ class ModelSpec:
             problems.append("linear attention needs lin_v_heads and lin_head_dim")
         if self.linear_kind == "mamba2" and self.ssm_state <= 0:
             problems.append("mamba2 needs ssm_state")
+        if self.linear_kind and self.conv_kernel < 1:
+            problems.append("linear attention needs conv_kernel >= 1")
+        if self.linear_kind == "gdn" and (self.lin_k_heads <= 0 or self.lin_v_heads % self.lin_k_heads):
+            problems.append("gdn needs lin_k_heads > 0 dividing lin_v_heads")
+        if self.linear_kind == "mamba2" and (self.ssm_groups <= 0 or self.lin_v_heads % self.ssm_groups):
+            problems.append("mamba2 needs ssm_groups > 0 dividing lin_v_heads")
+        if self.attn_kind == "mla" and (min(self.mla_rope, self.mla_nope, self.mla_v_dim) <= 0
+                                        or self.head_dim <= self.mla_rope or self.mla_q_rank < 0):
+            problems.append("mla needs mla_rope, mla_nope, mla_v_dim > 0, mla_q_rank >= 0 and head_dim > mla_rope "
+                            "(a latent of kv_lora_rank > 0)")
         if self.attn_kind == "gqa" and self.kv_heads > 0 and self.q_heads % self.kv_heads:
             problems.append("q_heads must be a multiple of kv_heads")
         if self.n_moe and (self.n_experts <= 0 or not 0 < self.top_k <= self.n_experts or self.expert_ffn <= 0):
