@@ -102,13 +102,22 @@ def test_sub_tiling_pow2_matches_the_rows_kernel(group, d, rows, m_blocks):
 
 
 def test_rows_tiling_fp8_decode_takes_wide_key_tiles():
-    # fp8 KV decode (one query row, <= 16-row tiles): 64-key tiles at head dim 256, 128 below, 4 warps, 3 stages
-    # (h200-kernels-v4 round 3); bf16 decode keeps the decode options; verify tiles do not depend on the KV dtype.
+    # fp8 KV decode (one query row, <= 16-row tiles): 64-key tiles, 4 warps, 3 stages at head dim 256 (h200-kernels-v4
+    # round 3); below it one warp, 64-key tiles, 4 stages (h200-fp8-ablation); bf16 decode keeps the decode options;
+    # verify tiles do not depend on the KV dtype.
     assert rows_tiling(16, 1, 256, kv_fp8=True) == (16, 1, 64, 4, 3)
-    assert rows_tiling(16, 1, 128, kv_fp8=True) == (16, 1, 128, 4, 3)
+    assert rows_tiling(16, 1, 128, kv_fp8=True) == (16, 1, 64, 1, 4)
     assert rows_tiling(16, 1, 256) == (16, 1, 32, 4, 2)
     assert rows_tiling(16, 7, 256, kv_fp8=True) == rows_tiling(16, 7, 256)
     assert rows_plan(1, 2, 16, 1, 256, 1 << 20, 132, kv_fp8=True).block_n == 64
+
+
+def test_fp8_decode_splits_fill_eight_programs_per_sm():
+    # B = 16, 2 KV heads, one row block: 32 (request, head) pairs; fp8 decode: floor(8 x 132 / 32) = 33 splits,
+    # bf16 decode and fp8 verify: floor(4 x 132 / 32) = 16 (each split at least 64 of the 1M keys)
+    assert rows_plan(16, 2, 16, 1, 128, 1 << 20, 132, kv_fp8=True).splits == 33
+    assert rows_plan(16, 2, 16, 1, 128, 1 << 20, 132).splits == 16
+    assert rows_plan(16, 2, 8, 2, 256, 1 << 20, 132, kv_fp8=True).splits == 16
 
 
 # K/V passes and the default kernel, by hand: v1 puts 2^floor(log2(64 // q_len)) heads (at most the group) in a row

@@ -134,7 +134,7 @@ def run(r: v2.Run, models, n: int, batch: int):
                 torch.cuda.empty_cache()
 
 
-def tune(r: v2.Run, models, n: int, batch: int):
+def tune(r: v2.Run, models, n: int, batch: int, confirm: bool = False):
     """The production decode at options round 3 of h200-kernels-v4 did not try (1 and 2 warps, 4 stages, 8 waves),
     beside its default, fp8 KV."""
     from wmtp.measure.scripts.paged_v4_bench import fits
@@ -145,6 +145,9 @@ def tune(r: v2.Run, models, n: int, batch: int):
         grid = [dict()] + [dict(block_n=bn, num_warps=nw, num_stages=ns, waves=w)
                            for bn in (64, 128) for nw in (1, 2, 4) for ns in (2, 3, 4) for w in (4, 8)
                            if fits(bn, hd, ns, 1)]
+        if confirm:  # the default of this commit beside the previous default (and its tile at the old waves)
+            old = [dict(block_n=128, num_warps=4, num_stages=3, waves=4)] if hd < 256 else []
+            grid = [dict(), dict(waves=4)] + old
         for kw in grid:
             if r.late():
                 return
@@ -177,6 +180,7 @@ def main(argv=None) -> int:
     ap.add_argument("--deadline-s", type=float, default=400.0)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes (CPU interpreter)")
     ap.add_argument("--tune", action="store_true", help="time the fp8 decode's untried options instead")
+    ap.add_argument("--confirm", action="store_true", help="with --tune: the default beside the previous one only")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     if a.smoke:
@@ -187,7 +191,11 @@ def main(argv=None) -> int:
         from wmtp.measure.scripts.paged_v3_bench import write_ceilings
 
         write_ceilings(a.out / "ceilings.csv")
-    (tune if a.tune else run)(r, a.models.split(","), a.ctx, a.batch)
+    if a.tune:
+        for b in (a.batch, 1) if a.confirm else (a.batch,):
+            tune(r, a.models.split(","), a.ctx, b, a.confirm)
+    else:
+        run(r, a.models.split(","), a.ctx, a.batch)
     r.f.close()
     return 0
 
