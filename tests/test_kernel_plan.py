@@ -112,12 +112,14 @@ def test_rows_tiling_fp8_decode_takes_wide_key_tiles():
     assert rows_plan(1, 2, 16, 1, 256, 1 << 20, 132, kv_fp8=True).block_n == 64
 
 
-def test_fp8_decode_splits_fill_eight_programs_per_sm():
-    # B = 16, 2 KV heads, one row block: 32 (request, head) pairs; fp8 decode: floor(8 x 132 / 32) = 33 splits,
-    # bf16 decode and fp8 verify: floor(4 x 132 / 32) = 16 (each split at least 64 of the 1M keys)
+def test_fp8_decode_below_head_dim_256_splits_fill_eight_programs_per_sm():
+    # B = 16, 2 KV heads, one row block: 32 (request, head) pairs; fp8 decode at head dim 128: floor(8 x 132 / 32) = 33
+    # splits; bf16 decode, fp8 decode at head dim 256 and fp8 verify: floor(4 x 132 / 32) = 16 (each split at least
+    # 64 of the 1M keys)
     assert rows_plan(16, 2, 16, 1, 128, 1 << 20, 132, kv_fp8=True).splits == 33
     assert rows_plan(16, 2, 16, 1, 128, 1 << 20, 132).splits == 16
-    assert rows_plan(16, 2, 8, 2, 256, 1 << 20, 132, kv_fp8=True).splits == 16
+    assert rows_plan(16, 2, 16, 1, 256, 1 << 20, 132, kv_fp8=True).splits == 16
+    assert rows_plan(16, 2, 8, 2, 128, 1 << 20, 132, kv_fp8=True).splits == 16
 
 
 # K/V passes and the default kernel, by hand: v1 puts 2^floor(log2(64 // q_len)) heads (at most the group) in a row

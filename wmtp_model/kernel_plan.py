@@ -81,7 +81,7 @@ def rows_tiling(group: int, q_len: int, head_dim: int, max_rows: int | None = No
     # fp8 KV decode: the same options, with fp16 dots, ran 1.6-1.8x faster than the decode's options at 1M, B = 1 and
     # 16 (h200-kernels-v4, round 3: q35 B = 16 9.46 -> 5.72 ms, nem 5.27 -> 2.90 ms); below head dim 256 one warp per
     # tile (no cross-warp row maxima; the [16, 128] fp32 accumulator fits its registers), 64-key tiles, 4 stages:
-    # nem B = 16 2.91 -> 2.22 ms, 90 % of copy (measure/results/h200-fp8-ablation, --tune)
+    # nem B = 16 2.91 -> 2.22-2.36 ms, 85-90 % of copy, B = 1 0.213 -> 0.180 ms (measure/results/h200-fp8-ablation)
     if kv_fp8 and block_m <= 16 and q_len == 1 and head_dim < 256:
         return block_m, m_blocks, 64, 1, 4
     if (q_len > 1 and block_m <= 32) or (kv_fp8 and block_m <= 16):
@@ -108,8 +108,9 @@ def rows_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, 
               min_keys: int | None = None, kv_fp8: bool = False) -> AttentionPlan:
     """The packed-rows kernel's plan; any argument given overrides its default."""
     block_m, m_blocks, bn, nw, ns = rows_tiling(group, q_len, head_dim, max_rows, kv_fp8)
-    if waves is None:  # fp8 decode: 8 programs per SM in all (h200-fp8-ablation, --tune: 2-31 % faster at B = 16)
-        waves = 8 if kv_fp8 and q_len == 1 else 4
+    if waves is None:  # fp8 decode below head dim 256: 8 programs per SM in all (h200-fp8-ablation: nem B = 16 2.75 ->
+        # 2.36 ms, B = 1 0.200 -> 0.180 ms; at head dim 256 8 waves cost 8 % at B = 1)
+        waves = 8 if kv_fp8 and q_len == 1 and head_dim < 256 else 4
     if num_splits is None:
         num_splits = balanced_splits(max_kv, batch, kv_heads, m_blocks, sm_count, waves, min_keys or 64)
     return AttentionPlan(0, m_blocks, block_m, num_splits, block_n or bn, num_warps or nw, num_stages or ns, "rows")
