@@ -167,6 +167,29 @@ def tune(r: v2.Run, models, n: int, batch: int, confirm: bool = False):
             torch.cuda.empty_cache()
 
 
+def bf16_decode(r: v2.Run, models, ctxs=(65536, 1 << 20), batches=(1, 16)):
+    """bf16 decode below head dim 256 with the options that made the fp8 decode fast there (one or two warps, 4
+    stages, 8 waves), beside v1 (the default below B = 16), the rows default and contiguous torch SDPA (B = 1)."""
+    grid = [dict(block_n=bn, num_warps=nw, num_stages=ns, waves=w)
+            for bn in (64, 128) for nw in (1, 2) for ns in (3, 4) for w in (2, 4, 8)]
+    for model in models:
+        for n in ctxs:
+            for b in batches:
+                if r.late():
+                    return
+                v2.bench(r, "v1", model, n * b, n, b, 1, kernel="v1")
+                v2.bench(r, "rows", model, n * b, n, b, 1, kernel="rows")
+                for kw in grid:
+                    v2.bench(r, "rows", model, n * b, n, b, 1, kernel="rows", **kw)
+                if b == 1 and n <= 65536:
+                    v2.sdpa(r, model, n, b, 1)
+                r.f.flush()
+            r.pools.clear()
+            r.sets.clear()
+            if r.dev == "cuda":
+                torch.cuda.empty_cache()
+
+
 class AblationRun(v2.Run):
     CSV = "fp8_ablation.csv"
 
@@ -181,6 +204,7 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny shapes (CPU interpreter)")
     ap.add_argument("--tune", action="store_true", help="time the fp8 decode's untried options instead")
     ap.add_argument("--confirm", action="store_true", help="with --tune: the default beside the previous one only")
+    ap.add_argument("--bf16-decode", action="store_true", help="bf16 decode options below head dim 256 instead")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     if a.smoke:
@@ -191,7 +215,9 @@ def main(argv=None) -> int:
         from wmtp.measure.scripts.paged_v3_bench import write_ceilings
 
         write_ceilings(a.out / "ceilings.csv")
-    if a.tune:
+    if a.bf16_decode:
+        bf16_decode(r, a.models.split(","), (64, 256) if a.smoke else (65536, 1 << 20), (1, 2) if a.smoke else (1, 16))
+    elif a.tune:
         for b in (a.batch, 1) if a.confirm else (a.batch,):
             tune(r, a.models.split(","), a.ctx, b, a.confirm)
     else:
