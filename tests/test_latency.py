@@ -93,3 +93,20 @@ def test_bad_arguments():
         step_cost(spec, gpu, SOL, "native", 1000, 1)
     with pytest.raises(WmtpError, match="positive"):
         step_cost(spec, gpu, SOL, "native", 0, 7)
+
+
+def test_fp8_kv_attention_from_the_bf16_fit_is_tagged_extrapolated():
+    """The shipped own-kernel profile measured bf16 KV only: its attention fits priced at fp8 bytes are an
+    extrapolation across dtypes (wmtp's fp8 decode streams at 70-90 % of copy where bf16 reaches 100 %), whatever
+    the bytes' range; bf16 KV at the same shape stays interpolated or measured."""
+    from dataclasses import replace
+
+    from wmtp.profile import PROFILES_DIR, ProfileCostModel
+
+    cost = ProfileCostModel.from_path(PROFILES_DIR / "h200.json")
+    hw, spec = get_hardware("h200"), get_model("q35")
+    attn = [w for w in verify_work(spec, 1 << 20, 7, 1) if w.kind == "verify_attn"][0]
+    bf16 = cost.price(attn, hw, spec)
+    fp8 = cost.price(attn, hw, replace(spec, kv_dtype="fp8"))
+    assert bf16.source.origin.name in ("MEASURED", "INTERPOLATED")
+    assert fp8.source.origin.name == "EXTRAPOLATED" and "bf16-KV fit at fp8 KV bytes" in str(fp8.source)
