@@ -22,10 +22,14 @@ def write(path: Path, doc) -> Path:
     return path
 
 
-def tpot(args) -> float:
+def _native(args) -> dict:
     r = invoke(*args, "--json")
     assert r.exit_code == 0, r.output
-    return json.loads(r.stdout)["methods"]["native"]["tpot_ms"]
+    return json.loads(r.stdout)["methods"]["native"]
+
+
+def tpot(args) -> float:
+    return _native(args)["tpot_ms"]
 
 
 # ------------------------------------------------------------------------ profile feature names
@@ -139,6 +143,8 @@ def test_histogram_of_subnormal_counts(tmp_path, text):
     r = invoke("accept", p, "--json")
     assert r.exit_code == 0 and "Traceback" not in r.output, r.output
     alphas = json.loads(r.stdout)["files"][0]["alphas"]
+    # n equal counts c in bins 0..n-1: position j is reached by the n - j + 1 bins >= j - 1 and passed by the n - j
+    # bins >= j, so alpha_j = (n - j) c / ((n - j + 1) c), e.g. n = 3: 2/3, 1/2
     n = len(json.loads(text))
     assert [a["alpha"] for a in alphas] == pytest.approx([(n - j) / (n - j + 1) for j in range(1, n)])
     assert all(a["ci95"] == [0.0, 1.0] for a in alphas)
@@ -229,7 +235,8 @@ def test_raw_sweep_text_in_a_numeric_column_of_a_large_file(tmp_path):
 
 
 # --------------------------------------------------------------------------------- engine points' fit column
-POINTS = (Path(__file__).resolve().parents[1] / "wmtp_model/data/engines/sglang-b200-paper.points.csv").read_text()
+ENGINES = Path(__file__).resolve().parents[1] / "wmtp_model" / "data" / "engines"
+POINTS = (ENGINES / "sglang-b200-paper.points.csv").read_text()
 
 
 @pytest.mark.parametrize("value", ["false", "0", "x", "n"])
@@ -245,16 +252,21 @@ def test_engine_points_fit_column_is_yes_or_no(tmp_path, value):
 
 
 def test_engine_points_fit_column_case_and_blank(tmp_path):
-    """The control: YES / No / blank read as before (blank: yes), and give the shipped points' fit."""
+    """The control: YES / No / blank read as before (blank: yes), and each gives the shipped preset's fit (the
+    shipped sglang-b200-paper.json is fitted from these points; test_engine.py re-fits it the same way)."""
     lines = POINTS.splitlines()
     swapped = [ln.replace(",yes,", ",YES,", 1).replace(",no,", ",No,", 1) for ln in lines]
-    outs = []
-    for name, text in (("a", lines), ("b", swapped)):
-        out = tmp_path / f"{name}.json"
-        r = invoke("engines", "--fit", write(tmp_path / f"{name}.csv", "\n".join(text) + "\n"), "--out", out)
+    blank = [ln.replace(",yes,", ",,", 1) for ln in lines]
+    assert sum(",," in ln for ln in blank) == sum(",yes," in ln for ln in lines) > 0  # the blanks are really there
+    for name, text in (("a", lines), ("b", swapped), ("c", blank)):
+        d = tmp_path / name  # the shipped name, with its structure file beside it: the same (v2) fit as shipped
+        d.mkdir()
+        write(d / "sglang-b200-paper.structure.json", (ENGINES / "sglang-b200-paper.structure.json").read_text())
+        out = d / "preset.json"
+        r = invoke("engines", "--fit", write(d / "sglang-b200-paper.points.csv", "\n".join(text) + "\n"), "--out", out)
         assert r.exit_code == 0, r.output
-        outs.append(json.loads(out.read_text())["terms"])
-    assert outs[0] == outs[1]
+        doc = json.loads(out.read_text())
+        assert (doc["terms"], doc["per_model"]) == (ENGINE_PRESET["terms"], ENGINE_PRESET["per_model"]), name
 
 
 # ------------------------------------------------------------------------- acceptance length outside [1, d]
@@ -400,6 +412,13 @@ def test_shipped_engine_presets_and_a_zero_term_load(tmp_path):
     for name in preset_names():
         assert (engines_dir() / f"{name}.json").is_file()
         assert tpot(["predict", "--model", "q35", "--framework", name]) > 0
+    # host_step_ms is added once to every step (engine.py: t_verify += host_step_ms + ...): at 0 the step is shorter
+    # by exactly the shipped preset's q35 term
     doc = json.loads(json.dumps(ENGINE_PRESET))
     doc["per_model"]["q35"]["host_step_ms"] = 0
-    assert tpot(["predict", "--model", "q35", "--framework", write(tmp_path / "zero.json", doc)]) > 0
+    host_ms = ENGINE_PRESET["per_model"]["q35"]["host_step_ms"]
+    assert host_ms > 0
+    shipped = _native(["predict", "--model", "q35", "--framework", "sglang-b200-paper"])
+    zero = _native(["predict", "--model", "q35", "--framework", write(tmp_path / "zero.json", doc)])
+    assert shipped["step_ms"] - zero["step_ms"] == pytest.approx(host_ms, rel=1e-9)
+    assert zero["tpot_ms"] == pytest.approx(zero["step_ms"] / zero["accept_length"], rel=1e-9)

@@ -83,7 +83,7 @@ def test_first_graph_replay_notice_is_skipped_not_garbled(tmp_path):
     assert r.exit_code == 1 and r.output.startswith("error: ") and "1 garbled, 1 skipped" in r.output, r.output
 
 
-def test_first_graph_replay_file_counts(tmp_path):
+def test_first_graph_replay_file_counts():
     st = _stats(REAL / "sglang-format-2026-first-graph-replay-mfu-suffix.log")
     assert (st.lines, st.decode, st.skipped, st.garbled) == (7, 5, 2, 0)  # skipped: the comment and the notice
     out = _logs(REAL / "sglang-format-2026-first-graph-replay-mfu-suffix.log")
