@@ -97,7 +97,7 @@ def test_bad_arguments():
 
 def test_fp8_kv_attention_from_the_bf16_fit_is_tagged_extrapolated():
     """The shipped own-kernel profile measured bf16 KV only: its attention fits priced at fp8 bytes are an
-    extrapolation across dtypes (wmtp's fp8 decode streams at 70-90 % of copy where bf16 reaches 100 %), whatever
+    extrapolation across dtypes (wmtp's fp8 decode streams at 67-90 % of copy where bf16 reaches 100 %), whatever
     the bytes' range; bf16 KV at the same shape stays interpolated or measured."""
     from dataclasses import replace
 
