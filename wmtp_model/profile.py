@@ -315,7 +315,7 @@ class ProfileCostModel:
         comp = self._component(work.kind, spec.kv_dtype)
         if spec.kv_dtype != "bf16" and work.kind.endswith("_attn") and comp is self._component(work.kind):
             # no fit of this KV dtype's kernel: the bf16 kernel's fit at these bytes is an extrapolation across
-            # dtypes (wmtp's fp8 decode measured 70-90 % of copy at B = 16 where bf16 reaches 100 %:
+            # dtypes (wmtp's fp8 decode measured 67-90 % of copy at B = 16 where bf16 reaches 100 %:
             # measure/results/h200-fp8-ablation), whatever the bytes' range says
             return self._priced(work, hw, spec, comp, "bf16", "bf16", f"the bf16-KV fit at {spec.kv_dtype} KV bytes",
                                 extrapolated=True)
