@@ -31,7 +31,6 @@ import triton
 import triton.language as tl
 
 from wmtp.kernel_plan import rows_plan
-from wmtp.measure.kernels.paged_attention import decode_attention
 from wmtp.measure.kernels.paged_rows import kv_tile
 from wmtp.measure.scripts import paged_v2_bench as v2
 
@@ -100,13 +99,12 @@ def ablate_call(r: v2.Run, model: str, n: int, batch: int, kv: str, layout: str,
     return call
 
 
-def full_call(r: v2.Run, model: str, n: int, batch: int, kv: str, layout: str):
-    hq, hkv, hd = v2.SHAPES[model]
-    k, v = r.pool(model, n * batch, kv)
-    ptr, ind = r.index(k.shape[0], n, batch, layout)
-    q = torch.randn(batch, hq, hd, device=r.dev, dtype=torch.bfloat16)
-    out = torch.empty_like(q)
-    return lambda: decode_attention(q, k, v, ptr, ind, n, out=out, kernel="rows")
+def release(r: v2.Run) -> None:
+    """Drop the run's KV pools and index sets (one model's pools at a time fit the GPU)."""
+    r.pools.clear()
+    r.sets.clear()
+    if r.dev == "cuda":
+        torch.cuda.empty_cache()
 
 
 def run(r: v2.Run, models, n: int, batch: int):
@@ -121,17 +119,14 @@ def run(r: v2.Run, models, n: int, batch: int):
                     base = dict(kernel="decode", impl=f"ablate_{mode}", model=model, ctx=n, batch=batch, d=1, kv=kv,
                                 config=f"slots={layout}", bytes=nbytes)
                     try:
-                        call = (full_call(r, model, n, batch, kv, layout) if mode == "full"
-                                else ablate_call(r, model, n, batch, kv, layout, mode))
+                        call = (v2.attn_call(r, model, n * batch, n, batch, 1, kv, layout, kernel="rows")
+                                if mode == "full" else ablate_call(r, model, n, batch, kv, layout, mode))
                     except Exception as e:  # noqa: BLE001 - a failing variant is a row with its reason
                         r.row(base, None, f"error: {type(e).__name__}: {str(e)[:160]}")
                         continue
                     ms = r.time(base, call, nbytes / 3.5e9)
                     print(f"{model} {kv} {layout} {mode}: {ms:.3f} ms", flush=True)
-            r.pools.clear()
-            r.sets.clear()
-            if r.dev == "cuda":
-                torch.cuda.empty_cache()
+            release(r)
 
 
 def tune(r: v2.Run, models, n: int, batch: int, confirm: bool = False):
@@ -140,8 +135,7 @@ def tune(r: v2.Run, models, n: int, batch: int, confirm: bool = False):
     from wmtp.measure.scripts.paged_v4_bench import fits
 
     for model in models:
-        hq, hkv, hd = v2.SHAPES[model]
-        nbytes = batch * n * hkv * hd * 2
+        hd = v2.SHAPES[model][2]
         grid = [dict()] + [dict(block_n=bn, num_warps=nw, num_stages=ns, waves=w)
                            for bn in (64, 128) for nw in (1, 2, 4) for ns in (2, 3, 4) for w in (4, 8)
                            if fits(bn, hd, ns, 1)]
@@ -151,20 +145,9 @@ def tune(r: v2.Run, models, n: int, batch: int, confirm: bool = False):
         for kw in grid:
             if r.late():
                 return
-            cfg = ";".join(f"{a}={b}" for a, b in kw.items()) or "default"
-            base = dict(kernel="decode", impl="rows_tune", model=model, ctx=n, batch=batch, d=1, kv="fp8", config=cfg,
-                        bytes=nbytes)
-            k, v = r.pool(model, n * batch, "fp8")
-            ptr, ind = r.index(k.shape[0], n, batch, "random")
-            q = torch.randn(batch, hq, hd, device=r.dev, dtype=torch.bfloat16)
-            out = torch.empty_like(q)
-            ms = r.time(base, lambda: decode_attention(q, k, v, ptr, ind, n, out=out, kernel="rows", **kw),
-                        nbytes / 3.5e9)
-            print(f"{model} fp8 {cfg}: {ms:.3f} ms", flush=True)
-        r.pools.clear()
-        r.sets.clear()
-        if r.dev == "cuda":
-            torch.cuda.empty_cache()
+            ms = v2.bench(r, "rows_tune", model, n * batch, n, batch, 1, "fp8", kernel="rows", **kw)
+            print(f"{model} fp8 {kw or 'default'}: {ms:.3f} ms", flush=True)
+        release(r)
 
 
 def bf16_decode(r: v2.Run, models, ctxs=(65536, 1 << 20), batches=(1, 16)):
@@ -184,10 +167,7 @@ def bf16_decode(r: v2.Run, models, ctxs=(65536, 1 << 20), batches=(1, 16)):
                 if b == 1 and n <= 65536:
                     v2.sdpa(r, model, n, b, 1)
                 r.f.flush()
-            r.pools.clear()
-            r.sets.clear()
-            if r.dev == "cuda":
-                torch.cuda.empty_cache()
+            release(r)
 
 
 class AblationRun(v2.Run):
