@@ -41,6 +41,7 @@ from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
 from wmtp.measure.kernels.quant_moe import moe_pair_call
+from wmtp.measure.kernels.quant_pdl import launch_kwargs, use_pdl
 from wmtp.measure.kernels.quant_swap import launch_swap
 from wmtp.measure.kernels.quant_swap_i4 import launch_int4_swap
 
@@ -78,9 +79,6 @@ SWAP_STAGES = 4
 # (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`): 128 without prefetch for
 # both formats, from measure/results/h200-quant-v4 (wider steps and the prefetch were slower on most shapes)
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
-
-
-# launch plan
 
 
 def _fp8_dot_ok(device: torch.device) -> bool:
@@ -268,6 +266,7 @@ def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, liv
     block_m = triton.next_power_of_2(tile_rows)
     sort = grouped and rows > _ROUTE_IN_KERNEL_MAX
     routing = route_pairs(ids, n_exp, block_m) if sort else (out,) * 4
+    pdl = not grouped and use_pdl(x.device)
     quant_gemv_kernel[(m_tiles, n_tiles, split)](
         x, x_scale if x_scale is not None else x, wv, w_scale, out, part, count,
         route_w if route_w is not None else out, ids if ids is not None else out, *routing,
@@ -280,12 +279,9 @@ def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, liv
         E_BINS=triton.next_power_of_2(n_exp + 1), CHUNK_P=_CHUNK_P, ROWS=tile_rows if not grouped else block_m,
         BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MAGIC=MAGIC_F32, ROUND_FP32=interpreting(),
         FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, I4_MODE=int4_mode(INT4_GEMV_STEP, x.dtype, interpreting()),
-        num_warps=num_warps or 4, num_stages=num_stages,
+        PDL=pdl, num_warps=num_warps or 4, num_stages=num_stages, **launch_kwargs(pdl),
     )
     return out
-
-
-# input checks
 
 
 def _fp8_inputs(x, x_scale, fuse):

@@ -27,6 +27,7 @@ import triton.language as tl
 from wmtp.measure.kernels.quant_formats import round_e4m3
 from wmtp.measure.kernels.quant_gemv_int4 import int4_gemv_v4
 from wmtp.measure.kernels.quant_kernels import finish_tile, program_rows
+from wmtp.measure.kernels.quant_pdl import LINE_BYTES, pdl_enter
 
 MAGIC_F32 = 0x4B000000  # bits of 2^23: OR-ing a 4-bit code into the low mantissa gives 2^23 + code
 
@@ -96,13 +97,19 @@ def quant_gemv_kernel(
     SCALE: tl.constexpr, SPLIT: tl.constexpr, SORTED: tl.constexpr, LOG_E: tl.constexpr, E_BINS: tl.constexpr,
     CHUNK_P: tl.constexpr, ROWS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     G: tl.constexpr, MAGIC: tl.constexpr, ROUND_FP32: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr,
-    I4_MODE: tl.constexpr,
+    I4_MODE: tl.constexpr, PDL: tl.constexpr = False,
 ):
     """Out rows [M, N] (grouped: M = token-expert pairs) = rows of A @ dequant(W[e])^T, ROWS <= BLOCK_M rows per
     program; W is fp8 [.., N, K] or int32 words [.., N, K/8] (strides in elements of W's type)."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
+    if PDL:  # dense only (`quant_pdl`): this program's first step of weight rows asked for, then the wait
+        pf_rows = W + tl.minimum(pid_n * BLOCK_N + tl.arange(0, BLOCK_N), N - 1).to(tl.int64) * stride_wn
+        if INT4:  # int32 words: 16 per 128-group, 32 per 128-byte line
+            pdl_enter(pf_rows, pid_k * kb_per_split * 16, KW - 1, (G + 1) // 2, LINE_BYTES // 4)
+        else:  # fp8 bytes: one line per 128-group
+            pdl_enter(pf_rows, pid_k * kb_per_split * 128, K - 1, G, LINE_BYTES)
     live, e, a_row, out_row, r_ok = program_rows(pid_m, ids, M, sorted_pairs, counts, starts, cum_blocks, E, top_k,
                                                  SORTED, GROUPED, A_IS_PAIRS, E_BINS, CHUNK_P, LOG_E, BLOCK_M)
     if not live:

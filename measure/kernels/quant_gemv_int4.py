@@ -40,6 +40,7 @@ import triton
 import triton.language as tl
 
 from wmtp.measure.kernels.quant_kernels import finish_tile
+from wmtp.measure.kernels.quant_pdl import LINE_BYTES, launch_kwargs, pdl_enter, use_pdl
 
 MODE_WORDS = 0  # round 2's step (`quant_gemv._int4_gemv_step`)
 MODE_F32 = 1
@@ -281,7 +282,7 @@ def _quad_word(wd, a_base, r_ok, g, g_ok, KW, j: tl.constexpr, BLOCK_M: tl.const
 def int4_quad_kernel(A, W, W_s, Out, Part, Count, M, N, KW, n_groups, g_per_split, n_split,
                      stride_am, stride_wn, stride_wsn, stride_ps, stride_om, SPLIT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, G: tl.constexpr, MODE: tl.constexpr,
-                     XS: tl.constexpr):
+                     XS: tl.constexpr, PDL: tl.constexpr = False):
     """Dense Out [M, N] = A [M, K] @ dequant(W words [N, KW = K / 8], W_s [N, groups])^T, all M rows in one program
     (BLOCK_M >= M), BLOCK_N weight rows, 128-groups [pid_k * g_per_split, ..) of K, G groups a step. Each step
     loads the words as [BN, G, 4, 4] (K contiguous in the last axis: 4 consecutive words, 16 bytes, per thread and
@@ -295,6 +296,9 @@ def int4_quad_kernel(A, W, W_s, Out, Part, Count, M, N, KW, n_groups, g_per_spli
     r_ok = rows < M
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ok = cols < N
+    if PDL:  # `quant_pdl`: this program's first step of words (16 a group, 32 a line), then the wait
+        pdl_enter(W + tl.minimum(cols, N - 1).to(tl.int64) * stride_wn, pid_k * g_per_split * 16, KW - 1, (G + 1) // 2,
+                  LINE_BYTES // 4)
     w_base = W + cols.to(tl.int64) * stride_wn  # [BN]
     ws_base = W_s + cols.to(tl.int64) * stride_wsn
     a_base = A + rows.to(tl.int64) * stride_am  # [BLOCK_M]
@@ -367,5 +371,6 @@ def launch_quad(x, w, w_scale, out, mode, sm, counters, block_n=None, split_k=No
         x, wv, w_scale, out, part, count, m, n, k // 8, triton.cdiv(k, 128), per, split,
         x.stride(0), wv.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
         SPLIT=split > 1, BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MODE=mode, XS=xs, num_warps=num_warps or 4,
+        PDL=use_pdl(x.device), **launch_kwargs(use_pdl(x.device)),
     )
     return out

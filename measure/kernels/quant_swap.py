@@ -22,6 +22,7 @@ import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import FP8_EPS, FP8_MAX, GROUP, interpreting
 from wmtp.measure.kernels.quant_kernels import fp8_act, finish_tile
+from wmtp.measure.kernels.quant_pdl import LINE_BYTES, launch_kwargs, pdl_enter, use_pdl
 
 SWAP_MAX_M = 64  # the most rows the swap-AB kernel takes (one program holds them all)
 ACT_MODES = {"pre": 0, "loop": 1, "prologue": 2}  # activations: pre-quantized, quantized per K step, or first
@@ -46,7 +47,8 @@ def _quantize_rows(A, Aq, Aq_s, rows, r_ok, g_lo, g_hi, K, stride_am, stride_qm,
 def fp8_swap_kernel(A, A_s, Aq, Aq_s, W, W_s, Out, Part, Count, M, N, K, g_per_split, n_split,
                     stride_am, stride_asm, stride_qm, stride_qsm, stride_wn, stride_wsn, stride_ps, stride_om,
                     ACT: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
-                    UPCAST: tl.constexpr, ROUND_FP32: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr):
+                    UPCAST: tl.constexpr, ROUND_FP32: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr,
+                    PDL: tl.constexpr = False, PF_LINES: tl.constexpr = 4):
     """Out [M, N] = A [M, K] @ dequant(W [N, K])^T, computed transposed per tile; see the module docstring.
     ACT 0: A fp8 with scales A_s; 1: A quantized in the loop; 2: quantized into Aq / Aq_s first (`_quantize_rows`)."""
     pid_n = tl.program_id(0)
@@ -55,6 +57,9 @@ def fp8_swap_kernel(A, A_s, Aq, Aq_s, W, W_s, Out, Part, Count, M, N, K, g_per_s
     r_ok = rows < M
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ok = cols < N
+    if PDL:  # `quant_pdl`: the first PF_LINES 128-groups of this program's weight rows asked for, then the wait
+        pdl_enter(W + tl.minimum(cols, N - 1).to(tl.int64) * stride_wn, pid_k * g_per_split * 128, K - 1, PF_LINES,
+                  LINE_BYTES)
     w_base = W + cols.to(tl.int64)[:, None] * stride_wn  # [BN, 1]
     ws_base = W_s + (cols // 128) * stride_wsn  # [BN]: each row's 128-row scale block
     acc = tl.zeros([BLOCK_N, BLOCK_M], tl.float32)
@@ -133,5 +138,6 @@ def launch_swap(x, x_scale, w, w_scale, out, act, sm, counters, block_n=None, sp
         w.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
         ACT=mode, SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=upcast,
         ROUND_FP32=interpreting(), FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, num_warps=num_warps or 4, num_stages=num_stages,
+        PDL=use_pdl(x.device), **launch_kwargs(use_pdl(x.device)),
     )
     return out

@@ -19,6 +19,7 @@ import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import interpreting
 from wmtp.measure.kernels.quant_kernels import finish_tile
+from wmtp.measure.kernels.quant_pdl import LINE_BYTES, launch_kwargs, pdl_enter, use_pdl
 from wmtp.measure.kernels.quant_swap import swap_plan
 
 SWAP_I4_BLOCK_N = 64  # weight rows per tile when the caller names none (h200-quant-v7: 64 faster than 128 on lm_head)
@@ -58,7 +59,7 @@ def _codes(b):
 def int4_swap_kernel(A, W, W_s, Out, Part, Count, M, N, K, KB, g_per_split, n_split,
                      stride_am, stride_wn, stride_wsn, stride_ps, stride_om, SPLIT: tl.constexpr,
                      BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, UPCAST: tl.constexpr, WORDS: tl.constexpr,
-                     LOP3: tl.constexpr):
+                     LOP3: tl.constexpr, PDL: tl.constexpr = False):
     """Out [M, N] = A [M, K] @ dequant(W, W_s [N, groups])^T, computed transposed per tile. W: WORDS, int32 [N, KB =
     K / 8] (8 codes a word); else uint8 [N, KB = K / 2] (KB an argument of its own: Triton's divisibility
     specialization of it lets the masked loads vectorize). LOP3 (bytes, bf16 A): `_NIB_ASM` dequantization."""
@@ -68,6 +69,10 @@ def int4_swap_kernel(A, W, W_s, Out, Part, Count, M, N, K, KB, g_per_split, n_sp
     r_ok = rows < M
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ok = cols < N
+    if PDL:  # `quant_pdl`: the first 4 128-groups (2 lines: 64 bytes a group) of the weight rows, then the wait
+        line = LINE_BYTES // 4 if WORDS else LINE_BYTES  # elements of W per 128-byte line
+        pdl_enter(W + tl.minimum(cols, N - 1).to(tl.int64) * stride_wn, pid_k * g_per_split * (line // 2), KB - 1, 2,
+                  line)
     w_base = W + cols.to(tl.int64)[:, None] * stride_wn  # [BN, 1]
     ws_base = W_s + cols.to(tl.int64) * stride_wsn  # [BN]
     a_base = A + rows.to(tl.int64)[:, None] * stride_am  # [BM, 1]
@@ -121,8 +126,7 @@ def launch_int4_swap(x, w, w_scale, out, sm, counters, block_n=None, split_k=Non
         x, wv, w_scale, out, part, count, m, n, k, k // 8 if words else k // 2, per, split,
         x.stride(0), wv.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
         SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=interpreting(), WORDS=words, LOP3=lop3,
-        num_warps=num_warps or 4,
-        num_stages=num_stages,
+        num_warps=num_warps or 4, num_stages=num_stages, PDL=use_pdl(x.device), **launch_kwargs(use_pdl(x.device)),
     )
     return out
 

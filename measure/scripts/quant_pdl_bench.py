@@ -1,0 +1,159 @@
+"""PDL on / off for the dense decode GEMMs (issue 17, round 8): does launching the weight-bound GEMM as a programmatic
+dependent launch (`wmtp.measure.kernels.quant_pdl`) cut its fixed cost per call inside a chain of kernels?
+
+Run on a GPU (about 3-4 minutes):
+    python3 -m wmtp.measure.scripts.quant_pdl_bench --out DIR
+On a CPU, `TRITON_INTERPRET=1 ... --quick` runs the checks' code path on tiny shapes and times nothing.
+
+Method: quant_bench's (`quant_bench.Bench`, timer `wmtp.measure.timing.time_calls`: one CUDA graph per measurement
+holding the call on C copies of the weights back to back, C the smallest count whose weights exceed 3x the L2, the
+L2 flushed by a read before every replay, time per call = replay / C; the copy ceiling timed the same way). Every
+(model, dense projection, M, format) is timed with path='auto' twice, `quant_pdl.ENABLED` False (kernel name
+`wmtp_<fmt>_auto`) and True (`..[pdl]`), so both lie in one run. Within a replay each GEMM follows the previous
+GEMM (the first follows the L2 flush, a torch reduction). `--after-mul` also times each GEMM behind an elementwise
+torch kernel that writes its activations (`[mul]` / `[mul,pdl]`: per call = mul + GEMM; `torch_mul` alone in the
+same chain is its own row), the case of a GEMM behind a kernel that does not trigger its dependents early.
+Checks: with PDL the output must equal the output without it bit for bit (same arithmetic after the wait), and
+both must match fp32 torch on the dequantized operands (quant_check.csv, quant_bench's tolerance).
+Outputs in DIR: quant.csv / quant_summary.csv / quant_check.csv / quant.md / quant.meta.json (quant_bench's),
+pdl.md (on / off side by side, % of copy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from wmtp.measure.kernels import quant_gemm as qg
+from wmtp.measure.kernels import quant_pdl
+from wmtp.measure.provenance import atomic_write_text
+from wmtp.measure.scripts.quant_bench import Bench, _copies, run_copy, write_outputs
+from wmtp.measure.scripts.quant_peers import dense_format, dense_ref, weight_set
+from wmtp.measure.scripts.quant_shapes import dense_shapes
+
+MS = (1, 2, 4, 8, 16)
+FORMATS = {"fp8": ("wmtp_fp8_block_auto", qg.fp8_gemm), "int4": ("wmtp_int4_group_auto", qg.int4_gemm)}
+
+
+def _set_pdl(on: bool) -> None:
+    quant_pdl.ENABLED = on
+
+
+def run_shape(b: Bench, model: str, comp: str, n: int, k: int, ms, after_mul: bool) -> None:
+    gen = torch.Generator(device=b.dev).manual_seed(31)
+    copies = 1 if not b.timing else max(1, min(_copies(n * k // 2, b.l2), (8 << 30) // (6 * n * k)))
+    wsets = [weight_set(n, k, b.dev, gen) for _ in range(copies)]
+    for m in ms:
+        x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
+        h, g = x.clone(), torch.ones_like(x)
+        for fmt, (name, fn) in FORMATS.items():
+            dtype, nbytes = dense_format(name, n, k)
+            outs = {}
+            for on in (False, True):
+                _set_pdl(on)
+                outs[on] = fn(x, *wsets[0][fmt])
+                tag = "[pdl]" if on else ""
+                b.measure(name + tag, model, comp, m, n, k, 1, 1, dtype, nbytes,
+                          [lambda w=w, fmt=fmt, fn=fn: fn(x, *w[fmt]) for w in wsets])
+                if after_mul:
+                    b.measure(name + ("[mul,pdl]" if on else "[mul]"), model, comp, m, n, k, 1, 1, dtype, nbytes,
+                              [lambda w=w, fmt=fmt, fn=fn: (torch.mul(h, g, out=x), fn(x, *w[fmt])) for w in wsets])
+            _set_pdl(False)
+            same = bool(torch.equal(outs[False], outs[True]))
+            b.check(name + "[pdl]", model, comp, m, n, k, 1, 1,
+                    lambda o=outs[True], same=same: o if same else _mismatch(), dense_ref(x, wsets[0], name))
+        if after_mul:
+            b.measure("torch_mul", model, comp, m, n, k, 1, 1, "bf16", 0,
+                      [lambda: torch.mul(h, g, out=x) for _ in wsets])
+    del wsets
+
+
+def _mismatch():
+    raise RuntimeError("output with PDL differs from the output without it")
+
+
+def pdl_table(rows: list[dict], ceiling_gbps: float) -> str:
+    """On / off side by side: median us, % of copy, speedup; one line per (model, component, M, format)."""
+    med = defaultdict(list)
+    for r in rows:
+        if r["time_ms"]:
+            med[(r["kernel"], r["model"], r["component"], int(r["M"]))].append(float(r["time_ms"]))
+    bytes_of = {(r["kernel"], r["model"], r["component"], int(r["M"])): int(r["weight_bytes"]) for r in rows}
+    lines = ["| model | component | MB | M | format | off us (% copy) | PDL us (% copy) | off / PDL |"
+             + (" mul+GEMM off / PDL us | mul us |" if any("[mul]" in k[0] for k in med) else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|---|" if any("[mul]" in k[0] for k in med) else "")]
+    for (kern, model, comp, m), ts in sorted(med.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][3], kv[0][0])):
+        if not kern.endswith("_auto"):
+            continue
+        on = med.get((kern + "[pdl]", model, comp, m))
+        if not on:
+            continue
+        nb = bytes_of[(kern, model, comp, m)]
+        t0, t1 = statistics.median(ts) * 1e3, statistics.median(on) * 1e3
+        pct = lambda t: 100 * nb / (t * 1e-6) / 1e9 / ceiling_gbps  # noqa: E731
+        fmt = "fp8" if "fp8" in kern else "int4"
+        line = (f"| {model} | {comp} | {nb / 1e6:.1f} | {m} | {fmt} | {t0:.2f} ({pct(t0):.1f}) | {t1:.2f} "
+                f"({pct(t1):.1f}) | {t0 / t1:.3f} |")
+        mul0, mul1 = med.get((kern + "[mul]", model, comp, m)), med.get((kern + "[mul,pdl]", model, comp, m))
+        alone = med.get(("torch_mul", model, comp, m))
+        if mul0 and mul1 and alone:
+            line += (f" {statistics.median(mul0) * 1e3:.2f} / {statistics.median(mul1) * 1e3:.2f} |"
+                     f" {statistics.median(alone) * 1e3:.2f} |")
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def ceiling(rows: list[dict]) -> float:
+    """The faster median of the two copies, GB/s."""
+    best = 0.0
+    for name in ("copy_triton", "copy_torch"):
+        g = [float(r["gbps"]) for r in rows if r["kernel"] == name and r["gbps"]]
+        best = max(best, statistics.median(g)) if g else best
+    return best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--quick", action="store_true", help="CPU interpreter: tiny shapes, checks only")
+    ap.add_argument("--models", default="q35,q122,nem")
+    ap.add_argument("--ms", default=",".join(map(str, MS)))
+    ap.add_argument("--after-mul", default="lin_in,attn_qkv,lin_out",
+                    help="components also timed behind an elementwise kernel ('' for none)")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--budget-s", type=float, default=300.0)
+    args = ap.parse_args(argv)
+    args.timer = "graph"
+    b = Bench(args)
+    if b.dev == "cpu" and not args.quick:
+        print("error: on a CPU only --quick runs (TRITON_INTERPRET=1, tiny shapes, checks only)", file=sys.stderr)
+        return 2
+    ms = tuple(int(v) for v in args.ms.split(",") if v.strip())
+    after = {c.strip() for c in args.after_mul.split(",") if c.strip()}
+    if b.dev == "cpu":
+        run_shape(b, "tiny", "proj", 200, 384, (1, 3), after_mul=False)
+    else:
+        run_copy(b)
+        for model in [m.strip() for m in args.models.split(",") if m.strip()]:
+            for comp, (n, k) in dense_shapes(model).items():
+                run_shape(b, model, comp, n, k, ms, comp in after)
+                write_outputs(b, args.out, final=False)
+    write_outputs(b, args.out, final=True)
+    gbps = ceiling(b.rows)
+    if gbps:
+        atomic_write_text(args.out / "pdl.md", f"Copy ceiling {gbps:.0f} GB/s (this run).\n\n" + pdl_table(b.rows, gbps))
+    bad = [c for c in b.checks if not c["ok"]]
+    print(f"{len(b.rows)} timing rows, {len(b.checks)} checks, {len(bad)} failed -> {args.out}")
+    for c in bad:
+        print(f"  FAILED {c['kernel']} {c['model']} {c['component']} M={c['M']} {c['error']}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

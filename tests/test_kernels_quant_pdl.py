@@ -1,0 +1,122 @@
+"""Programmatic dependent launch of the dense decode GEMMs (`quant_pdl`): with PDL every path must give the output it
+gives without (the kernel after the wait is unchanged), also when each GEMM consumes the previous one's output inside
+one CUDA graph (a wait placed too late would read half-written activations), and match the fp64 references of
+test_kernels_quant. The GPU cases need Hopper or newer; on a CPU (interpreter) PDL must stay off."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from test_kernels_quant import DEV, TOL, fp8_case, make_weight, ref_int4_gemm, rel  # noqa: E402
+from wmtp.measure.kernels import quant_pdl  # noqa: E402
+from wmtp.measure.kernels.quant_gemm import fp8_gemm, int4_gemm, quantize_int4_group  # noqa: E402
+
+pytestmark = pytest.mark.kernels
+HOPPER = DEV == "cuda" and torch.cuda.get_device_capability()[0] >= 9
+gpu = pytest.mark.skipif(not HOPPER, reason="PDL needs a CUDA GPU of compute capability >= 9")
+
+# rows: 1 (fp8 GEMV / int4 quad or GEMV), 2 and 9 (swap-AB); N not a multiple of any tile width (rows past N are
+# clamped in the prefetch); K: ragged last group, one group + 40, several steps of split-K
+SHAPES = [(1, 200, 392), (2, 70, 256), (9, 130, 1160), (1, 1000, 2048)]
+
+
+@pytest.fixture
+def pdl():
+    saved = quant_pdl.ENABLED
+
+    def set_(on: bool):
+        quant_pdl.ENABLED = on
+    yield set_
+    quant_pdl.ENABLED = saved
+
+
+def test_pdl_off_on_cpu_and_under_the_interpreter(pdl):
+    pdl(True)
+    assert quant_pdl.use_pdl(torch.device("cpu")) is False
+    assert quant_pdl.launch_kwargs(False) == {}
+    assert quant_pdl.launch_kwargs(True) == {"launch_pdl": True}
+
+
+def _int4_case(m, n, k, seed):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    packed, s = quantize_int4_group(make_weight(gen, n, k))
+    return x, packed, s, ref_int4_gemm(x, packed, s)
+
+
+def _both(pdl, fn):
+    outs = []
+    for on in (False, True):
+        pdl(on)
+        outs.append(fn())
+    return outs
+
+
+@gpu
+@pytest.mark.parametrize("split_k", [None, 1, 3])
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_pdl_output_equals_output_without(pdl, m, n, k, split_k):
+    if split_k and split_k > -(-k // 128):
+        pytest.skip("more splits than K groups")
+    x, wq, ws, ref8 = fp8_case(m, n, k, 100 * m + n + k)
+    xi, packed, s, ref4 = _int4_case(m, n, k, 200 * m + n + k)
+    for path in ("auto", "gemv") if m == 1 else ("auto", "swap"):
+        def run8():
+            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+            return fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), split_k=split_k, out=out, path=path)
+
+        def run4():
+            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+            return int4_gemm(xi.to(DEV), packed.to(DEV), s.to(DEV), split_k=split_k, out=out, path=path)
+        for (off, on), ref in ((_both(pdl, run8), ref8), (_both(pdl, run4), ref4)):
+            assert not torch.isnan(on).any()
+            assert torch.equal(off, on), path
+            assert rel(on, ref) < TOL
+
+
+@gpu
+@pytest.mark.parametrize("fmt", ["fp8", "int4"])
+@pytest.mark.parametrize("m", [1, 4])
+def test_pdl_chain_in_one_graph_reads_the_previous_output(pdl, fmt, m):
+    """Three square GEMMs, each on the previous one's output, captured in one CUDA graph: with PDL the next kernel's
+    programs start before the previous grid ends, so a read of the activations before the wait would see stale or
+    NaN values. The chain must equal the chain without PDL bit for bit."""
+    n = k = 1024
+    gen = torch.Generator().manual_seed(41 + m)
+    ws = [make_weight(gen, n, k) for _ in range(3)]
+    if fmt == "fp8":
+        from wmtp.measure.kernels.quant_gemm import quantize_fp8_block
+        ops = [tuple(t.to(DEV) for t in quantize_fp8_block(w)) for w in ws]
+        gemm = fp8_gemm
+    else:
+        ops = [tuple(t.to(DEV) for t in quantize_int4_group(w)) for w in ws]
+        gemm = int4_gemm
+    x0 = torch.randn(m, k, generator=gen).to(torch.bfloat16).to(DEV)
+
+    def chain(on):
+        pdl(on)
+        bufs = [torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV) for _ in range(3)]
+
+        def run():
+            h = x0
+            for (w, sc), out in zip(ops, bufs):
+                h = gemm(h, w, sc, out=out)
+            return h
+        run()  # compile outside the capture
+        for b in bufs:
+            b.fill_(float("nan"))
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            run()
+        for b in bufs:
+            b.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        return [b.clone() for b in bufs]
+    off, on = chain(False), chain(True)
+    for a, b in zip(off, on):
+        assert not torch.isnan(b).any()
+        assert torch.equal(a, b)
