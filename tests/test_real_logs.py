@@ -1,7 +1,8 @@
 """The real-excerpt corpus (tests/data/real/, one file per public source): every file is read by
 `wmtp logs` (both views) and, where it holds acceptance data, by `wmtp accept`, with no traceback; the
 TPOT and AL agree with EXPECTED.tsv (hand-derived from each file's own numbers) within 30 % / 5 %.
-Rows marked AMBIGUOUS may disagree (skipped for the agreement check only)."""
+Rows marked AMBIGUOUS may disagree (skipped for the agreement check only). Rows with neither expectation (NOTHING TO
+READ: the file holds no TPOT and no AL) must be refused by both views with one `error:` line and exit 1."""
 
 from __future__ import annotations
 
@@ -39,7 +40,26 @@ def test_every_file_has_an_expected_row():
     assert len(FILES) >= 40 and set(FILES) == set(ROWS)
 
 
-@pytest.mark.parametrize("name", FILES)
+def _nothing(name: str) -> bool:
+    return not ROWS[name]["expect_tpot_ms"] and not ROWS[name]["expect_al"]
+
+
+def _refused(name: str) -> bool:
+    """Both `wmtp logs` views say, in one `error:` line and exit 1, that the file has nothing to read."""
+    for args in (["--json"], []):
+        r = _run(["logs", str(REAL / name), *args], columns=80)
+        if r.exit_code != 1 or not r.output.startswith("error: ") or r.output.count("\n") != 1:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if _nothing(f)])
+def test_a_file_with_nothing_to_read_is_one_error_line(name):
+    assert "NOTHING TO READ" in ROWS[name]["how"]
+    assert _refused(name), _run(["logs", str(REAL / name)]).output
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if not _nothing(f)])
 def test_logs_reads_every_file_in_both_views(name):
     r = _run(["logs", str(REAL / name), "--json"])
     assert r.exit_code == 0, r.output
@@ -94,6 +114,7 @@ def test_agrees_with_expected(name):
 
 def test_corpus_agreement_rate():
     """Over the whole corpus (AMBIGUOUS rows included): >= 95 % read, >= 90 % agree."""
-    read = sum(1 for f in FILES if _json(f, "logs") is not None or _json(f, "accept") is not None)
+    read = sum(1 for f in FILES if (_refused(f) if _nothing(f) else
+                                    _json(f, "logs") is not None or _json(f, "accept") is not None))
     agree = sum(1 for f in FILES if not _agreement(f))
     assert read / len(FILES) >= 0.95 and agree / len(FILES) >= 0.90, (read, agree, len(FILES))

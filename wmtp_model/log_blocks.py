@@ -81,8 +81,8 @@ _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "gene
 
 def _maybe_ours(shape: str) -> bool:
     """Whether a line (its digits deleted: no word above holds a digit) can hold anything for the parsers."""
-    if "*" in shape or "`" in shape or "\t" in shape or not shape.isascii():
-        return True
+    if "*" in shape or "`" in shape or "\t" in shape or not shape.isascii() or shape.count("|") >= 3:
+        return True  # (three bars: a results table's row, `parse_table_row`'s)
     low = shape.lower()
     return any(w in shape for w in _WORDS) or any(w in low for w in _LABEL_WORDS)
 

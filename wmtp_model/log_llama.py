@@ -1,7 +1,9 @@
 """llama.cpp lines as `wmtp.logs.parse_other` reads them: llama-server `print_timing` (`eval time = ... ms per
 token`, `draft acceptance = R (A accepted / G generated)`, `mean acceptance length = X` / `mean len = X`,
 progress `n_decoded|n_gen = N, tg = X t/s`), `statistics <impl>: ... #gen drafts = D, ... #acc tokens = A`
-(cumulative per speculative implementation), and the speculative examples' `decoded N tokens in S seconds`."""
+(cumulative per speculative implementation), the per-round verbose `update_slots` line `accepted A/D draft tokens,
+new n_tokens = N` (one verify round each: A accepted of D drafted), and the speculative examples' `decoded N tokens
+in S seconds`."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ _MEAN = re.compile(rf"mean (?:acc(?:eptance)? )?len(?:gth)?\s*=\s*({_G})")
 _POS = re.compile(r"(?:acceptance rate per position|acc rate/pos)\s*=\s*\(([^)]*)\)")
 _STATS = re.compile(rf"statistics\s+(\S+):.*#gen drafts\s*=\s*({_G}),.*#acc tokens\s*=\s*({_G})")
 _TG = re.compile(rf"n_(?:gen|decoded)\s*=\s*{_G},\s*tg\s*=\s*({_G}) t/s")
+_ROUND = re.compile(r"\baccepted\s+(\d+)\s*/\s*(\d+)\s+draft tokens\b")
 _DECODED = re.compile(rf"decoded\s+({_G}) tokens in\s+({_G}) seconds")
 SKIP = "skip"  # a llama.cpp line with nothing for us (prompt eval time)
 
@@ -57,6 +60,9 @@ def parse_llama(line: str, n: int):
         m = _TG.search(line)  # llama-server progress: cumulative t/s of the running task
         if m and finite(_f(m.group(1))):
             return [Value(n, "llama_tg", _f(m.group(1)))]
+    if " draft tokens" in line:
+        m = _ROUND.search(line)  # one verify round: its accepted drafts (the drafted count is 0 in old builds)
+        return [Value(n, "llama_round", [float(m.group(1)), float(m.group(2))])] if m else None
     if "decoded " in line and " tokens in " in line:
         m = _DECODED.search(line)
         if m and _f(m.group(1)) > 0:

@@ -93,6 +93,8 @@ class Summaries:
     def __init__(self) -> None:
         self.values: dict[str, tuple] = {}
         self.repeated = 0
+        self.table: list | None = None  # the open results table's [TPOT column, AL column, cells]
+        self.rounds = [0, 0.0, None, None]  # llama.cpp verify rounds: count, accepted drafts, first and last line
         self.block: dict = {}
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
@@ -110,9 +112,31 @@ class Summaries:
             return
         if v.key == "header":
             return
+        if v.key in ("table_head", "table_row"):
+            self._table(v)
+            return
+        if v.key == "llama_round":  # llama.cpp per-round lines: summed, not last-wins
+            r = self.rounds
+            r[0], r[1], r[2], r[3] = r[0] + 1, r[1] + v.value[0], r[2] or v.line_no, v.line_no
+            return
         if v.key in self.values:
             self.repeated += 1
         self.values[v.key] = (v.value, v.line_no)
+
+    def _table(self, v: Value) -> None:
+        """A results table: its header's TPOT / AL columns, then its first data row's values (later rows are other
+        runs of a sweep: the first is kept, as the table's headline)."""
+        if v.key == "table_head":
+            self.table = [int(x) for x in v.value]
+            return
+        t = self.table
+        if t is None or len(v.value) != t[2]:
+            return
+        self.table = None
+        for col, key in ((t[0], "table_tpot_ms"), (t[1], "accept_length")):
+            x = v.value[col] if col >= 0 else float("nan")
+            if x == x and (key != "accept_length" or x >= 1):
+                self.values[key] = (x, v.line_no)
 
     def _flush(self) -> None:
         b, m = self.block, self.meta
@@ -203,6 +227,9 @@ class Summaries:
             # tokens are the request's): before the inferences from tokens below
             out = {"value": 1 + stats[1] / stats[0], "lines": self.line(*stats[2]),
                    "estimator": "llama.cpp statistics: 1 + #acc tokens / #gen drafts (last line of each implementation)"}
+        elif self.rounds[0]:
+            out = {"value": 1 + self.rounds[1] / self.rounds[0], "lines": self.rounds[2:],
+                   "estimator": f"llama.cpp per-round lines: 1 + accepted drafts / rounds over {self.rounds[0]} rounds"}
         elif g("llama_generated") and g("llama_eval_tokens") and g("llama_eval_tokens") > g("llama_accepted"):
             t = g("llama_eval_tokens")
             out = {"value": t / (t - g("llama_accepted")), "lines": self.line("llama_eval_tokens", "llama_accepted"),
@@ -230,6 +257,7 @@ class Summaries:
     def tpot(self) -> dict | None:
         g = self.get
         for key, est in (("tpot_mean_ms", "bench summary Mean TPOT"), ("metric_tpot_ms", "[METRIC] tpot"),
+                         ("table_tpot_ms", "bench results table: mean_tpot_ms of its first row"),
                          ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"), ("llama_decoded_s", ""),
                          ("llama_eval_ms_per_token", "llama.cpp eval time per token"),
                          ("llama_predicted_per_token_ms", "llama.cpp timings predicted_per_token_ms")):

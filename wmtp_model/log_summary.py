@@ -1,8 +1,11 @@
 """Summary lines as `wmtp.logs.parse_other` reads them once no engine-specific kind matched: one labelled
-number per line (`Mean TPOT (ms):   5.47`, `num_drafts: 1986`, `n_accept  = 231`, `  Position 0:  83.39`),
+number per line (`Mean TPOT (ms):   5.47`, `num_drafts: 1986`, `n_accept  = 231`, `  Position 0:  83.39`,
+`| Mean TPOT (ms) | 5.47 |`),
 or several `label: number` pairs on one line (SGLang's `benchmark/mtbench/bench_sglang_eagle.py`:
 `#questions: 80, Throughput: 276.30 token/s, Acceptance length: 5.36`). Markdown emphasis and backticks,
-diff `+`, quote `>` and table `|` prefixes are decoration and are stripped."""
+diff `+`, quote `>` and table `|` prefixes are decoration and are stripped. Results tables (`|`-separated cells, a
+tabulate grid or markdown: a header row naming `mean_tpot_ms` / `accept_length` columns, then rows of numbers) are
+read a row at a time by `parse_table_row`; `wmtp.log_sources.Summaries` keeps the first data row under the header."""
 
 from __future__ import annotations
 
@@ -31,6 +34,28 @@ LABELS = {
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
 
 
+_CELL = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?\s*%?")  # a cell that is one number, nothing else
+TABLE_COLUMNS = (("mean_tpot_ms", "mean tpot (ms)"), ("accept_length", "accept length", "acceptance length",
+                                                      "avg_spec_accept_length", "mean acceptance length"))
+
+
+def parse_table_row(line: str, n: int):
+    """A `Value` for a results-table row: `table_head` ([TPOT column, AL column, cells]; -1 where absent) for a header
+    row naming a column of TABLE_COLUMNS (no cell a number), `table_row` (its cells, NaN where not a number) for a row
+    whose non-empty cells are all numbers; None for anything else (separators, labelled rows)."""
+    cells = [c.strip() for c in line.strip().lstrip("+").strip().strip("|").split("|")]
+    if len(cells) < 3:
+        return None
+    xs = [num(c) if _CELL.fullmatch(c) else None for c in cells]
+    if all(x is None for x in xs):
+        low = [" ".join(c.lower().replace("`", "").replace("*", "").split()) for c in cells]
+        idx = [next((i for i, c in enumerate(low) if c in names), -1) for names in TABLE_COLUMNS]
+        return Value(n, "table_head", [float(i) for i in idx] + [float(len(cells))]) if max(idx) >= 0 else None
+    if any(x is None for x, c in zip(xs, cells) if c):
+        return None
+    return Value(n, "table_row", [x if x is not None and finite(x) is not None else float("nan") for x in xs])
+
+
 def clean(line: str) -> str:
     s = line.strip()
     while s[:1] in ("+", ">", "|") and len(s) > 1:
@@ -44,6 +69,8 @@ def parse_label(line: str, n: int):
     sep = s.find(":")
     if sep < 0:
         sep = s.find("=")
+    if sep < 0:
+        sep = s.find("|")  # a two-column markdown row: `| Mean TPOT (ms) | 12.30 |`
     if sep <= 0 or sep > 48:
         return None
     label = " ".join(s[:sep].lower().replace("|", " ").split())

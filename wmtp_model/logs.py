@@ -38,7 +38,7 @@ from typing import Iterator
 from wmtp.errors import WmtpError
 from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_summary import ANSI, NoAnsi, parse_label
+from wmtp.log_summary import ANSI, NoAnsi, parse_label, parse_table_row
 from wmtp.log_wrap import Unwrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, finite, num, ungroup)
@@ -307,7 +307,7 @@ def parse_other(line: str, n: int):
                 out.append(Value(n, "meta:" + key, x))
             return out
     if "=" in line and ("ms per token" in line or "draft acceptance" in line or "#mean acc len" in line
-                        or "#gen drafts" in line or " tg = " in line) or "decoded " in line:
+                        or "#gen drafts" in line or " tg = " in line or " draft tokens" in line) or "decoded " in line:
         rec = parse_llama(line, n)  # llama.cpp server / speculative example lines
         if rec is not None:
             return None if rec is SKIP else rec
@@ -316,6 +316,10 @@ def parse_other(line: str, n: int):
         return Value(n, "metric_tpot_ms", x) if x is not None else False
     if "Serving Benchmark Result" in line or "Speculative Decoding" in line:
         return Value(n, "header", 0.0)
+    if line.count("|") >= 3:  # a results table's header or row (a labelled `| Mean TPOT (ms) | 5.4 |` row: None)
+        rec = parse_table_row(line, n)
+        if rec is not None:
+            return rec
     return parse_label(line, n)
 
 def _open(path: Path):
