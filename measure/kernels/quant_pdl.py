@@ -24,7 +24,7 @@ import triton.language as tl
 from wmtp.measure.kernels.quant_formats import interpreting
 
 ENABLED = False  # off until measured (measure/results/h200-quant-v9)
-LINE_BYTES = 128
+LINE_BYTES = tl.constexpr(128)  # a constexpr: read inside the kernels
 
 
 def use_pdl(device: torch.device) -> bool:

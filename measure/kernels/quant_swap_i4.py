@@ -70,9 +70,11 @@ def int4_swap_kernel(A, W, W_s, Out, Part, Count, M, N, K, KB, g_per_split, n_sp
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ok = cols < N
     if PDL:  # `quant_pdl`: the first 4 128-groups (2 lines: 64 bytes a group) of the weight rows, then the wait
-        line = LINE_BYTES // 4 if WORDS else LINE_BYTES  # elements of W per 128-byte line
-        pdl_enter(W + tl.minimum(cols, N - 1).to(tl.int64) * stride_wn, pid_k * g_per_split * (line // 2), KB - 1, 2,
-                  line)
+        pf_rows = W + tl.minimum(cols, N - 1).to(tl.int64) * stride_wn
+        if WORDS:  # int32 words: 16 a group, 32 a line
+            pdl_enter(pf_rows, pid_k * g_per_split * 16, KB - 1, 2, LINE_BYTES // 4)
+        else:  # bytes: 64 a group
+            pdl_enter(pf_rows, pid_k * g_per_split * 64, KB - 1, 2, LINE_BYTES)
     w_base = W + cols.to(tl.int64)[:, None] * stride_wn  # [BN, 1]
     ws_base = W_s + cols.to(tl.int64) * stride_wsn  # [BN]
     a_base = A + rows.to(tl.int64)[:, None] * stride_am  # [BM, 1]

@@ -108,6 +108,10 @@ class Bench:
         self.l2 = torch.cuda.get_device_properties(0).L2_cache_size if self.dev == "cuda" else 60 << 20
         self.timing = self.dev == "cuda" and not INTERP
 
+    def dense_copies(self, n, k):
+        """Weight copies a dense [N, K] measurement rotates through (`_copies`; 1 when not timing), at most 8 GiB."""
+        return 1 if not self.timing else max(1, min(_copies(n * k // 2, self.l2), (8 << 30) // (6 * n * k)))
+
     def over_budget(self):
         return time.monotonic() - self.t0 > self.args.budget_s
 
@@ -169,7 +173,7 @@ def run_copy(b: Bench):
 
 def run_dense(b: Bench, model, comp, n, k, ms, check_m):
     gen = torch.Generator(device=b.dev).manual_seed(17)
-    copies = 1 if not b.timing else max(1, min(_copies(n * k // 2, b.l2), (8 << 30) // (6 * n * k)))
+    copies = b.dense_copies(n, k)
     wsets = [weight_set(n, k, b.dev, gen) for _ in range(copies)]
     for kernel in DENSE_KERNELS:
         dtype, nbytes = dense_format(kernel, n, k)
@@ -211,7 +215,7 @@ _SHORT = {"block_n": "bn", "num_stages": "st", "num_warps": "w", "split_k": "sk"
 def run_tune(b: Bench, model, comp, n, k):
     """Our dense kernels over launch configurations (kernel name carries the config)."""
     gen = torch.Generator(device=b.dev).manual_seed(29)
-    wsets = [weight_set(n, k, b.dev, gen) for _ in range(max(1, min(_copies(n * k // 2, b.l2), (8 << 30) // (6 * n * k))))]
+    wsets = [weight_set(n, k, b.dev, gen) for _ in range(b.dense_copies(n, k))]
     for m in TUNE_M:
         x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
         for cfg in TUNE_CONFIGS:

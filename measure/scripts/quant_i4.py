@@ -57,7 +57,7 @@ def run_dense(b, model, comp, n, k, check, keep, variants=None):
     if not any(keep(name, model, comp) for name in ours + list(PEERS)):
         return
     gen = torch.Generator(device=b.dev).manual_seed(17)
-    copies = 1 if not b.timing else max(1, min(qb._copies(n * k // 2, b.l2), (8 << 30) // (6 * n * k)))
+    copies = b.dense_copies(n, k)
     wsets = [peer_ops(weight_set(n, k, b.dev, gen)) for _ in range(copies)]
     for m in MS:
         x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)

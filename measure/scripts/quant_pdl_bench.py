@@ -32,7 +32,7 @@ import torch
 from wmtp.measure.kernels import quant_gemm as qg
 from wmtp.measure.kernels import quant_pdl
 from wmtp.measure.provenance import atomic_write_text
-from wmtp.measure.scripts.quant_bench import Bench, _copies, run_copy, write_outputs
+from wmtp.measure.scripts.quant_bench import Bench, run_copy, write_outputs
 from wmtp.measure.scripts.quant_peers import dense_format, dense_ref, weight_set
 from wmtp.measure.scripts.quant_shapes import dense_shapes
 
@@ -46,7 +46,7 @@ def _set_pdl(on: bool) -> None:
 
 def run_shape(b: Bench, model: str, comp: str, n: int, k: int, ms, after_mul: bool) -> None:
     gen = torch.Generator(device=b.dev).manual_seed(31)
-    copies = 1 if not b.timing else max(1, min(_copies(n * k // 2, b.l2), (8 << 30) // (6 * n * k)))
+    copies = b.dense_copies(n, k)
     wsets = [weight_set(n, k, b.dev, gen) for _ in range(copies)]
     for m in ms:
         x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
