@@ -152,14 +152,15 @@ def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Pat
         return
     from rich.console import Console
 
-    from wmtp.cli.render import add_columns, compact_table
+    from wmtp.cli.render import add_columns, compact_table, weakest_tag
 
     spec = _COLUMNS.get(what) or [(c, c, _num) for c in rows[0] if not c.endswith("_source")]
     spec = [c for c in spec if c[0] in rows[0]]
     t = compact_table()
-    add_columns(t, *[(head, key not in ("method",)) for key, head, _ in spec])
-    for r in rows:
-        t.add_row(*[fmt(r[key]) for key, _, fmt in spec])
+    add_columns(t, *[(head, key not in ("method",)) for key, head, _ in spec], ("cost\nsource", False))
+    for r in rows:  # the last column: the weakest origin of the row's step costs (--json: each one's source)
+        t.add_row(*[fmt(r[key]) for key, _, fmt in spec],
+                  weakest_tag([v for k, v in r.items() if k.endswith("step_source")]))
     con = Console()
     con.print(title, highlight=False, markup=False)
     con.print(t)
@@ -256,7 +257,7 @@ def simulate(
     from dataclasses import asdict
 
     from wmtp.acceptance import choose_acceptance
-    from wmtp.simulate import parse_phases, read_trace, step_time_fn
+    from wmtp.simulate import parse_phases, read_trace, step_sources, step_time_fn
     from wmtp.simulate import simulate as run
 
     from wmtp.simulate import MAX_TOKENS
@@ -272,6 +273,8 @@ def simulate(
         raise WmtpError(f"--tokens must lie in 1..{MAX_TOKENS:,}, got {tokens}")
     opts = dict(model=model, config=config, hw=hw, ctx=ctx, window=window, sink=sink, batch=1, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, profile=profile, speed_of_light=speed_of_light, tp=tp, framework=framework)
+    if phases is not None and not phases.strip():  # was the preset profile, silently
+        raise WmtpError("--phases is empty; give ALPHA:TOKENS,... or leave it out for the model's preset")
     if phases and trace is not None:  # a trace fixes every step's accepted count: the phases would be ignored
         raise WmtpError("give one of --phases (acceptance to sample from) or --trace (recorded counts), not both")
     ph = parse_phases(phases) if phases else None
@@ -284,6 +287,8 @@ def simulate(
     out = asdict(res)
     if res.tpot_ci95[0] != res.tpot_ci95[0]:  # NaN is not JSON
         out["tpot_ci95"] = None
+    sources = step_sources(sc, method, res.depth_histogram)
+    out.update(step_source={str(d): src for d, src in sources.items()})
     out.update(model=sc.spec.key, hardware=sc.hw.key, method=method, cost_model=sc.cost.name,
                engine_overhead=engine_label(sc.overheads), warnings=warnings,
                source="Monte Carlo over the latency model" + (" and a recorded trace" if tr else ""))
@@ -295,7 +300,10 @@ def simulate(
     depths = ", ".join(f"d={d}: {n} steps" for d, n in sorted(res.depth_histogram.items()))
     typer.echo(f"{sc.spec.key} {method} on {sc.hw.key}, policy {res.policy}: {res.tokens} tokens in {res.steps} steps, "
                f"TPOT {res.tpot_ms:.3f} ms ({ci}), mean AL {res.mean_accept_length:.2f}; depths used: {depths}")
-    typer.echo(f"source: simulated; step costs: {sc.cost.name}; engine overhead: {engine_label(sc.overheads)}")
+    from wmtp.cli.render import weakest_tag
+
+    typer.echo(f"source: simulated; step costs: {sc.cost.name} ({weakest_tag(sources.values())}; --json: each depth's "
+               f"source); engine overhead: {engine_label(sc.overheads)}")
     for w in warnings:
         typer.echo(f"warning: {w}", err=True)
 

@@ -120,7 +120,28 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
     if any(not f.strip() for f in frameworks or []):  # "" would read the current folder as a profile
         raise WmtpError("--framework is empty; give an engine preset name or a framework profile path")
     spec = get_model(model) if model is not None else load_config(config, weight_dtype=weight_dtype)
+    check_frameworks(frameworks)
     return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+
+
+def check_frameworks(frameworks: list[str] | None) -> None:
+    """--framework items that contradict each other: two engine presets (each prices every method, and brings its
+    own kernel profile and memory accounting; a mix of two is neither), or two framework profiles of one method."""
+    if not frameworks:
+        return
+    from wmtp.engine import read_items
+
+    items = read_items(frameworks)
+    presets = sorted({str(p) for p, _, is_preset in items if is_preset})
+    if len(presets) > 1:
+        names = ", ".join(Path(p).stem for p in presets)
+        raise WmtpError(f"--framework names {len(presets)} engine presets ({names}); give one: a preset prices "
+                        "every method with its own kernels and memory accounting")
+    seen: dict[str, str] = {}
+    for p, doc, is_preset in items:
+        if not is_preset and seen.setdefault(doc["method"], str(p)) != str(p):
+            raise WmtpError(f"--framework gives two framework profiles for the {doc['method']} method "
+                            f"({Path(seen[doc['method']]).name}, {p.name}); give one per method")
 
 
 def comma_list(text: str, opt: str | None = None) -> list[str]:

@@ -9,6 +9,9 @@ every other bad input.
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 import sys
 
 import typer
@@ -19,30 +22,89 @@ try:  # typer >= 0.28 vendors click as typer._click; older typer uses click itse
 except ImportError:  # pragma: no cover - depends on the installed typer
     import click
 
+from wmtp.cli import interrupted_while_starting
 from wmtp.cli import acceptance_cmds, analysis, measure_cmds, predict_cmds, report
 
+_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 _EXITS = tuple({typer.Exit, getattr(click.exceptions, "Exit", typer.Exit)})
 _ABORTS = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
 
 
+class StdoutError(OSError):
+    """Standard output cannot take the result (closed, a full device, a closed pipe)."""
+
+
+class _GuardedStdout:
+    """sys.stdout whose write failures are a `StdoutError` the group reports in one line, not a traceback deep in
+    click or rich; a closed stdout (`>&-`: sys.stdout is None) fails at the first write instead of printing nothing
+    and exiting 0."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _call(self, name, *args):
+        if self._stream is None:
+            raise StdoutError(errno.EBADF, "standard output is closed")
+        try:
+            return getattr(self._stream, name)(*args)
+        except OSError as e:
+            raise StdoutError(e.errno, e.strerror or str(e)) from None
+
+    def write(self, text):
+        return self._call("write", text)
+
+    def flush(self):
+        return self._call("flush")
+
+    def __getattr__(self, name):
+        if self._stream is None:
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+def _quiet_stdout() -> None:
+    """After a stdout failure: point fd 1 at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+    except OSError:
+        pass
+    sys.stdout = open(os.devnull, "w")
+
+
 class _Group(TyperGroup):
-    """Typer's group with click's usage errors reported as one `error:` line, exit code 1."""
+    """Typer's group with click's usage errors reported as one `error:` line, exit code 1; an interrupt (Ctrl-C)
+    is one `error: interrupted` line and exit code 130; a stdout that cannot take the result is one line and exit
+    code 1 (a closed pipe, as in `wmtp ... | head -1`, exits 1 quietly)."""
 
     def main(self, *args, **kwargs):
         kwargs["standalone_mode"] = False
+        if not isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = _GuardedStdout(sys.stdout)
         try:
             rv = super().main(*args, **kwargs)
+            sys.stdout.flush()
+        except StdoutError as e:
+            _quiet_stdout()
+            if e.errno != errno.EPIPE:
+                typer.echo(f"error: cannot write the result to standard output: {e.strerror}", err=True)
+            sys.exit(1)
         except _EXITS as e:
             sys.exit(e.exit_code)
         except _ABORTS:
             typer.echo("error: interrupted", err=True)
-            sys.exit(1)
+            sys.exit(_INTERRUPTED)
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted", err=True)
+            sys.exit(_INTERRUPTED)
         except click.exceptions.ClickException as e:
             if type(e).__name__ == "NoArgsIsHelpError":  # `wmtp` alone: the help, as before
                 e.show()
                 sys.exit(2)
             typer.echo(f"error: {e.format_message()}", err=True)
             sys.exit(1)
+        if rv == _INTERRUPTED:  # typer turns Ctrl-C into this exit code, silently (commands themselves return None)
+            typer.echo("error: interrupted", err=True)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -50,6 +112,8 @@ app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True, pretty
                   help="Windowed-MTP cost model: predict, measure and calibrate speculative decoding at long context.")
 for module in (predict_cmds, measure_cmds, acceptance_cmds, analysis, report):
     module.register(app)
+if signal.getsignal(signal.SIGINT) is interrupted_while_starting:  # imports done: Ctrl-C raises KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def main() -> None:  # console-script entry point

@@ -56,6 +56,9 @@ def predict(
     if tree_width > MAX_TOKENS:  # k branches of d tokens each: wider than any context is not a tree
         raise WmtpError(f"--tree-width {tree_width} is wider than the largest context wmtp models "
                         f"({MAX_TOKENS:,} tokens)")
+    if headroom and speed_of_light:  # the headroom compares measured kernel profiles; --speed-of-light reads none
+        raise WmtpError("--headroom compares measured kernel profiles and --speed-of-light ignores them: give one, "
+                        "not both")
     d = parse_depth(depth)
     if d != "auto" and not 2 <= d <= MAX_DEPTH:
         raise WmtpError(f"--depth must lie in 2..{MAX_DEPTH} or be 'auto', got {d}")

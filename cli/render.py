@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from wmtp.provenance import Origin, Source, source
+from wmtp.provenance import WEAKEST_FIRST, Origin, Source, source
 from wmtp.units import format_bytes, format_tokens
 
 
@@ -54,6 +54,17 @@ def short_tag(src: str) -> str:
         if needle in s:
             return tag
     return str(s)[:10]
+
+
+def weakest_tag(sources) -> str:
+    """One tag for numbers priced from several sources (a sweep row's methods): the weakest origin among them,
+    starred when they or their parts differ."""
+    srcs = [s if isinstance(s, Source) else source(s) for s in sources]
+    origins = {s.weakest() for s in srcs} - {Origin.NONE}
+    if not origins:
+        return "-"
+    weakest = next(o for o in WEAKEST_FIRST if o in origins)
+    return _ORIGIN_TAGS.get(weakest, "-") + ("*" if len(origins) > 1 or any(s.mixed for s in srcs) else "")
 
 
 def cell(value: float, source: str, fmt: str = "{:.3f}") -> str:
@@ -105,7 +116,8 @@ def render_prediction(p) -> None:
     )
     console.print(
         f"break-even acceptance ratio rho* = step_window / step_native = {p.break_even_accept_ratio:.3f}: "
-        f"windowing pays while AL_window / AL_native > {p.break_even_accept_ratio:.3f}"
+        f"windowing pays while AL_window / AL_native > {p.break_even_accept_ratio:.3f} "
+        f"[dim]{weakest_tag([p.methods['native'].cost.source, p.methods['window'].cost.source])}[/dim]"
     )
     dp = p.draft_prefill
     saving = f"{dp['saving_ms'] / 1e3:.1f} s" if dp["saving_ms"] >= 1e3 else f"{dp['saving_ms']:.1f} ms"

@@ -63,15 +63,21 @@ class Scenario:
         c, al = self.step(method, profile, **overrides)
         return c.step_ms / al, c.step_ms, al
 
+    def priced(self, method: str, profile: AcceptanceProfile | None, **overrides) -> tuple[float, float, float, str]:
+        """`tpot` and the step cost's source (`wmtp.provenance.Source`: measured, interpolated, ...), which a
+        sweep row carries beside its numbers."""
+        c, al = self.step(method, profile, **overrides)
+        return c.step_ms / al, c.step_ms, al, c.source
+
 
 def depth_curve(sc: Scenario, acc: AcceptanceChoice, depths=defaults.DEPTH_GRID) -> list[dict]:
     rows = []
     for d in depths:
         row = {"depth": d}
         for method, prof in (("native", acc.native), ("window", acc.window)):
-            tpot, step, al = sc.tpot(method, prof, depth=d)
+            tpot, step, al, src = sc.priced(method, prof, depth=d)
             row.update({f"{method}_tpot_ms": tpot, f"{method}_step_ms": step, f"{method}_accept_length": al,
-                        f"{method}_accept_source": prof.tag(d)})
+                        f"{method}_accept_source": prof.tag(d), f"{method}_step_source": src})
         rows.append(row)
     return rows
 
@@ -83,13 +89,14 @@ def best_depths(rows: list[dict]) -> dict:
 def context_curve(sc: Scenario, acc: AcceptanceChoice, ctxs) -> list[dict]:
     dense_rows = []
     for ctx in ctxs:
-        d_tpot, _, _ = sc.tpot("dense", None, ctx=ctx)
-        n_tpot, n_step, n_al = sc.tpot("native", acc.native, ctx=ctx)
-        w_tpot, w_step, w_al = sc.tpot("window", acc.window, ctx=ctx)
+        d_tpot, _, _, d_src = sc.priced("dense", None, ctx=ctx)
+        n_tpot, n_step, n_al, n_src = sc.priced("native", acc.native, ctx=ctx)
+        w_tpot, w_step, w_al, w_src = sc.priced("window", acc.window, ctx=ctx)
         dense_rows.append({"ctx": ctx, "dense_tpot_ms": d_tpot, "native_tpot_ms": n_tpot, "window_tpot_ms": w_tpot,
                            "native_step_ms": n_step, "window_step_ms": w_step,
                            "step_saving_ms": n_step - w_step, "cost_ratio": n_step / w_step - 1,
-                           "window_speedup": n_tpot / w_tpot})
+                           "window_speedup": n_tpot / w_tpot, "dense_step_source": d_src,
+                           "native_step_source": n_src, "window_step_source": w_src})
     return dense_rows
 
 
@@ -115,7 +122,7 @@ def break_even_context(sc: Scenario, acc: AcceptanceChoice, threshold: float = 0
 
 
 def window_curve(sc: Scenario, acc: AcceptanceChoice, windows, al_model: WindowAcceptance | None) -> list[dict]:
-    n_tpot, _, n_al = sc.tpot("native", acc.native)
+    n_tpot, _, n_al, n_src = sc.priced("native", acc.native)
     rows = []
     for w in windows:
         prof = window_profile(acc, al_model, w, sc.sink, sc.ctx)
@@ -126,9 +133,10 @@ def window_curve(sc: Scenario, acc: AcceptanceChoice, windows, al_model: WindowA
             src = al_model.tag(w, sc.ctx)
         else:
             src = "held fixed (no AL(W) model): " + acc.window.tag(sc.depth)
-        tpot, step, _ = sc.tpot("window", None, window=w, accept_length=al_w)
+        tpot, step, _, w_src = sc.priced("window", None, window=w, accept_length=al_w)
         rows.append({"window": w, "window_step_ms": step, "accept_length": al_w, "accept_source": src,
-                     "window_tpot_ms": tpot, "native_tpot_ms": n_tpot, "beats_native": tpot < n_tpot})
+                     "window_tpot_ms": tpot, "native_tpot_ms": n_tpot, "beats_native": tpot < n_tpot,
+                     "window_step_source": w_src, "native_step_source": n_src})
     return rows
 
 
@@ -149,9 +157,10 @@ def batch_frontier(sc: Scenario, acc: AcceptanceChoice, max_batch: int | None = 
     for method, prof in (("dense", None), ("native", acc.native), ("window", acc.window)):
         limit = mem.max_batch[method] if max_batch is None else min(max_batch, mem.max_batch[method])
         for b in range(1, limit + 1):
-            tpot, step, al = sc.tpot(method, prof, batch=b)
+            tpot, step, al, src = sc.priced(method, prof, batch=b)
             rows.append({"method": method, "batch": b, "tpot_ms": tpot, "per_user_tok_s": 1e3 / tpot,
-                         "per_gpu_tok_s": b * 1e3 / tpot / sc.tp, "step_ms": step, "accept_length": al})
+                         "per_gpu_tok_s": b * 1e3 / tpot / sc.tp, "step_ms": step, "accept_length": al,
+                         "step_source": src})
     for r in rows:  # Pareto-optimal over all methods: no point is better on both axes
         r["pareto"] = not any(o["per_user_tok_s"] >= r["per_user_tok_s"] and o["per_gpu_tok_s"] >= r["per_gpu_tok_s"]
                               and (o["per_user_tok_s"] > r["per_user_tok_s"] or o["per_gpu_tok_s"] > r["per_gpu_tok_s"])

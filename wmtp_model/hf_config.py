@@ -110,10 +110,14 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
                                              for i in mlp_only) or len(set(mlp_only)) != len(mlp_only):
         raise ConfigError(f"{f.path}: mlp_only_layers must list distinct layer indices in [0, num_hidden_layers)")
     n_experts = f.need("num_experts")
+    # a layer is MoE unless listed in mlp_only_layers or off the decoder_sparse_step stride (HF Qwen3-Next: MoE
+    # where (i + 1) % decoder_sparse_step == 0); the others run a dense MLP of intermediate_size
+    step = f.positive("decoder_sparse_step", 1)
+    dense_layers = set(mlp_only) | {i for i in range(n_layers) if (i + 1) % step}
     spec = dict(
         hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=n_layers,
         n_full_attn=n_full, n_linear=n_layers - n_full,
-        n_moe=n_layers - len(mlp_only), n_dense_ffn=len(mlp_only),
+        n_moe=n_layers - len(dense_layers), n_dense_ffn=len(dense_layers),
         q_heads=f.need("num_attention_heads"), kv_heads=f.need("num_key_value_heads"), head_dim=_head_dim(f),
         attn_out_gate=True, linear_kind="gdn",
         lin_k_heads=f.positive("linear_num_key_heads"), lin_v_heads=f.positive("linear_num_value_heads"),
@@ -121,7 +125,7 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
         n_experts=n_experts, top_k=f.need("num_experts_per_tok"), expert_ffn=f.need("moe_intermediate_size"),
         n_shared=1 if f.get("shared_expert_intermediate_size", 0) else 0,
         shared_ffn=f.get("shared_expert_intermediate_size", 0),
-        dense_ffn=f.get("intermediate_size", 0) if mlp_only else 0,
+        dense_ffn=f.need("intermediate_size") if dense_layers else 0,
         n_mtp=f.get("mtp_num_hidden_layers", 1),
     )
     f.check()
@@ -162,13 +166,15 @@ def _moe_first_dense(f: _Fields, key: str, name: str, mla: bool) -> ModelSpec:
     first_dense = f.get("first_k_dense_replace", 0)
     if first_dense > n_layers:
         raise ConfigError(f"{f.path}: first_k_dense_replace ({first_dense}) exceeds num_hidden_layers ({n_layers})")
+    freq = f.positive("moe_layer_freq", 1)  # HF DeepSeek: layer i is MoE when i >= first_k_dense_replace, i % freq == 0
+    n_moe = sum(1 for i in range(first_dense, n_layers) if i % freq == 0)
     spec = dict(
         hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=n_layers,
-        n_full_attn=n_layers, n_linear=0, n_moe=n_layers - first_dense, n_dense_ffn=first_dense,
+        n_full_attn=n_layers, n_linear=0, n_moe=n_moe, n_dense_ffn=n_layers - n_moe,
         q_heads=f.need("num_attention_heads"),
         n_experts=f.need("n_routed_experts"), top_k=f.need("num_experts_per_tok"),
         expert_ffn=f.need("moe_intermediate_size"), n_shared=f.get("n_shared_experts", 0),
-        dense_ffn=f.need("intermediate_size") if first_dense else 0,
+        dense_ffn=f.need("intermediate_size") if n_moe < n_layers else 0,
         n_mtp=f.get("num_nextn_predict_layers", 1),
     )
     spec["shared_ffn"] = spec["expert_ffn"] if spec["n_shared"] else 0
@@ -197,6 +203,27 @@ def _dense(f: _Fields, key: str, name: str) -> ModelSpec:
     return ModelSpec(key=key, name=name, family=f.family, **spec)
 
 
+_HYBRID_KINDS = ("qwen3_next", "qwen3_5_moe")  # their layer_types (full / linear attention) are read by _qwen_hybrid
+_NOT_MODELLED = "wmtp prices every attention layer as full attention over the whole context"
+
+
+def _refuse_unmodelled_attention(cfg: dict, family: str, path: str) -> None:
+    """Attention a model row cannot hold (sliding-window or chunked layers, DeepSeek Sparse Attention): priced as
+    full attention over the whole context, a long-context prediction would be silently wrong, so it is refused."""
+    types = cfg.get("layer_types")
+    if family not in _HYBRID_KINDS and isinstance(types, list):
+        other = sorted({_short(t) for t in types if t != "full_attention"})
+        if other:
+            raise ConfigError(f"{path}: layer_types lists {', '.join(other[:3])} layers; {_NOT_MODELLED} "
+                              "(no sliding-window or chunked attention)")
+    if cfg.get("use_sliding_window") is True and cfg.get("sliding_window") is not None:
+        raise ConfigError(f"{path}: use_sliding_window is true (sliding_window {_short(cfg['sliding_window'])}); "
+                          f"{_NOT_MODELLED}: set it to false if no layer slides")
+    if cfg.get("index_topk") is not None:
+        raise ConfigError(f"{path}: index_topk ({_short(cfg['index_topk'])}) is DeepSeek Sparse Attention (each "
+                          f"query reads its top-k keys); {_NOT_MODELLED}")
+
+
 def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = None,
                      read_quantization: bool = True) -> ModelSpec:
     """`read_quantization` False: the weight formats come from elsewhere (--weight-dtype); quantization_config is
@@ -205,6 +232,8 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
         raise ConfigError(f"{path}: top level must be a JSON object")
     family = cfg.get("model_type")
     text = cfg.get("text_config")
+    if text is not None and not isinstance(text, dict):
+        raise ConfigError(f"{path}: text_config must be an object (the language model's fields), got {_short(text)}")
     if isinstance(text, dict):  # multimodal wrappers (qwen3_5_moe) keep the LM under text_config
         merged = {**cfg, **text}
         merged["model_type"] = family or text.get("model_type")
@@ -217,6 +246,7 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
     key = key or Path(path).parent.name or family
     archs = cfg.get("architectures")
     name = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else family
+    _refuse_unmodelled_attention(cfg, family, path)
     f = _Fields(cfg, family, path)
     formats = weight_formats(cfg, path) if read_quantization else {}  # wmtp.quant_config
     try:

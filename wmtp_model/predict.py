@@ -12,7 +12,7 @@ from wmtp.engine import memory_config
 from wmtp.engine import resolve as resolve_engine
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
-from wmtp.latency import CostModel, SpeedOfLight, StepCost
+from wmtp.latency import CostModel, SpeedOfLight, StepCost, combine_sources
 from wmtp.memory import MemoryReport, memory_report
 from wmtp.provenance import Origin
 from wmtp.specs import ModelSpec
@@ -137,6 +137,8 @@ class Prediction:
                 "tpot_ms_by_depth": {k: {str(d): t for d, t in v.items()} for k, v in self.tpot_by_depth.items()},
                 "break_even_accept_ratio": self.break_even_accept_ratio,
                 "draft_prefill_ttft_saving": self.draft_prefill,
+                "source": combine_sources(part for m in ("native", "window") for src in [self.methods[m].cost.source]
+                                          for part in (src.parts or (src,))),  # both methods' steps
             },
             "warnings": self.warnings,
         }

@@ -137,10 +137,12 @@ def read_trace(path) -> list[int]:
     from wmtp.fileio import read_text
 
     text = read_text(path, "trace", WmtpError)
-    try:
-        tr = [int(x) for x in text.split()]
-    except ValueError as e:
-        raise WmtpError(f"cannot read trace {path}: {str(e)[:100]}") from None
+    words = text.split()
+    bad = next((w for w in words if not (w.isascii() and w.isdigit())), None)  # int() also reads '1_0', '+1', '²'
+    if bad is not None:
+        raise WmtpError(f"cannot read trace {path}: {bad[:40]!r} is not a count of accepted draft tokens (one "
+                        "non-negative integer a line)")
+    tr = [int(w) for w in words]
     if not tr or min(tr) < 0:
         raise WmtpError(f"trace {path} holds no non-negative accepted counts")
     if max(tr) > MAX_DEPTH - 1:  # a step accepts at most gamma = d - 1 drafts; more was clamped, silently
@@ -160,3 +162,8 @@ def step_time_fn(sc, method: str) -> Callable[[int], float]:
         return cache[d]
 
     return step_ms
+
+
+def step_sources(sc, method: str, depths) -> dict[int, str]:
+    """Where each depth's step cost (as `step_time_fn` prices it) comes from: measured, interpolated, ..."""
+    return {d: sc.priced(method, None, depth=d, accept_length=float(d) if d > 1 else 1.0)[3] for d in sorted(depths)}
