@@ -120,3 +120,46 @@ def test_pdl_chain_in_one_graph_reads_the_previous_output(pdl, fmt, m):
     for a, b in zip(off, on):
         assert not torch.isnan(b).any()
         assert torch.equal(a, b)
+
+
+def _e4m3_midpoints() -> torch.Tensor:
+    """Every midpoint between neighbouring positive e4m3 values (normals and subnormals), by hand: below 2^-6 the
+    values are j * 2^-9, above them (1 + j / 8) * 2^e for e = -6..8, up to 448."""
+    vals = [j * 2.0 ** -9 for j in range(8)] + [(1 + j / 8) * 2.0 ** e for e in range(-6, 9) for j in range(8)]
+    vals = sorted(v for v in vals if v <= 448)
+    return torch.tensor([(a + b) / 2 for a, b in zip(vals, vals[1:])], dtype=torch.float64)
+
+
+@gpu
+@pytest.mark.parametrize("scale", [3.0, 0.7, 1e-4, 37.0])
+def test_fp8_gemv_division_modes_give_the_same_codes(scale):
+    """The fp8 GEMV quantizes its activations per 128-group by x / s. With one reciprocal per group and a Markstein
+    correction ('fma') the quotient must be the IEEE one ('rn'), so the outputs must be bit-identical, also where
+    x / s is exactly a midpoint between two e4m3 codes (where any 1-ulp error flips the rounding): each group holds
+    448 * scale (so s = scale, up to its bf16 / fp32 rounding) and scale * midpoints, plus random values over 8
+    decades below it."""
+    from wmtp.measure.kernels import quant_gemm as qg
+    mids = _e4m3_midpoints()
+    k = 128 * 64
+    gen = torch.Generator().manual_seed(int(scale * 1000) % 9973)
+    x = torch.randn(1, k, generator=gen, dtype=torch.float64) * torch.logspace(-6, 2, k, dtype=torch.float64) * scale
+    x = x.clamp(-400 * scale, 400 * scale)  # below each group's 448 * scale, so that it sets the group's scale
+    for g in range(0, k, 128):
+        x[0, g] = 448 * scale
+        j = torch.randint(0, len(mids), (60,), generator=gen)
+        x[0, g + 1:g + 61] = mids[j] * scale * torch.where(torch.rand(60, generator=gen) < 0.5, -1.0, 1.0)
+    x = x.to(torch.bfloat16)  # the midpoints times scale may round in bf16: the set stays adversarial near them
+    n = 256
+    wq, ws = qg.quantize_fp8_block(make_weight(gen, n, k))
+    outs = {}
+    saved = qg.GEMV_ACT_DIV
+    try:
+        for mode in ("rn", "fma"):
+            qg.GEMV_ACT_DIV = mode
+            outs[mode] = fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), path="gemv", out_dtype=torch.float32)
+    finally:
+        qg.GEMV_ACT_DIV = saved
+    pre_q, pre_s = qg.quantize_act_fp8(x.to(DEV))  # the act-quant kernel: IEEE division, its own launch
+    pre = fp8_gemm(pre_q, wq.to(DEV), ws.to(DEV), x_scale=pre_s, path="gemv", out_dtype=torch.float32)
+    assert torch.equal(outs["rn"], pre)
+    assert torch.equal(outs["fma"], outs["rn"])

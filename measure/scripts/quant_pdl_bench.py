@@ -40,33 +40,42 @@ MS = (1, 2, 4, 8, 16)
 FORMATS = {"fp8": ("wmtp_fp8_block_auto", qg.fp8_gemm), "int4": ("wmtp_int4_group_auto", qg.int4_gemm)}
 
 
-def _set_pdl(on: bool) -> None:
-    quant_pdl.ENABLED = on
+# (name suffix, PDL, fp8 GEMV division `quant_gemm.GEMV_ACT_DIV`); the division variants apply to the fp8 GEMV (M = 1)
+BASE = (("", False, "rn"), ("[pdl]", True, "rn"))
+FP8_GEMV = BASE + (("[fma]", False, "fma"), ("[fma,pdl]", True, "fma"), ("[approx]", False, "approx"))
+EXACT = {"": True, "[pdl]": True, "[fma]": True, "[fma,pdl]": True, "[approx]": False}  # must equal the base output
+
+
+def _set(pdl: bool, div: str) -> None:
+    quant_pdl.ENABLED = pdl
+    qg.GEMV_ACT_DIV = div
 
 
 def run_shape(b: Bench, model: str, comp: str, n: int, k: int, ms, after_mul: bool) -> None:
     gen = torch.Generator(device=b.dev).manual_seed(31)
-    copies = b.dense_copies(n, k)
-    wsets = [weight_set(n, k, b.dev, gen) for _ in range(copies)]
+    wsets = [weight_set(n, k, b.dev, gen) for _ in range(b.dense_copies(n, k))]
     for m in ms:
         x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
         h, g = x.clone(), torch.ones_like(x)
         for fmt, (name, fn) in FORMATS.items():
             dtype, nbytes = dense_format(name, n, k)
-            outs = {}
-            for on in (False, True):
-                _set_pdl(on)
-                outs[on] = fn(x, *wsets[0][fmt])
-                tag = "[pdl]" if on else ""
+            base = None
+            for tag, pdl, div in FP8_GEMV if fmt == "fp8" and m == 1 else BASE:
+                _set(pdl, div)
+                out = fn(x, *wsets[0][fmt])
+                base = out if base is None else base
                 b.measure(name + tag, model, comp, m, n, k, 1, 1, dtype, nbytes,
                           [lambda w=w, fmt=fmt, fn=fn: fn(x, *w[fmt]) for w in wsets])
-                if after_mul:
-                    b.measure(name + ("[mul,pdl]" if on else "[mul]"), model, comp, m, n, k, 1, 1, dtype, nbytes,
+                if after_mul and tag in ("", "[pdl]"):
+                    b.measure(name + ("[mul,pdl]" if pdl else "[mul]"), model, comp, m, n, k, 1, 1, dtype, nbytes,
                               [lambda w=w, fmt=fmt, fn=fn: (torch.mul(h, g, out=x), fn(x, *w[fmt])) for w in wsets])
-            _set_pdl(False)
-            same = bool(torch.equal(outs[False], outs[True]))
-            b.check(name + "[pdl]", model, comp, m, n, k, 1, 1,
-                    lambda o=outs[True], same=same: o if same else _mismatch(), dense_ref(x, wsets[0], name))
+                if tag:
+                    same = bool(torch.equal(base, out))
+                    b.check(name + tag, model, comp, m, n, k, 1, 1,
+                            lambda o=out, ok=same or not EXACT[tag]: o if ok else _mismatch(), dense_ref(x, wsets[0], name))
+                    if not EXACT[tag]:
+                        b.checks[-1]["error"] = "equals the base output" if same else "differs from the base output"
+            _set(False, "rn")
         if after_mul:
             b.measure("torch_mul", model, comp, m, n, k, 1, 1, "bf16", 0,
                       [lambda: torch.mul(h, g, out=x) for _ in wsets])
@@ -78,33 +87,32 @@ def _mismatch():
 
 
 def pdl_table(rows: list[dict], ceiling_gbps: float) -> str:
-    """On / off side by side: median us, % of copy, speedup; one line per (model, component, M, format)."""
+    """Every variant side by side: median us (% of copy) and the base's time over the variant's; one line per
+    (model, component, M, format); the mul columns: GEMM behind an elementwise kernel, off / PDL, and that kernel
+    alone."""
     med = defaultdict(list)
     for r in rows:
         if r["time_ms"]:
-            med[(r["kernel"], r["model"], r["component"], int(r["M"]))].append(float(r["time_ms"]))
-    bytes_of = {(r["kernel"], r["model"], r["component"], int(r["M"])): int(r["weight_bytes"]) for r in rows}
-    lines = ["| model | component | MB | M | format | off us (% copy) | PDL us (% copy) | off / PDL |"
-             + (" mul+GEMM off / PDL us | mul us |" if any("[mul]" in k[0] for k in med) else ""),
-             "|---|---|---|---|---|---|---|---|" + ("---|---|" if any("[mul]" in k[0] for k in med) else "")]
-    for (kern, model, comp, m), ts in sorted(med.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][3], kv[0][0])):
+            med[(r["kernel"], r["model"], r["component"], int(r["M"]))].append(float(r["time_ms"]) * 1e3)
+    med = {key: statistics.median(v) for key, v in med.items()}
+    nbytes = {(r["kernel"], r["model"], r["component"], int(r["M"])): int(r["weight_bytes"]) for r in rows}
+    tags = [t for t, _, _ in FP8_GEMV]
+    head = ["model", "component", "MB", "M", "format"] + [f"{t or 'base'} us (% copy, base / it)" for t in tags]
+    head += ["mul+GEMM us, off / PDL", "mul us"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (kern, model, comp, m), t0 in sorted(med.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][3], kv[0][0])):
         if not kern.endswith("_auto"):
             continue
-        on = med.get((kern + "[pdl]", model, comp, m))
-        if not on:
-            continue
-        nb = bytes_of[(kern, model, comp, m)]
-        t0, t1 = statistics.median(ts) * 1e3, statistics.median(on) * 1e3
-        pct = lambda t: 100 * nb / (t * 1e-6) / 1e9 / ceiling_gbps  # noqa: E731
-        fmt = "fp8" if "fp8" in kern else "int4"
-        line = (f"| {model} | {comp} | {nb / 1e6:.1f} | {m} | {fmt} | {t0:.2f} ({pct(t0):.1f}) | {t1:.2f} "
-                f"({pct(t1):.1f}) | {t0 / t1:.3f} |")
-        mul0, mul1 = med.get((kern + "[mul]", model, comp, m)), med.get((kern + "[mul,pdl]", model, comp, m))
+        nb = nbytes[(kern, model, comp, m)]
+        cells = [model, comp, f"{nb / 1e6:.1f}", str(m), "fp8" if "fp8" in kern else "int4"]
+        for t in tags:
+            v = med.get((kern + t, model, comp, m))
+            cells.append("-" if v is None else f"{v:.2f} ({100 * nb / (v * 1e-6) / 1e9 / ceiling_gbps:.1f}, {t0 / v:.3f})")
+        mul = [med.get((kern + t, model, comp, m)) for t in ("[mul]", "[mul,pdl]")]
         alone = med.get(("torch_mul", model, comp, m))
-        if mul0 and mul1 and alone:
-            line += (f" {statistics.median(mul0) * 1e3:.2f} / {statistics.median(mul1) * 1e3:.2f} |"
-                     f" {statistics.median(alone) * 1e3:.2f} |")
-        lines.append(line)
+        cells.append("-" if None in mul else f"{mul[0]:.2f} / {mul[1]:.2f}")
+        cells.append("-" if alone is None else f"{alone:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
