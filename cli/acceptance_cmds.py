@@ -182,8 +182,8 @@ def calibrate_logs(
     if not model:
         raise WmtpError("calibrate-logs needs --model")
     spec, gpu = get_model(model), get_hardware(hw)
-    prof = fit_from_logs(runs, spec, gpu, cost_model_for(gpu, profile), parse_tokens(ctx), method, batch,
-                         parse_tokens(window), sink, min_gamma, out)
+    prof = fit_from_logs(runs, spec, gpu, cost_model_for(gpu, profile), parse_tokens(ctx, "--ctx"), method, batch,
+                         parse_tokens(window, "--window"), sink, min_gamma, out)
     typer.echo(framework_fit_summary(prof, out))
 
 

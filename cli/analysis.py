@@ -40,7 +40,7 @@ def scenario(opts: dict, depth: int):
         raise WmtpError(f"--tp must be >= 1, got {opts['tp']}")
     spec = resolve_model(opts["model"], opts["config"], opts["weight_dtype"], opts["kv_dtype"], opts["framework"])
     gpu = get_hardware(opts["hw"])
-    ctx, window = parse_tokens(opts["ctx"]), parse_tokens(opts["window"])
+    ctx, window = parse_tokens(opts["ctx"], "--ctx"), parse_tokens(opts["window"], "--window")
     overheads, warnings = resolve_engine(spec.key, gpu.key, opts["framework"])
     warnings += sink_warning(ctx, opts["sink"]) + weights_fit_warning(per_gpu_spec(spec, opts["tp"]), gpu)
     return Scenario(spec, gpu, cost_model_for(gpu, opts["profile"], opts["speed_of_light"], opts["framework"]), ctx,

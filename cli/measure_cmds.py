@@ -94,7 +94,7 @@ def calibrate(
             raise WmtpError("--from-logs calibrates one model: give --models KEY")
         spec, gpu = get_model(keys[0]), get_hardware(hw)
         target = out / "framework.json"
-        prof = fit_from_logs(from_logs, spec, gpu, cost_model_for(gpu, None), parse_tokens(ctx), method, None,
+        prof = fit_from_logs(from_logs, spec, gpu, cost_model_for(gpu, None), parse_tokens(ctx, "--ctx"), method, None,
                              defaults.WINDOW, defaults.SINK, min_gamma, target)
         typer.echo(framework_fit_summary(prof, target))
         return

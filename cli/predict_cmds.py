@@ -62,7 +62,7 @@ def predict(
     d = parse_depth(depth)
     if d != "auto" and not 2 <= d <= MAX_DEPTH:
         raise WmtpError(f"--depth must lie in 2..{MAX_DEPTH} or be 'auto', got {d}")
-    ctx_tokens, window_tokens = parse_tokens(ctx), parse_tokens(window)
+    ctx_tokens, window_tokens = parse_tokens(ctx, "--ctx"), parse_tokens(window, "--window")
     spec = resolve_model(model, config, weight_dtype, kv_dtype, framework)
     gpu = get_hardware(hw)
     result = run_predict(

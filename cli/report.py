@@ -54,7 +54,7 @@ def report(
     gpu = get_hardware(hw)
     cost = cost_model_for(gpu, profile, speed_of_light, framework)
     acc_len = parse_accept(accept_length)
-    p = run_predict(spec, gpu, parse_tokens(ctx), d, parse_tokens(window), sink, batch, acc_len, cost=cost,
+    p = run_predict(spec, gpu, parse_tokens(ctx, "--ctx"), d, parse_tokens(window, "--window"), sink, batch, acc_len, cost=cost,
                     frameworks=framework, task=task)
     acc = choose_acceptance(spec.key, d, acc_len, task)
     profiles = {"native": acc.native, "window": acc.window}

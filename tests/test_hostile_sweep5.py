@@ -312,3 +312,46 @@ def test_ctrl_c_while_the_command_line_imports():
     code = "import os, signal, wmtp.cli.main\nos.kill(os.getpid(), signal.SIGINT)\n"  # the control: imports done
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "KeyboardInterrupt" in r.stderr  # Python's own handler is back
+
+
+def test_nemotron_layer_count_must_match_its_pattern(tmp_path):
+    """num_hidden_layers 10 beside a 52-character pattern was ignored (the pattern's 52 layers priced)."""
+    p = write(tmp_path / "m" / "config.json", {**NEMOTRON_H, "num_hidden_layers": 10})
+    assert_one_error(invoke("predict", "--config", p), "num_hidden_layers (10)", "hybrid_override_pattern's length (52)")
+
+
+# ------------------------------------------------------------------ quantized weights without their own fit
+def _components(*args) -> dict:
+    r = invoke("predict", "--model", "q35", "--ctx", "64K", *args, "--json")
+    assert r.exit_code == 0, r.output
+    return {c["name"]: c["source"] for c in json.loads(r.stdout)["methods"]["native"]["components"]}
+
+
+@pytest.mark.parametrize("weight_dtype, fit", [("nvfp4", "moe@int4"), ("fp8", "moe@fp8")])
+def test_quantized_weights_priced_by_the_bf16_fit_are_extrapolated(tmp_path, weight_dtype, fit):
+    """A profile without the format's kernel fits priced nvfp4 / fp8 weights with the bf16 fit at their bytes and
+    tagged them interpolated or measured: a price across dtypes, like fp8 KV on a bf16-KV fit, is extrapolated."""
+    from wmtp.profile import PROFILES_DIR
+
+    doc = json.loads((PROFILES_DIR / "h200.json").read_text())
+    doc["components"] = {k: v for k, v in doc["components"].items() if "@" not in k}  # the bf16 fits only
+    p = write(tmp_path / "bf16-only.json", doc)
+    moe = _components("--profile", p, "--weight-dtype", weight_dtype)["verify.moe"]
+    assert moe.startswith("extrapolated") and f"no {fit} fit" in moe, moe
+    control = _components("--profile", p, "--weight-dtype", "bf16")["verify.moe"]  # the fit's own dtype
+    assert not control.startswith("extrapolated") and "no moe@" not in control, control
+
+
+# ------------------------------------------------------------------------- which count is wrong
+@pytest.mark.parametrize("args, opt", [
+    (["predict", "--model", "q35", "--window", "0"], "--window"),  # was "token count must be positive": of which?
+    (["predict", "--model", "q35", "--ctx", "1e3K"], "--ctx"),
+    (["sweep", "depth", "--model", "q35", "--ctx", "abc"], "--ctx"),
+    (["simulate", "--model", "q35", "--window", "-3"], "--window"),
+    (["measure", "kernels", "--batch", "0"], "--batch"),  # a list option, checked before any GPU is looked for
+    (["measure", "kernels", "--ctx", "64K,x"], "--ctx"),
+])
+def test_a_bad_count_names_its_option(tmp_path, args, opt):
+    line = assert_one_error(invoke(*args, *(["--out", tmp_path / "o"] if args[0] == "measure" else [])))
+    assert line.startswith(f"error: {opt}: "), line
+    assert not (tmp_path / "o").exists()

@@ -137,6 +137,10 @@ def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
     pattern = f.need("hybrid_override_pattern", str)
     f.check()
     _layer_count(f, len(pattern), "hybrid_override_pattern's length")
+    n_given = f.get("num_hidden_layers", len(pattern))
+    if n_given != len(pattern):  # one block per character: a config that says otherwise is two models
+        raise ConfigError(f"{f.path}: num_hidden_layers ({n_given}) differs from hybrid_override_pattern's length "
+                          f"({len(pattern)}); the pattern has one character per layer")
     bad = set(pattern) - set("M*E-")
     if bad:
         raise ConfigError(f"{f.path}: hybrid_override_pattern has unknown block kinds {sorted(bad)}")

@@ -238,7 +238,9 @@ class ProfileCostModel:
         if own is not None:
             dtype = "fp8" if path == "fp8" else "bf16"  # int4 is weight-only: bf16 tensor-core math
             return own, dtype, dtype, note
-        return self._component(kind), "bf16", wdtype, note if path is None else ""
+        if path:  # no fit of this format's kernel: the bf16 kernel's fit at these bytes, across dtypes
+            return self._component(kind), "bf16", wdtype, f"the bf16 fit at {wdtype} weight bytes: no {kind}@{path} fit"
+        return self._component(kind), "bf16", wdtype, note
 
     def _regime(self, comp: dict, work: Work) -> tuple[dict, str, bool]:
         """The fit of `comp`'s M regime for `work`'s calls (`regime_index`; `call_rows`), merged with the per-call
@@ -301,8 +303,9 @@ class ProfileCostModel:
             wdtype = work.shape.get("wdtype") or spec.weight_dtype
             comp, ref_dtype, dtype, note = self._weight_component(work.kind, wdtype, hw)
             bf16 = self._component(work.kind)
-            if comp is bf16:
-                return self._priced(work, hw, spec, comp, ref_dtype, dtype, note)
+            if comp is bf16:  # a quantized format without its own fit is priced across dtypes: extrapolated
+                return self._priced(work, hw, spec, comp, ref_dtype, dtype, note,
+                                    extrapolated=weight_path(wdtype, hw)[0] is not None)
             comp, impl, outside = self._regime(comp, work)
             quant = self._priced(work, hw, spec, comp, ref_dtype, dtype, "; ".join(filter(None, (note, impl))),
                                  outside)

@@ -15,8 +15,18 @@ MAX_TOKENS = 1 << 34  # 16G tokens: far past any model's context; more is a typo
 _TOKENS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)\s*$", re.IGNORECASE)
 
 
-def parse_tokens(text: str | int) -> int:
-    """Parse `1048576`, `256K`, `1M`, `1.04M` (binary suffixes) into a positive token count."""
+def parse_tokens(text: str | int, what: str | None = None) -> int:
+    """Parse `1048576`, `256K`, `1M`, `1.04M` (binary suffixes) into a positive token count; `what` (an option's
+    name, e.g. '--window') leads the error, so a command with several counts says which one is wrong."""
+    try:
+        return _parse_tokens(text)
+    except WmtpError as e:
+        if what is None:
+            raise
+        raise WmtpError(f"{what}: {e}") from None
+
+
+def _parse_tokens(text: str | int) -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
@@ -71,4 +81,4 @@ def parse_int_list(text: str, *, what: str) -> list[int]:
         raise WmtpError(f"empty list for {what}")
     if len(parts) > 1000:
         raise WmtpError(f"{what}: at most 1000 values, got {len(parts)}")
-    return [parse_tokens(p) for p in parts]
+    return [parse_tokens(p, what) for p in parts]
