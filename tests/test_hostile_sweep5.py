@@ -355,3 +355,43 @@ def test_a_bad_count_names_its_option(tmp_path, args, opt):
     line = assert_one_error(invoke(*args, *(["--out", tmp_path / "o"] if args[0] == "measure" else [])))
     assert line.startswith(f"error: {opt}: "), line
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------------------- head_dim left out
+def test_head_dim_left_out_where_the_width_does_not_divide(tmp_path):
+    """GLM-4.5-Air without head_dim: 4096 // 96 = 42 was priced (its heads are 128 wide); HF has no such default."""
+    no_hd = {k: v for k, v in GLM45_AIR.items() if k != "head_dim"}
+    assert_one_error(invoke("predict", "--config", write(tmp_path / "g" / "config.json", no_hd)),
+                     "no head_dim", "hidden_size (4096)", "num_attention_heads (96)")
+    # the control: MiMo leaves head_dim out and 4096 / 32 = 128 divides: 2 x 8 x 128 x 2 B per token and layer
+    spec = load_config(write(tmp_path / "m" / "config.json", MIMO_7B))
+    assert spec.head_dim == 128 and spec.kv_bytes_per_token_layer == 4096
+
+
+# ------------------------------------------------------------------- an MTP block left out of quantization
+def _nvfp4(ignore: list[str]) -> dict:
+    return {"quant_method": "compressed-tensors",
+            "config_groups": {"group_0": {"targets": ["Linear"],
+                                          "weights": {"num_bits": 4, "type": "float", "group_size": 16}}},
+            "ignore": ignore}
+
+
+@pytest.mark.parametrize("ignore, mtp_bf16", [
+    (["lm_head", "model.layers.46.eh_proj"], True),  # GLM keeps its MTP block as decoder layer 46 (of 46: 0..45)
+    (["lm_head", "re:model.layers.46.*"], True),
+    (["lm_head", r"re:.*layers\.46\..*"], True),  # a regex entry, its dots escaped
+    (["lm_head", "model.layers.45.mlp.gate"], False),  # the model's own last layer
+    (["lm_head"], False),
+    (["mtp.fc"], True),  # Qwen's name for it
+])
+def test_mtp_block_left_unquantized_by_layer_number(tmp_path, ignore, mtp_bf16):
+    """The MTP block past num_hidden_layers was recognised only by the word 'mtp': GLM's / DeepSeek's
+    `model.layers.{num_hidden_layers}` in an ignore list was priced as quantized."""
+    spec = load_config(write(tmp_path / "m" / "config.json", {**GLM45_AIR, "quantization_config": _nvfp4(ignore)}))
+    assert (spec.weight_dtype, spec.mtp_bf16) == ("nvfp4", mtp_bf16)
+
+
+def test_modules_to_not_convert_must_be_names(tmp_path):
+    q = {"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": "lm_head"}
+    p = write(tmp_path / "m" / "config.json", {**GLM45_AIR, "quantization_config": q})
+    assert_one_error(invoke("predict", "--config", p), "modules_to_not_convert must be a list of module names")

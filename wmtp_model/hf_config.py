@@ -85,8 +85,16 @@ def _layer_count(f: _Fields, n: int, what: str = "num_hidden_layers") -> int:
 
 
 def _head_dim(f: _Fields) -> int:
+    """head_dim, or hidden_size / num_attention_heads where the config leaves it out (as HF does); a width that
+    does not divide has no such default (it was floored: GLM-4.5's 4096 / 96 read as 42, not its 128)."""
     heads = f.need("num_attention_heads")
-    return f.get("head_dim", f.need("hidden_size") // heads if heads else 0)
+    if f.cfg.get("head_dim") is not None:
+        return f.need("head_dim")
+    hidden = f.need("hidden_size")
+    if heads and hidden % heads:
+        raise ConfigError(f"{f.path}: no head_dim, and hidden_size ({hidden}) is not a multiple of "
+                          f"num_attention_heads ({heads}): give head_dim")
+    return hidden // heads if heads else 0
 
 
 def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:

@@ -10,6 +10,9 @@ quantization (`mtp_bf16`). Formats are `wmtp.weights.FORMATS`. Producers read (t
 - `modelopt` (NVIDIA ModelOpt): `quant_algo` `NVFP4`, `FP8` or `MIXED_PRECISION`; a mixed checkpoint's
   `config_groups` (as above) say which modules each format covers (`targets`), or `quantized_layers` maps module
   names to their `quant_algo`; `ignore` / `exclude_modules` list modules left unquantized.
+- `modules_to_not_convert` (HF fp8, AWQ): modules left unquantized too. A skipped module of the MTP block (`mtp.*`, or
+  a decoder layer numbered past num_hidden_layers, DeepSeek's and GLM's `model.layers.61` / `model.layers.46`) makes
+  the MTP block bf16 (`mtp_bf16`).
 - `fp8` (Hugging Face fine-grained FP8, `weight_block_size` 128 x 128; DeepSeek-V3 / Qwen FP8 releases).
 - `gptq`, `awq`: `bits` 4 = int4.
 
@@ -18,6 +21,8 @@ method, 8-bit integer weights, a field of the wrong type) is a `ConfigError` tha
 """
 
 from __future__ import annotations
+
+import re
 
 from wmtp.errors import ConfigError
 
@@ -47,6 +52,15 @@ def _algo_format(algo: object, where: str) -> str:
     if text in ("W4A16_AWQ", "INT4_AWQ", "W4A8_AWQ"):
         return "int4"
     raise ConfigError(f"{where}: quant_algo {algo!r} is not a supported format; {_WEIGHT_DTYPE_HINT}")
+
+
+def _is_mtp_module(module: str, n_layers: object) -> bool:
+    """A module of the MTP block: named so (Qwen, Nemotron: `mtp.*`), or a decoder layer past the model's own
+    (DeepSeek / GLM keep theirs as `model.layers.{num_hidden_layers}`)."""
+    if "mtp" in module.lower():
+        return True
+    m = re.search(r"layers\\?\.(\d+)", module)  # also a regex entry, re:.*layers\\.61
+    return bool(m) and isinstance(n_layers, int) and not isinstance(n_layers, bool) and int(m.group(1)) >= n_layers
 
 
 def _is_routed_expert(module: str) -> bool:
@@ -97,8 +111,9 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
     if not isinstance(q, dict):
         raise ConfigError(f"{where} must be an object")
     method = q.get("quant_method")
-    skipped = _names(q.get("ignore"), f"{where}.ignore") + _names(q.get("exclude_modules"), f"{where}.exclude_modules")
-    mtp_bf16 = any("mtp" in m.lower() for m in skipped)
+    skipped = [m for key in ("ignore", "exclude_modules", "modules_to_not_convert")
+               for m in _names(q.get(key), f"{where}.{key}")]
+    mtp_bf16 = any(_is_mtp_module(m, cfg.get("num_hidden_layers")) for m in skipped)
     dense: str | None = None
     if method == "fp8":
         experts = "fp8"
