@@ -11,7 +11,7 @@ import pandas as pd
 
 from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
 from wmtp.calibrate.profile import build_profile, save_profile
-from wmtp.fileio import atomic_write_text, read_json
+from wmtp.fileio import atomic_write_text, check_output_path, read_json
 from wmtp.errors import WmtpError
 from wmtp.models import MODELS
 from wmtp.profile import load_profile
@@ -112,6 +112,7 @@ def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[s
     prof = build_profile(fits, hw, meta, ceilings(df), raw, models,
                          extra={"draft_loop_check": loop, "backend": backend, "moe_backend": moe_backend_of(meta),
                                 "backend_versions": meta.get("backend_versions", {})})
+    check_output_path(profile_path.with_suffix(".md"), "profile summary")  # both writable, or neither is written
     save_profile(prof, profile_path)
     atomic_write_text(profile_path.with_suffix(".md"), profile_summary(prof))
     return profile_path
@@ -210,6 +211,7 @@ def merge_kv_dtype(profile_path: Path, bench_csv: Path, kv_dtype: str = "fp8") -
     prof.setdefault("kv_dtype_raw_data", {})[kv_dtype] = {
         "file": bench_csv.name, "sha256": hashlib.sha256(bench_csv.read_bytes()).hexdigest(),
         "components": added}
+    check_output_path(profile_path.with_suffix(".md"), "profile summary")  # both writable, or neither is written
     save_profile(prof, profile_path)
     atomic_write_text(profile_path.with_suffix(".md"), profile_summary(prof))
     return added

@@ -395,3 +395,15 @@ def test_modules_to_not_convert_must_be_names(tmp_path):
     q = {"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": "lm_head"}
     p = write(tmp_path / "m" / "config.json", {**GLM45_AIR, "quantization_config": q})
     assert_one_error(invoke("predict", "--config", p), "modules_to_not_convert must be a list of module names")
+
+
+# ------------------------------------------------------------------------------ outputs written in pairs
+def test_refit_writes_no_profile_when_its_summary_cannot_be_written(tmp_path):
+    """`calibrate --from-raw` wrote profile.json, then failed on profile.md: a half-written output folder."""
+    from wmtp.profile import PROFILES_DIR
+
+    out = tmp_path / "cal"
+    (out / "profile.md").mkdir(parents=True)
+    r = invoke("calibrate", "--from-raw", PROFILES_DIR / "h200.raw.csv.gz", "--out", out)
+    assert_one_error(r, "profile.md", "it is a folder")
+    assert sorted(p.name for p in out.iterdir()) == ["profile.md"]
