@@ -154,7 +154,7 @@ def test_fp8_gemv_division_modes_give_the_same_codes(scale):
     outs = {}
     saved = qg.GEMV_ACT_DIV
     try:
-        for mode in ("rn", "fma"):
+        for mode in ("rn", "fma", "nodiv"):
             qg.GEMV_ACT_DIV = mode
             outs[mode] = fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV), path="gemv", out_dtype=torch.float32)
     finally:
@@ -162,4 +162,49 @@ def test_fp8_gemv_division_modes_give_the_same_codes(scale):
     pre_q, pre_s = qg.quantize_act_fp8(x.to(DEV))  # the act-quant kernel: IEEE division, its own launch
     pre = fp8_gemm(pre_q, wq.to(DEV), ws.to(DEV), x_scale=pre_s, path="gemv", out_dtype=torch.float32)
     assert torch.equal(outs["rn"], pre)
-    assert torch.equal(outs["fma"], outs["rn"])
+    assert torch.equal(outs["fma"], outs["rn"]) and torch.equal(outs["nodiv"], outs["rn"])
+
+
+@pytest.fixture(scope="module")
+def div_kernel():
+    import triton
+    import triton.language as tl
+    from wmtp.measure.kernels.quant_gemv import _rn_quotient, _rn_scale
+
+    @triton.jit
+    def kernel(X, S, Q, A, R, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        ok = i < n
+        x = tl.load(X + i, mask=ok, other=0.0)
+        s = tl.load(S + i, mask=ok, other=1.0)
+        tl.store(Q + i, _rn_quotient(x, s), mask=ok)
+        tl.store(R + i, _rn_scale(tl.load(A + i, mask=ok, other=1.0), 448.0), mask=ok)
+    return kernel
+
+
+def _floats(bits_lo, bits_hi, n, gen):
+    """n fp32 values whose bit patterns are uniform in [bits_lo, bits_hi) (uniform in exponent and mantissa)."""
+    b = torch.randint(bits_lo, bits_hi, (n,), generator=gen, dtype=torch.int64).to(torch.int32)
+    return b.view(torch.float32)
+
+
+@pytest.mark.skipif(DEV != "cuda", reason="fma is exact only on the GPU (the interpreter rounds twice)")
+def test_division_free_quotient_and_scale_are_ieee(div_kernel):
+    """`_rn_quotient` (x / s) and `_rn_scale` (amax / 448) against torch's IEEE fp32 division, bit for bit, over 2^22
+    random pairs: s uniform in bits over 2^-40..2^40 with a quarter of its mantissas forced to all ones (the
+    reciprocal iteration's exception) or one below, x over 2^-30..2^30 with both signs, amax over 1e-10..2^60."""
+    n = 1 << 22
+    gen = torch.Generator().manual_seed(2026)
+    one = 0x3F800000
+    s = _floats(one - (40 << 23), one + (40 << 23), n, gen)
+    sb = s.view(torch.int32)
+    pick = torch.randint(0, 8, (n,), generator=gen)
+    sb = torch.where(pick == 0, sb | 0x7FFFFF, torch.where(pick == 1, (sb | 0x7FFFFF) - 1, sb))
+    s = sb.view(torch.float32)
+    x = _floats(one - (30 << 23), one + (30 << 23), n, gen) * torch.where(torch.rand(n, generator=gen) < 0.5, -1.0, 1.0)
+    amax = _floats(0x2EDBE6FF, one + (60 << 23), n, gen)  # 1e-10 (FP8_EPS) .. 2^60
+    q, r = torch.empty(n, device=DEV), torch.empty(n, device=DEV)
+    xs, ss, aa = x.to(DEV), s.to(DEV), amax.to(DEV)
+    div_kernel[(n // 1024,)](xs, ss, q, aa, r, n, BLOCK=1024)
+    assert torch.equal(q, xs / ss)
+    assert torch.equal(r, aa / torch.full_like(aa, 448.0))  # a tensor divisor: torch turns a scalar one into a product

@@ -39,6 +39,44 @@ def _row(vec, r, ar):
 
 
 @triton.jit
+def _rn_scale(amax, FP8_MAX_C: tl.constexpr):
+    """RN(amax / FP8_MAX_C) without a division: FP8_MAX_C = 448 = 7 * 2^6 (e4m3) or 57344 = 7 * 2^13 (e5m2), so
+    RN(amax / 7) by Markstein's correction from RN(1 / 7) (the residual amax - 7 q0 is exact in an fma, one corrected
+    step rounds correctly), then an exact scaling by 2^-6 / 2^-13 (the result stays normal: amax >= EPS)."""
+    tl.static_assert(FP8_MAX_C == 448.0 or FP8_MAX_C == 57344.0)
+    q0 = amax * 0.14285714285714285
+    s7 = tl.fma(tl.fma(-q0, 7.0, amax), 0.14285714285714285, q0)
+    if FP8_MAX_C == 448.0:
+        return s7 * 0.015625
+    return s7 * 0.0001220703125
+
+
+@triton.jit
+def _rn_reciprocal(s):
+    """RN(1 / s) for normal s > 0 without an IEEE division: the approximate reciprocal refined by two Newton steps in
+    fma (Markstein: from within one ulp, y + y (1 - s y) is RN(1 / s) unless the mantissa of s is all ones); for an
+    all-ones mantissa, s = 2^E (2 - 2^-23), RN(1 / s) = 2^-(E+1) (1 + 2^-23), set from the exponent bits."""
+    y = 1.0 / s
+    y = tl.fma(tl.fma(-s, y, 1.0), y, y)
+    y = tl.fma(tl.fma(-s, y, 1.0), y, y)
+    bits = s.to(tl.int32, bitcast=True)
+    e_up = ((bits >> 23) & 0xFF) + 1  # exponent field of s + ulp(s) = 2^(E+1)
+    exc = (((254 - e_up) << 23) | 1).to(tl.float32, bitcast=True)
+    return tl.where((bits & 0x7FFFFF) == 0x7FFFFF, exc, y)
+
+
+@triton.jit
+def _rn_quotient(x, s):
+    """RN(x / s) for normal s > 0 without an IEEE division: Markstein's corrected quotient from y = RN(1 / s)
+    (`_rn_reciprocal`): q0 = RN(x y) lies within one ulp of x / s, the residual x - s q0 is exact in an fma, and
+    RN(q0 + residual y) = RN(x / s) (no underflow: a quotient below 2^-126 quantizes to e4m3 zero either way).
+    Checked on the GPU bit for bit against IEEE division (tests/test_kernels_quant_pdl.py)."""
+    y = _rn_reciprocal(s)
+    q0 = x * y
+    return tl.fma(tl.fma(-q0, s, x), y, q0)
+
+
+@triton.jit
 def _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, stride_am, stride_asm,
                    A_FP8: tl.constexpr, ROWS: tl.constexpr, BLOCK_M: tl.constexpr, ROUND_FP32: tl.constexpr,
                    FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, DIV: tl.constexpr):
@@ -57,14 +95,22 @@ def _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, 
             x = x.to(tl.float32)
         else:  # quantize per group of 128 as `quant_formats._act_quant_kernel` does (same arithmetic)
             x = x.to(tl.float32)
-            x_s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), 1), EPS), FP8_MAX_C)
+            amax = tl.maximum(tl.max(tl.abs(x), 1), EPS)
+            if DIV == 3:  # no IEEE division in the loop (`_rn_scale`, `_rn_quotient`): the same scale and codes
+                x_s = _rn_scale(amax, FP8_MAX_C)
+                q = _rn_quotient(x, x_s[:, None])
+            elif DIV == 4:  # the code before aac454b: approximate '/' for the scale and the quotient (ablation only)
+                x_s = amax / FP8_MAX_C
+                q = x / x_s[:, None]
+            else:
+                x_s = tl.math.div_rn(amax, FP8_MAX_C)
             if DIV == 1:  # x / x_s correctly rounded from one reciprocal per group (Markstein: q0 within 1 ulp, the
                 inv = tl.math.div_rn(1.0, x_s)[:, None]  # exact fma residual, one corrected step = RN(x / x_s))
                 q0 = x * inv
                 q = tl.fma(tl.fma(-q0, x_s[:, None], x), inv, q0)
             elif DIV == 2:  # the GPU's approximate '/' (ablation only: codes may differ at rounding boundaries)
                 q = x / x_s[:, None]
-            else:  # IEEE division per element
+            elif DIV == 0:  # IEEE division per element
                 q = tl.math.div_rn(x, x_s[:, None])
             q = tl.minimum(tl.maximum(q, -FP8_MAX_C), FP8_MAX_C)
             if ROUND_FP32:

@@ -42,8 +42,10 @@ FORMATS = {"fp8": ("wmtp_fp8_block_auto", qg.fp8_gemm), "int4": ("wmtp_int4_grou
 
 # (name suffix, PDL, fp8 GEMV division `quant_gemm.GEMV_ACT_DIV`); the division variants apply to the fp8 GEMV (M = 1)
 BASE = (("", False, "rn"), ("[pdl]", True, "rn"))
-FP8_GEMV = BASE + (("[fma]", False, "fma"), ("[fma,pdl]", True, "fma"), ("[approx]", False, "approx"))
-EXACT = {"": True, "[pdl]": True, "[fma]": True, "[fma,pdl]": True, "[approx]": False}  # must equal the base output
+FP8_GEMV = BASE + (("[fma]", False, "fma"), ("[nodiv]", False, "nodiv"), ("[nodiv,pdl]", True, "nodiv"),
+                   ("[approx]", False, "approx"), ("[legacy]", False, "legacy"))
+EXACT = {"": True, "[pdl]": True, "[fma]": True, "[nodiv]": True, "[nodiv,pdl]": True, "[approx]": False,
+         "[legacy]": False}  # must equal the base output
 
 
 def _set(pdl: bool, div: str) -> None:
