@@ -80,6 +80,8 @@ class _Group(TyperGroup):
     def main(self, *args, **kwargs):
         kwargs["standalone_mode"] = False
         if not isinstance(sys.stdout, _GuardedStdout):
+            if hasattr(sys.stdout, "reconfigure"):  # a name an ASCII-only stdout cannot encode is escaped, not a crash
+                sys.stdout.reconfigure(errors="backslashreplace")
             sys.stdout = _GuardedStdout(sys.stdout)
         try:
             rv = super().main(*args, **kwargs)

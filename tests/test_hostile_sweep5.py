@@ -407,3 +407,12 @@ def test_refit_writes_no_profile_when_its_summary_cannot_be_written(tmp_path):
     r = invoke("calibrate", "--from-raw", PROFILES_DIR / "h200.raw.csv.gz", "--out", out)
     assert_one_error(r, "profile.md", "it is a folder")
     assert sorted(p.name for p in out.iterdir()) == ["profile.md"]
+
+
+def test_a_name_an_ascii_stdout_cannot_encode(tmp_path):
+    """PYTHONIOENCODING=ascii and a model named with a non-ASCII letter: a UnicodeEncodeError traceback."""
+    p = write(tmp_path / "modèle" / "config.json", {**MIMO_7B, "architectures": ["MiMoFörCausalLM"]})
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    r = _wmtp("predict", "--config", str(p), stdout=subprocess.PIPE, env=env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "MiMoF\\xf6rCausalLM" in r.stdout and "mod\\xe8le" in r.stdout  # escaped, not dropped
