@@ -28,7 +28,7 @@ def scenario(opts: dict, depth: int):
     from wmtp.engine import resolve as resolve_engine
     from wmtp.hardware import get_hardware
     from wmtp.memory import weights_fit_warning
-    from wmtp.profile import cost_model_for
+    from wmtp.profile import cost_model_for, preset_kernels_warning
     from wmtp.tp import per_gpu_spec
     from wmtp.units import parse_tokens
 
@@ -42,9 +42,10 @@ def scenario(opts: dict, depth: int):
     gpu = get_hardware(opts["hw"])
     ctx, window = parse_tokens(opts["ctx"], "--ctx"), parse_tokens(opts["window"], "--window")
     overheads, warnings = resolve_engine(spec.key, gpu.key, opts["framework"])
-    warnings += sink_warning(ctx, opts["sink"]) + weights_fit_warning(per_gpu_spec(spec, opts["tp"]), gpu)
-    return Scenario(spec, gpu, cost_model_for(gpu, opts["profile"], opts["speed_of_light"], opts["framework"]), ctx,
-                    depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None,
+    cost = cost_model_for(gpu, opts["profile"], opts["speed_of_light"], opts["framework"])
+    warnings += sink_warning(ctx, opts["sink"]) + weights_fit_warning(per_gpu_spec(spec, opts["tp"]), gpu) \
+        + preset_kernels_warning(cost, opts["framework"])
+    return Scenario(spec, gpu, cost, ctx, depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None,
                     memory_config(spec.key, opts["framework"])), warnings
 
 

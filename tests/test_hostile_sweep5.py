@@ -416,3 +416,23 @@ def test_a_name_an_ascii_stdout_cannot_encode(tmp_path):
     r = _wmtp("predict", "--config", str(p), stdout=subprocess.PIPE, env=env)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "MiMoF\\xf6rCausalLM" in r.stdout and "mod\\xe8le" in r.stdout  # escaped, not dropped
+
+
+# ------------------------------------------------------------------ an engine preset over other kernels
+def _warnings(*args) -> list[str]:
+    r = invoke("predict", "--model", "q35", "--framework", "sglang-b200-paper", *args, "--json")
+    assert r.exit_code == 0, r.output
+    return [w for w in json.loads(r.stdout)["warnings"] if "fitted over the measured" in w]
+
+
+def test_engine_preset_over_kernels_it_was_not_fitted_with_is_said():
+    """sglang-b200-paper's terms were fitted over the FlashInfer kernels (h200-flashinfer); --profile of wmtp's own
+    kernels or --speed-of-light replaced those kernels without a word."""
+    from wmtp.profile import PROFILES_DIR
+
+    own = _warnings("--profile", PROFILES_DIR / "h200.json")
+    assert len(own) == 1 and "--profile measured wmtp kernels" in own[0] and "h200-flashinfer" in own[0]
+    sol = _warnings("--speed-of-light")
+    assert len(sol) == 1 and "--speed-of-light" in sol[0]
+    # the controls: the preset's own kernels, named or by default
+    assert _warnings("--profile", PROFILES_DIR / "h200-flashinfer.json") == [] and _warnings() == []

@@ -381,3 +381,26 @@ def cost_model_for(hw: HardwareSpec, profile_path: str | Path | None, speed_of_l
     if ref is not None:
         return ProfileCostModel.from_path(ref, "shipped")
     return SpeedOfLight()
+
+
+def preset_kernels_warning(cost, frameworks) -> list[str]:
+    """An engine preset's terms were fitted over one measured kernel profile (its `kernel_profile`, e.g.
+    h200-flashinfer); priced over kernels of another backend (a --profile of wmtp's own kernels) or over
+    --speed-of-light, they sit on kernels they were not fitted with: said out loud. A --profile of the same backend
+    (the engine's kernels measured on the user's GPU) is what the preset expects."""
+    from wmtp.engine import kernel_profile
+
+    kernels = kernel_profile(frameworks)
+    if kernels is None:
+        return []
+    path = PROFILES_DIR / f"{kernels}.json"
+    want = str(_load_cached(os.path.realpath(path)).get("backend") or "wmtp") if path.is_file() else None
+    if isinstance(cost, ProfileCostModel):
+        if want is None or cost.backend == want:
+            return []
+        have = f"--profile measured {cost.backend} kernels"
+    else:
+        have = "--speed-of-light prices datasheet rates"
+    return [f"the engine preset's terms were fitted over the measured {want or kernels} kernels ({kernels}); {have}: "
+            "the preset's terms sit on other kernels than they were fitted with"]
+
