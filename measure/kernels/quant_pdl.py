@@ -11,7 +11,7 @@ schedule the GEMM's programs while that kernel still runs; each program then
    kernel may have written (activations, scales, split-K partials and semaphores).
 Everything after the wait is the unchanged kernel, so the outputs are bit-identical with and without PDL.
 
-`ENABLED` is read at each call: the benchmark (`measure/scripts/quant_pdl_bench.py`) times both settings. PDL needs a
+`ENABLED` (off, see below) is read at each call: the benchmark (`measure/scripts/quant_pdl_bench.py`) times both. PDL needs a
 CUDA GPU of compute capability >= 9 and is never used under TRITON_INTERPRET=1 (the interpreter has no PTX).
 """
 
@@ -23,7 +23,10 @@ import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import interpreting
 
-ENABLED = False  # off until measured (measure/results/h200-quant-v9)
+# Off: measured in measure/results/h200-quant-v9. PDL helps only GEMM after GEMM with our own early trigger (M = 1
+# fp8, IEEE-division code: 1.15x geomean), is mixed with the division-free GEMV, slows the fp8 swap-AB path (0.92x)
+# and is slower on 105 of 108 cells behind a kernel that does not trigger its dependents (an engine step's case).
+ENABLED = False
 LINE_BYTES = tl.constexpr(128)  # a constexpr: read inside the kernels
 
 
