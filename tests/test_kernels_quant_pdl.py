@@ -169,7 +169,7 @@ def test_fp8_gemv_division_modes_give_the_same_codes(scale):
 def div_kernel():
     import triton
     import triton.language as tl
-    from wmtp.measure.kernels.quant_gemv import _rn_quotient, _rn_scale
+    from wmtp.measure.kernels.quant_formats import rn_quotient, rn_scale
 
     @triton.jit
     def kernel(X, S, Q, A, R, n, BLOCK: tl.constexpr):
@@ -177,8 +177,8 @@ def div_kernel():
         ok = i < n
         x = tl.load(X + i, mask=ok, other=0.0)
         s = tl.load(S + i, mask=ok, other=1.0)
-        tl.store(Q + i, _rn_quotient(x, s), mask=ok)
-        tl.store(R + i, _rn_scale(tl.load(A + i, mask=ok, other=1.0), 448.0), mask=ok)
+        tl.store(Q + i, rn_quotient(x, s), mask=ok)
+        tl.store(R + i, rn_scale(tl.load(A + i, mask=ok, other=1.0), 448.0), mask=ok)
     return kernel
 
 
@@ -190,7 +190,7 @@ def _floats(bits_lo, bits_hi, n, gen):
 
 @pytest.mark.skipif(DEV != "cuda", reason="fma is exact only on the GPU (the interpreter rounds twice)")
 def test_division_free_quotient_and_scale_are_ieee(div_kernel):
-    """`_rn_quotient` (x / s) and `_rn_scale` (amax / 448) against torch's IEEE fp32 division, bit for bit, over 2^22
+    """`rn_quotient` (x / s) and `rn_scale` (amax / 448) against torch's IEEE fp32 division, bit for bit, over 2^22
     random pairs: s uniform in bits over 2^-40..2^40 with a quarter of its mantissas forced to all ones (the
     reciprocal iteration's exception) or one below, x over 2^-30..2^30 with both signs, amax over 1e-10..2^60."""
     n = 1 << 22

@@ -31,6 +31,44 @@ def round_e4m3(y):
 
 
 @triton.jit
+def rn_scale(amax, FP8_MAX_C: tl.constexpr):
+    """RN(amax / FP8_MAX_C) without a division: FP8_MAX_C = 448 = 7 * 2^6 (e4m3) or 57344 = 7 * 2^13 (e5m2), so
+    RN(amax / 7) by Markstein's correction from RN(1 / 7) (the residual amax - 7 q0 is exact in an fma, one corrected
+    step rounds correctly), then an exact scaling by 2^-6 / 2^-13 (the result stays normal: amax >= EPS)."""
+    tl.static_assert(FP8_MAX_C == 448.0 or FP8_MAX_C == 57344.0)
+    q0 = amax * 0.14285714285714285
+    s7 = tl.fma(tl.fma(-q0, 7.0, amax), 0.14285714285714285, q0)
+    if FP8_MAX_C == 448.0:
+        return s7 * 0.015625
+    return s7 * 0.0001220703125
+
+
+@triton.jit
+def _rn_reciprocal(s):
+    """RN(1 / s) for normal s > 0 without an IEEE division: the approximate reciprocal refined by two Newton steps in
+    fma (Markstein: from within one ulp, y + y (1 - s y) is RN(1 / s) unless the mantissa of s is all ones); for an
+    all-ones mantissa, s = 2^E (2 - 2^-23), RN(1 / s) = 2^-(E+1) (1 + 2^-23), set from the exponent bits."""
+    y = 1.0 / s
+    y = tl.fma(tl.fma(-s, y, 1.0), y, y)
+    y = tl.fma(tl.fma(-s, y, 1.0), y, y)
+    bits = s.to(tl.int32, bitcast=True)
+    e_up = ((bits >> 23) & 0xFF) + 1  # exponent field of s + ulp(s) = 2^(E+1)
+    exc = (((254 - e_up) << 23) | 1).to(tl.float32, bitcast=True)
+    return tl.where((bits & 0x7FFFFF) == 0x7FFFFF, exc, y)
+
+
+@triton.jit
+def rn_quotient(x, s):
+    """RN(x / s) for normal s > 0 without an IEEE division: Markstein's corrected quotient from y = RN(1 / s)
+    (`_rn_reciprocal`): q0 = RN(x y) lies within one ulp of x / s, the residual x - s q0 is exact in an fma, and
+    RN(q0 + residual y) = RN(x / s) (no underflow: a quotient below 2^-126 quantizes to e4m3 zero either way).
+    Checked on the GPU bit for bit against IEEE division (tests/test_kernels_quant_pdl.py)."""
+    y = _rn_reciprocal(s)
+    q0 = x * y
+    return tl.fma(tl.fma(-q0, s, x), y, q0)
+
+
+@triton.jit
 def _act_quant_kernel(X, Xq, Xs, K, stride_xm, stride_qm, stride_sm,
                       GROUP_K: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
     m = tl.program_id(0)
@@ -38,10 +76,13 @@ def _act_quant_kernel(X, Xq, Xs, K, stride_xm, stride_qm, stride_sm,
     ks = g * GROUP_K + tl.arange(0, GROUP_K)
     ok = ks < K
     x = tl.load(X + m.to(tl.int64) * stride_xm + ks, mask=ok, other=0.0).to(tl.float32)
-    s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), 0), EPS), FP8_MAX_C)
-    q = tl.minimum(tl.maximum(tl.math.div_rn(x, s), -FP8_MAX_C), FP8_MAX_C)  # IEEE division (GPU `/` is approximate)
-    if ROUND_FP32:
-        q = round_e4m3(q)
+    amax = tl.maximum(tl.max(tl.abs(x), 0), EPS)
+    if ROUND_FP32:  # the interpreter (no exact fma): IEEE division
+        s = tl.math.div_rn(amax, FP8_MAX_C)
+        q = round_e4m3(tl.minimum(tl.maximum(tl.math.div_rn(x, s), -FP8_MAX_C), FP8_MAX_C))
+    else:  # the same scale and quotient without an IEEE division (`rn_scale`, `rn_quotient`)
+        s = rn_scale(amax, FP8_MAX_C)
+        q = tl.minimum(tl.maximum(rn_quotient(x, s), -FP8_MAX_C), FP8_MAX_C)
     tl.store(Xq + m.to(tl.int64) * stride_qm + ks, q.to(Xq.dtype.element_ty), mask=ok)
     tl.store(Xs + m.to(tl.int64) * stride_sm + g, s)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from wmtp.measure.kernels.quant_formats import round_e4m3
+from wmtp.measure.kernels.quant_formats import rn_quotient, rn_scale, round_e4m3
 from wmtp.measure.kernels.quant_gemv_int4 import int4_gemv_v4
 from wmtp.measure.kernels.quant_kernels import finish_tile, program_rows
 from wmtp.measure.kernels.quant_pdl import LINE_BYTES, pdl_enter
@@ -36,44 +36,6 @@ MAGIC_F32 = 0x4B000000  # bits of 2^23: OR-ing a 4-bit code into the low mantiss
 def _row(vec, r, ar):
     """Element r of a small vector (as a scalar)."""
     return tl.sum(tl.where(ar == r, vec, 0), 0)
-
-
-@triton.jit
-def _rn_scale(amax, FP8_MAX_C: tl.constexpr):
-    """RN(amax / FP8_MAX_C) without a division: FP8_MAX_C = 448 = 7 * 2^6 (e4m3) or 57344 = 7 * 2^13 (e5m2), so
-    RN(amax / 7) by Markstein's correction from RN(1 / 7) (the residual amax - 7 q0 is exact in an fma, one corrected
-    step rounds correctly), then an exact scaling by 2^-6 / 2^-13 (the result stays normal: amax >= EPS)."""
-    tl.static_assert(FP8_MAX_C == 448.0 or FP8_MAX_C == 57344.0)
-    q0 = amax * 0.14285714285714285
-    s7 = tl.fma(tl.fma(-q0, 7.0, amax), 0.14285714285714285, q0)
-    if FP8_MAX_C == 448.0:
-        return s7 * 0.015625
-    return s7 * 0.0001220703125
-
-
-@triton.jit
-def _rn_reciprocal(s):
-    """RN(1 / s) for normal s > 0 without an IEEE division: the approximate reciprocal refined by two Newton steps in
-    fma (Markstein: from within one ulp, y + y (1 - s y) is RN(1 / s) unless the mantissa of s is all ones); for an
-    all-ones mantissa, s = 2^E (2 - 2^-23), RN(1 / s) = 2^-(E+1) (1 + 2^-23), set from the exponent bits."""
-    y = 1.0 / s
-    y = tl.fma(tl.fma(-s, y, 1.0), y, y)
-    y = tl.fma(tl.fma(-s, y, 1.0), y, y)
-    bits = s.to(tl.int32, bitcast=True)
-    e_up = ((bits >> 23) & 0xFF) + 1  # exponent field of s + ulp(s) = 2^(E+1)
-    exc = (((254 - e_up) << 23) | 1).to(tl.float32, bitcast=True)
-    return tl.where((bits & 0x7FFFFF) == 0x7FFFFF, exc, y)
-
-
-@triton.jit
-def _rn_quotient(x, s):
-    """RN(x / s) for normal s > 0 without an IEEE division: Markstein's corrected quotient from y = RN(1 / s)
-    (`_rn_reciprocal`): q0 = RN(x y) lies within one ulp of x / s, the residual x - s q0 is exact in an fma, and
-    RN(q0 + residual y) = RN(x / s) (no underflow: a quotient below 2^-126 quantizes to e4m3 zero either way).
-    Checked on the GPU bit for bit against IEEE division (tests/test_kernels_quant_pdl.py)."""
-    y = _rn_reciprocal(s)
-    q0 = x * y
-    return tl.fma(tl.fma(-q0, s, x), y, q0)
 
 
 @triton.jit
@@ -96,9 +58,9 @@ def _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, 
         else:  # quantize per group of 128 as `quant_formats._act_quant_kernel` does (same arithmetic)
             x = x.to(tl.float32)
             amax = tl.maximum(tl.max(tl.abs(x), 1), EPS)
-            if DIV == 3:  # no IEEE division in the loop (`_rn_scale`, `_rn_quotient`): the same scale and codes
-                x_s = _rn_scale(amax, FP8_MAX_C)
-                q = _rn_quotient(x, x_s[:, None])
+            if DIV == 3:  # no IEEE division (`quant_formats.rn_scale`, `rn_quotient`): the same scale and codes
+                x_s = rn_scale(amax, FP8_MAX_C)
+                q = rn_quotient(x, x_s[:, None])
             elif DIV == 4:  # the code before aac454b: approximate '/' for the scale and the quotient (ablation only)
                 x_s = amax / FP8_MAX_C
                 q = x / x_s[:, None]

@@ -40,17 +40,26 @@ MS = (1, 2, 4, 8, 16)
 FORMATS = {"fp8": ("wmtp_fp8_block_auto", qg.fp8_gemm), "int4": ("wmtp_int4_group_auto", qg.int4_gemm)}
 
 
-# (name suffix, PDL, fp8 GEMV division `quant_gemm.GEMV_ACT_DIV`); the division variants apply to the fp8 GEMV (M = 1)
-BASE = (("", False, "rn"), ("[pdl]", True, "rn"))
-FP8_GEMV = BASE + (("[fma]", False, "fma"), ("[nodiv]", False, "nodiv"), ("[nodiv,pdl]", True, "nodiv"),
-                   ("[approx]", False, "approx"), ("[legacy]", False, "legacy"))
-EXACT = {"": True, "[pdl]": True, "[fma]": True, "[nodiv]": True, "[nodiv,pdl]": True, "[approx]": False,
+# (name suffix, PDL, fp8 GEMV division `quant_gemm.GEMV_ACT_DIV`, fp8 swap-AB activations `quant_gemm.SWAP_ACT`); the
+# base row is the shipped default; the division variants apply to the fp8 GEMV (M = 1), 'loop' to fp8 swap-AB (2..16)
+BASE = (("", False, "nodiv", "pre"), ("[pdl]", True, "nodiv", "pre"))
+FP8_GEMV = BASE + (("[rn]", False, "rn", "pre"), ("[fma]", False, "fma", "pre"), ("[approx]", False, "approx", "pre"),
+                   ("[legacy]", False, "legacy", "pre"))
+FP8_SWAP = BASE + (("[loop]", False, "nodiv", "loop"),)
+EXACT = {"": True, "[pdl]": True, "[rn]": True, "[fma]": True, "[loop]": True, "[approx]": False,
          "[legacy]": False}  # must equal the base output
 
 
-def _set(pdl: bool, div: str) -> None:
+def _set(pdl: bool, div: str, act: str = "pre") -> None:
     quant_pdl.ENABLED = pdl
     qg.GEMV_ACT_DIV = div
+    qg.SWAP_ACT = act
+
+
+def _variants(fmt: str, m: int):
+    if fmt != "fp8":
+        return BASE
+    return FP8_GEMV if m == 1 else FP8_SWAP if m <= qg.SWAP_AUTO_M[1] else BASE
 
 
 def run_shape(b: Bench, model: str, comp: str, n: int, k: int, ms, after_mul: bool) -> None:
@@ -62,8 +71,8 @@ def run_shape(b: Bench, model: str, comp: str, n: int, k: int, ms, after_mul: bo
         for fmt, (name, fn) in FORMATS.items():
             dtype, nbytes = dense_format(name, n, k)
             base = None
-            for tag, pdl, div in FP8_GEMV if fmt == "fp8" and m == 1 else BASE:
-                _set(pdl, div)
+            for tag, pdl, div, act in _variants(fmt, m):
+                _set(pdl, div, act)
                 out = fn(x, *wsets[0][fmt])
                 base = out if base is None else base
                 b.measure(name + tag, model, comp, m, n, k, 1, 1, dtype, nbytes,
@@ -77,7 +86,7 @@ def run_shape(b: Bench, model: str, comp: str, n: int, k: int, ms, after_mul: bo
                             lambda o=out, ok=same or not EXACT[tag]: o if ok else _mismatch(), dense_ref(x, wsets[0], name))
                     if not EXACT[tag]:
                         b.checks[-1]["error"] = "equals the base output" if same else "differs from the base output"
-            _set(False, "rn")
+            _set(False, "nodiv")
         if after_mul:
             b.measure("torch_mul", model, comp, m, n, k, 1, 1, "bf16", 0,
                       [lambda: torch.mul(h, g, out=x) for _ in wsets])
@@ -98,7 +107,7 @@ def pdl_table(rows: list[dict], ceiling_gbps: float) -> str:
             med[(r["kernel"], r["model"], r["component"], int(r["M"]))].append(float(r["time_ms"]) * 1e3)
     med = {key: statistics.median(v) for key, v in med.items()}
     nbytes = {(r["kernel"], r["model"], r["component"], int(r["M"])): int(r["weight_bytes"]) for r in rows}
-    tags = [t for t, _, _ in FP8_GEMV]
+    tags = list(dict.fromkeys(t for t, *_ in FP8_GEMV + FP8_SWAP))
     head = ["model", "component", "MB", "M", "format"] + [f"{t or 'base'} us (% copy, base / it)" for t in tags]
     head += ["mul+GEMM us, off / PDL", "mul us"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
