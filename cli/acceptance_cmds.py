@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_WINDOW, CtxOpt, HwOpt, JsonOpt, ModelOpt, ProfileOpt, SinkOpt,
-                             WindowOpt, check_count, echo_json, handles_errors)
+                             WindowOpt, check_count, echo_json, handles_errors, refuse_overwriting_inputs)
 from wmtp import defaults
 from wmtp.errors import WmtpError
 
@@ -181,6 +181,8 @@ def calibrate_logs(
 
     if not model:
         raise WmtpError("calibrate-logs needs --model")
+    refuse_overwriting_inputs([("--out", out)], [("--profile", profile)] + [("LOG:D", r.rpartition(":")[0] or r)
+                                                                             for r in runs])
     spec, gpu = get_model(model), get_hardware(hw)
     prof = fit_from_logs(runs, spec, gpu, cost_model_for(gpu, profile), parse_tokens(ctx, "--ctx"), method, batch,
                          parse_tokens(window, "--window"), sink, min_gamma, out)

@@ -11,7 +11,8 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CsvOpt, CtxOpt,
                              FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, TpOpt,
-                             WdOpt, WindowOpt, echo_json, handles_errors, parse_accept, resolve_model)
+                             WdOpt, WindowOpt, echo_json, handles_errors, parse_accept, refuse_overwriting_inputs,
+                             resolve_model)
 from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
 from wmtp.units import format_tokens
@@ -209,6 +210,8 @@ def sweep(
         from wmtp.fileio import check_output_path
 
         check_output_path(csv_out, "CSV file")
+        refuse_overwriting_inputs([("--csv", csv_out)], [("--profile", profile), ("--config", config)]
+                                  + [("--framework", f) for f in framework or []])
 
     opts = dict(model=model, config=config, hw=hw, ctx=ctx, window=window, sink=sink, batch=batch, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, profile=profile, speed_of_light=speed_of_light, tp=tp, framework=framework)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -167,3 +168,26 @@ def echo_json(obj, default=None) -> None:
         raise WmtpError("the result holds a non-finite number (NaN or infinity), which JSON cannot carry; "
                         "nothing printed") from None
     typer.echo(text)
+
+
+def refuse_overwriting_inputs(outputs, inputs) -> None:
+    """Output paths that name one of the command's own input files: writing would destroy the input (`--csv` naming
+    the profile just read, `--out` the points being fitted). `outputs` / `inputs`: (option, path or None) pairs; a
+    model folder given as an input stands for its config.json as well."""
+    def real(p) -> str | None:
+        try:
+            return os.path.realpath(p)
+        except (OSError, ValueError):
+            return None
+
+    read: dict[str, str] = {}
+    for opt, p in inputs:
+        if p is not None and str(p).strip():
+            for cand in (Path(p), Path(p) / "config.json"):
+                read.setdefault(real(cand), opt)
+    read.pop(None, None)
+    for opt, p in outputs:
+        if p is not None and real(p) in read:
+            raise WmtpError(f"{opt} {p} is also the {read[real(p)]} input: writing it would destroy that input; "
+                            "give another path")
+

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from wmtp import defaults
-from wmtp.cli.common import CtxOpt, HwOpt, comma_list, fail, handles_errors
+from wmtp.cli.common import CtxOpt, HwOpt, comma_list, fail, handles_errors, refuse_overwriting_inputs
 from wmtp.errors import WmtpError
 
 measure_app = typer.Typer(no_args_is_help=True, help="Run and time the project's kernels on this GPU.")
@@ -94,6 +94,7 @@ def calibrate(
             raise WmtpError("--from-logs calibrates one model: give --models KEY")
         spec, gpu = get_model(keys[0]), get_hardware(hw)
         target = out / "framework.json"
+        refuse_overwriting_inputs([("--out", target)], [("--from-logs", r.rpartition(":")[0] or r) for r in from_logs])
         prof = fit_from_logs(from_logs, spec, gpu, cost_model_for(gpu, None), parse_tokens(ctx, "--ctx"), method, None,
                              defaults.WINDOW, defaults.SINK, min_gamma, target)
         typer.echo(framework_fit_summary(prof, target))
@@ -108,6 +109,9 @@ def calibrate(
     try:
         if from_raw is not None:
             from wmtp.calibrate.fitting import refit_raw
+
+            refuse_overwriting_inputs([("--out", out / "profile.json"), ("--out", out / "profile.md")],
+                                      [("--from-raw", from_raw)])
 
             path = refit_raw(from_raw, out / "profile.json", [s.key for s in specs], hw)
         else:

@@ -10,7 +10,7 @@ import typer
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
                              CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
                              SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, handles_errors, parse_accept,
-                             parse_depth, resolve_model)
+                             parse_depth, refuse_overwriting_inputs, resolve_model)
 
 
 @handles_errors
@@ -127,8 +127,12 @@ def engines(
 
         read_text(fit, "engine points CSV", WmtpError)  # binary or unreadable: one error line
         if out is not None:
+            if out.with_suffix(".md") == out:  # the summary goes beside the preset as NAME.md: it would replace it
+                raise WmtpError(f"--out {out} ends in .md, the name of the preset's summary: give NAME.json")
             check_output_path(out, "engine preset")
             check_output_path(out.with_suffix(".md"), "engine preset summary")
+            refuse_overwriting_inputs([("--out", out), ("--out (its .md)", out.with_suffix(".md"))],
+                                      [("--fit", fit), ("--profile", profile)])
 
         preset = fit_file(fit, hw, out, None, profile)
         rows = [preset]

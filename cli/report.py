@@ -9,7 +9,7 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CtxOpt, FrameworkOpt,
                              HwOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, WdOpt, WindowOpt, fail,
-                             handles_errors, parse_accept, parse_depth, resolve_model)
+                             handles_errors, parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model)
 from wmtp.errors import WmtpError
 
 
@@ -43,6 +43,8 @@ def report(
     from wmtp.fileio import check_output_path
 
     check_output_path(out, "report")  # a folder, a device, an unwritable place: say so before any work
+    refuse_overwriting_inputs([("--out", out)], [("--profile", profile), ("--config", config)] + [
+        ("--framework", f) for f in framework or []] + [("--histogram", h.partition("=")[2]) for h in histogram or []])
     d = parse_depth(depth)
     if d == "auto":
         raise WmtpError("wmtp report takes a fixed --depth (the depth curve shows every d)")

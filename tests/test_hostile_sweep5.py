@@ -436,3 +436,41 @@ def test_engine_preset_over_kernels_it_was_not_fitted_with_is_said():
     assert len(sol) == 1 and "--speed-of-light" in sol[0]
     # the controls: the preset's own kernels, named or by default
     assert _warnings("--profile", PROFILES_DIR / "h200-flashinfer.json") == [] and _warnings() == []
+
+
+# ------------------------------------------------------------------------------ an output that is an input
+def _copy(src: Path, dst: Path) -> Path:
+    dst.write_bytes(src.read_bytes())
+    return dst
+
+
+@pytest.mark.parametrize("make_args, option", [
+    (lambda d, p, c, pts: ["sweep", "depth", "--model", "q35", "--profile", p, "--csv", p], "--profile"),
+    (lambda d, p, c, pts: ["sweep", "depth", "--config", c, "--csv", c], "--config"),
+    (lambda d, p, c, pts: ["report", "--config", c.parent, "--out", c], "--config"),  # a model folder's config.json
+    (lambda d, p, c, pts: ["report", "--model", "q35", "--profile", p, "--out", p], "--profile"),
+    (lambda d, p, c, pts: ["engines", "--fit", pts, "--out", pts], "--fit"),
+    (lambda d, p, c, pts: ["calibrate", "--from-raw", p, "--out", d], "--from-raw"),  # d/profile.json is the input
+])
+def test_an_output_that_names_an_input_is_refused(tmp_path, make_args, option):
+    """`--csv` naming the profile just read replaced it with the sweep's rows (and `engines --fit P --out P` the
+    points with the preset): the input was lost."""
+    from wmtp.engine import engines_dir
+    from wmtp.profile import PROFILES_DIR
+
+    p = _copy(PROFILES_DIR / "h200.json", tmp_path / "profile.json")
+    c = write(tmp_path / "m" / "config.json", MIMO_7B)
+    pts = _copy(engines_dir() / "sglang-b200-paper.points.csv", tmp_path / "points.csv")
+    before = {f: f.read_bytes() for f in (p, c, pts)}
+    assert_one_error(invoke(*make_args(tmp_path, p, c, pts)), "would destroy that input", option)
+    assert {f: f.read_bytes() for f in before} == before
+
+
+def test_engine_preset_out_named_like_its_summary(tmp_path):
+    """--out x.md: the preset JSON was written to x.md, then replaced by its own summary (x.md as well)."""
+    from wmtp.engine import engines_dir
+
+    out = tmp_path / "preset.md"
+    assert_one_error(invoke("engines", "--fit", engines_dir() / "sglang-b200-paper.points.csv", "--out", out),
+                     "ends in .md")
+    assert not out.exists()
