@@ -44,7 +44,7 @@ def scenario(opts: dict, depth: int):
     ctx, window = parse_tokens(opts["ctx"], "--ctx"), parse_tokens(opts["window"], "--window")
     overheads, warnings = resolve_engine(spec.key, gpu.key, opts["framework"])
     cost = cost_model_for(gpu, opts["profile"], opts["speed_of_light"], opts["framework"])
-    warnings += sink_warning(ctx, opts["sink"]) + weights_fit_warning(per_gpu_spec(spec, opts["tp"]), gpu) \
+    warnings += list(spec.notes) + sink_warning(ctx, opts["sink"]) + weights_fit_warning(per_gpu_spec(spec, opts["tp"]), gpu) \
         + preset_kernels_warning(cost, opts["framework"])
     return Scenario(spec, gpu, cost, ctx, depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None,
                     memory_config(spec.key, opts["framework"])), warnings

@@ -474,3 +474,15 @@ def test_engine_preset_out_named_like_its_summary(tmp_path):
     assert_one_error(invoke("engines", "--fit", engines_dir() / "sglang-b200-paper.points.csv", "--out", out),
                      "ends in .md")
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- a config with no MTP layer named
+def test_a_config_that_names_no_mtp_layer_says_so(tmp_path):
+    """Nemotron-H-8B names no MTP layer: it was priced with one, silently (an explicit 0 is refused, sweep 4)."""
+    p = write(tmp_path / "m" / "config.json", NEMOTRON_H)
+    said = [w for w in _predict(p)["warnings"] if "names no MTP layers" in w]
+    assert len(said) == 1 and "config.json" in said[0]
+    r = invoke("sweep", "depth", "--config", p, "--ctx", "64K", "--json")
+    assert r.exit_code == 0 and "names no MTP layers" in json.loads(r.stdout)["warning"], r.output
+    one = write(tmp_path / "n" / "config.json", {**NEMOTRON_H, "num_nextn_predict_layers": 1})  # the control
+    assert not [w for w in _predict(one)["warnings"] if "MTP" in w]

@@ -273,6 +273,10 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
         if spec.n_mtp < 1:  # every family: the draft is priced as one MTP forward, its weights and KV as none
             field = next((k for k in _MTP_FIELDS if f.cfg.get(k) == 0), _MTP_FIELDS[0])
             raise ConfigError(f"{path}: {field} is 0: this model has no MTP head to draft with")
+        if all(f.cfg.get(k) is None for k in _MTP_FIELDS):  # said out loud by every command (`ModelSpec.notes`)
+            spec = replace(spec, notes=spec.notes + (
+                f"{path} names no MTP layers ({' / '.join(_MTP_FIELDS)}): priced with one MTP layer of the "
+                "target's layer shape, a draft head this checkpoint may not have",))
         return replace(spec, **formats) if formats else spec
     except ConfigError:
         raise

@@ -193,7 +193,8 @@ def predict(
     mem_depth = max(methods["native"].cost.depth, methods["window"].cost.depth)
     memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction, engine=engine_mem,
                            engine_tp=tp, at_largest_mem_fraction=True)
-    warnings = ([acc.warning] if acc.warning else []) + engine_warnings + preset_kernels_warning(cost, frameworks) \
+    warnings = list(spec.notes) + ([acc.warning] if acc.warning else []) + engine_warnings \
+        + preset_kernels_warning(cost, frameworks) \
         + odd_input_warnings(ctx, window, sink, tree_width)
     for method, e in (memory.engine or {}).items():
         if not e.fits:
