@@ -1,0 +1,22 @@
+#!/bin/bash
+export PYTHONUNBUFFERED=1
+T0=$(date +%s)
+mkdir -p $OUT/r
+python3 -m pip install --no-deps --no-build-isolation . -q > $OUT/r/pip.txt 2>&1 || { echo "pip failed"; cat $OUT/r/pip.txt; exit 1; }
+Q="timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active"
+nvidia-smi --query-gpu=$Q --format=csv > /dev/null 2>&1 || Q="timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active"
+nvidia-smi --query-gpu=$Q --format=csv -lms 250 > $OUT/r/clocks.csv 2>&1 &
+CLK=$!
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.limit --format=csv
+  python3 -c "import torch,triton,sys;print('torch',torch.__version__,'cuda',torch.version.cuda,'triton',triton.__version__,'python',sys.version.split()[0])"; } > $OUT/r/env.txt 2>&1
+cat $OUT/r/env.txt
+(cd /tmp && timeout 230 python3 -m pytest -q -n 12 -p no:cacheprovider $OLDPWD/tests/test_kernels_quant_pdl.py $OLDPWD/tests/test_kernels_quant.py $OLDPWD/tests/test_kernels_quant_gemv.py $OLDPWD/tests/test_kernels_quant_swap.py $OLDPWD/tests/test_kernels_quant_moe.py > $OUT/r/pytest_gpu.txt 2>&1; echo "pytest rc=$?" >> $OUT/r/pytest_gpu.txt)
+tail -4 $OUT/r/pytest_gpu.txt; echo "tests done $(( $(date +%s) - T0 )) s" | tee -a $OUT/r/env.txt
+echo "bench start $(date -u +%T)" >> $OUT/r/env.txt
+timeout 300 python3 -m wmtp.measure.scripts.quant_pdl_bench --out $OUT/r/bench --budget-s 250 --ms 1,2,4,8,16 --after-mul "" > $OUT/r/bench_log.txt 2>&1; echo "bench rc=$? $(( $(date +%s) - T0 )) s" | tee -a $OUT/r/env.txt
+echo "bench end $(date -u +%T)" >> $OUT/r/env.txt
+kill $CLK
+tail -3 $OUT/r/bench_log.txt; grep -E "lin_in|lm_head" $OUT/r/bench/pdl.md | grep "| 1 | fp8"
+date -u +%FT%TZ >> $OUT/r/env.txt
+tar -C $OUT -czf $OUT/s10_pdl4.tgz r && rm -rf $OUT/r
+ls -la $OUT
