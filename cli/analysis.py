@@ -29,7 +29,7 @@ def scenario(opts: dict, depth: int):
     from wmtp.engine import resolve as resolve_engine
     from wmtp.hardware import get_hardware
     from wmtp.memory import weights_fit_warning
-    from wmtp.profile import cost_model_for, preset_kernels_warning
+    from wmtp.profile import cost_model_for, framework_warnings
     from wmtp.tp import per_gpu_spec
     from wmtp.units import parse_tokens
 
@@ -45,7 +45,7 @@ def scenario(opts: dict, depth: int):
     overheads, warnings = resolve_engine(spec.key, gpu.key, opts["framework"])
     cost = cost_model_for(gpu, opts["profile"], opts["speed_of_light"], opts["framework"])
     warnings += list(spec.notes) + sink_warning(ctx, opts["sink"]) + weights_fit_warning(per_gpu_spec(spec, opts["tp"]), gpu) \
-        + preset_kernels_warning(cost, opts["framework"])
+        + framework_warnings(cost, opts["framework"], gpu.key)
     return Scenario(spec, gpu, cost, ctx, depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None,
                     memory_config(spec.key, opts["framework"])), warnings
 

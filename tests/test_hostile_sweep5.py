@@ -486,3 +486,17 @@ def test_a_config_that_names_no_mtp_layer_says_so(tmp_path):
     assert r.exit_code == 0 and "names no MTP layers" in json.loads(r.stdout)["warning"], r.output
     one = write(tmp_path / "n" / "config.json", {**NEMOTRON_H, "num_nextn_predict_layers": 1})  # the control
     assert not [w for w in _predict(one)["warnings"] if "MTP" in w]
+
+
+def test_framework_profile_from_another_gpu_is_said(tmp_path):
+    """A framework profile fitted from H200 logs priced a B200 with its H200 constants, silently (an engine preset
+    fitted on another GPU says so)."""
+    fw = write(tmp_path / "fw.json", FRAMEWORK_PROFILE)  # "hardware": "h200"
+
+    def said(hw):
+        r = invoke("predict", "--model", "q35", "--hw", hw, "--framework", fw, "--json")
+        assert r.exit_code == 0, r.output
+        return [w for w in json.loads(r.stdout)["warnings"] if "fitted from h200's logs" in w]
+
+    assert len(said("b200")) == 1 and "applied to b200" in said("b200")[0]
+    assert said("h200") == []  # the control: its own GPU

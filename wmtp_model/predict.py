@@ -14,7 +14,7 @@ from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import CostModel, SpeedOfLight, StepCost, combine_sources
 from wmtp.memory import MemoryReport, memory_report
-from wmtp.profile import preset_kernels_warning
+from wmtp.profile import framework_warnings
 from wmtp.provenance import Origin
 from wmtp.specs import ModelSpec
 from wmtp.tp import per_gpu_spec, quant_split_warning
@@ -194,7 +194,7 @@ def predict(
     memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction, engine=engine_mem,
                            engine_tp=tp, at_largest_mem_fraction=True)
     warnings = list(spec.notes) + ([acc.warning] if acc.warning else []) + engine_warnings \
-        + preset_kernels_warning(cost, frameworks) \
+        + framework_warnings(cost, frameworks, hw.key) \
         + odd_input_warnings(ctx, window, sink, tree_width)
     for method, e in (memory.engine or {}).items():
         if not e.fits:

@@ -383,6 +383,18 @@ def cost_model_for(hw: HardwareSpec, profile_path: str | Path | None, speed_of_l
     return SpeedOfLight()
 
 
+def framework_warnings(cost, frameworks, hw_key: str) -> list[str]:
+    """What `--framework` items say about the GPU and kernels they are applied to: a framework profile fitted from
+    another GPU's logs (its constants do not scale with the GPU, as an engine preset's do not), and an engine preset
+    over other kernels (`preset_kernels_warning`)."""
+    from wmtp.engine import read_items
+
+    out = [f"framework profile {p.name} was fitted from {doc['hardware']}'s logs, applied to {hw_key}: its constants "
+           "do not scale with the GPU" for p, doc, is_preset in read_items(frameworks)
+           if not is_preset and doc.get("hardware") != hw_key]
+    return out + preset_kernels_warning(cost, frameworks)
+
+
 def preset_kernels_warning(cost, frameworks) -> list[str]:
     """An engine preset's terms were fitted over one measured kernel profile (its `kernel_profile`, e.g.
     h200-flashinfer); priced over kernels of another backend (a --profile of wmtp's own kernels) or over
