@@ -500,3 +500,35 @@ def test_framework_profile_from_another_gpu_is_said(tmp_path):
 
     assert len(said("b200")) == 1 and "applied to b200" in said("b200")[0]
     assert said("h200") == []  # the control: its own GPU
+
+
+# ------------------------------------------------------------------------ refits predict would refuse
+def _raw_rows(tmp_path: Path, change) -> Path:
+    import csv
+    import gzip
+    import io
+
+    from wmtp.profile import PROFILES_DIR
+
+    rows = list(csv.DictReader(io.StringIO(gzip.decompress((PROFILES_DIR / "h200.raw.csv.gz").read_bytes()).decode())))
+    kept = [r2 for r2 in (change(dict(r)) for r in rows) if r2 is not None]
+    p = tmp_path / "raw.csv"
+    with open(p, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(kept)
+    return p
+
+
+@pytest.mark.parametrize("change, fragments", [
+    # every verify_attn row failed: the refit wrote a profile that `predict` then refused ("no fit ...; recalibrate")
+    (lambda r: {**r, "status": "error: oom"} if r["kernel"] == "verify_attn" else r,
+     ["cannot price q35", "no fit for 'verify_attn'"]),
+    # no decode_attn rows: "it holds a non-finite number" without saying where
+    (lambda r: None if r["kernel"] == "decode_attn" else r, ["non-finite number", "at draft_loop_check."]),
+])
+def test_refit_that_predict_would_refuse_writes_nothing(tmp_path, change, fragments):
+    out = tmp_path / "cal"
+    r = invoke("calibrate", "--from-raw", _raw_rows(tmp_path, change), "--out", out)
+    assert_one_error(r, "not writing a profile", *fragments)
+    assert not out.exists() or not any(out.iterdir())
