@@ -532,3 +532,37 @@ def test_refit_that_predict_would_refuse_writes_nothing(tmp_path, change, fragme
     r = invoke("calibrate", "--from-raw", _raw_rows(tmp_path, change), "--out", out)
     assert_one_error(r, "not writing a profile", *fragments)
     assert not out.exists() or not any(out.iterdir())
+
+
+# --------------------------------------------------------------- ModelOpt's quantization beside config.json
+MODELOPT_SIDECAR = {"producer": {"name": "modelopt", "version": "0.23.0"},
+                    "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16,
+                                     "exclude_modules": ["lm_head", "model.layers.46*"]}}
+
+
+def test_modelopt_hf_quant_config_beside_config_json(tmp_path):
+    """A ModelOpt unified checkpoint keeps its quantization in hf_quant_config.json (vLLM and SGLang read it there);
+    config.json alone was priced as bf16. GLM's MTP block is layer 46, excluded here: kept in bf16."""
+    folder = tmp_path / "glm-nvfp4"
+    write(folder / "config.json", GLM45_AIR)
+    assert load_config(folder).weight_dtype == "bf16"  # the control: no sidecar
+    write(folder / "hf_quant_config.json", MODELOPT_SIDECAR)
+    spec = load_config(folder)
+    assert (spec.weight_dtype, spec.mtp_bf16) == ("nvfp4", True)
+    r = invoke("predict", "--config", folder, "--weight-dtype", "fp8", "--json")  # the user's dtype wins
+    assert r.exit_code == 0 and json.loads(r.stdout)["weight_dtype"] == "fp8", r.output
+    own = write(tmp_path / "own" / "config.json", {**GLM45_AIR, "quantization_config": {"quant_method": "fp8"}})
+    write(own.parent / "hf_quant_config.json", MODELOPT_SIDECAR)
+    assert load_config(own).weight_dtype == "fp8"  # config.json's own quantization_config wins
+
+
+@pytest.mark.parametrize("doc, fragment", [
+    ({"quantization": {"quant_algo": "W8A8_SQ"}}, "quant_algo 'W8A8_SQ' is not a supported format"),
+    ([1], "no quantization object"),
+    ({"producer": {"name": "modelopt"}}, "no quantization object"),
+])
+def test_modelopt_sidecar_unreadable(tmp_path, doc, fragment):
+    folder = tmp_path / "m"
+    write(folder / "config.json", GLM45_AIR)
+    write(folder / "hf_quant_config.json", doc)
+    assert_one_error(invoke("predict", "--config", folder), "hf_quant_config.json", fragment)

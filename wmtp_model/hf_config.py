@@ -237,9 +237,9 @@ def _refuse_unmodelled_attention(cfg: dict, family: str, path: str) -> None:
 
 
 def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = None,
-                     read_quantization: bool = True) -> ModelSpec:
+                     read_quantization: bool = True, quant_path: str | None = None) -> ModelSpec:
     """`read_quantization` False: the weight formats come from elsewhere (--weight-dtype); quantization_config is
-    not read."""
+    not read. `quant_path`: the file the quantization_config came from, where not config.json itself."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: top level must be a JSON object")
     family = cfg.get("model_type")
@@ -260,7 +260,7 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
     name = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else family
     _refuse_unmodelled_attention(cfg, family, path)
     f = _Fields(cfg, family, path)
-    formats = weight_formats(cfg, path) if read_quantization else {}  # wmtp.quant_config
+    formats = weight_formats(cfg, quant_path or path) if read_quantization else {}  # wmtp.quant_config
     try:
         if family in ("qwen3_next", "qwen3_5_moe"):
             spec = _qwen_hybrid(f, key, name)
@@ -345,5 +345,26 @@ def load_config(path: str | Path, key: str | None = None, weight_dtype: str | No
     from wmtp.fileio import read_json
 
     p, default_key = resolve_config_path(path)
-    return spec_from_config(read_json(p, "config", ConfigError), str(p), key or default_key,
-                            read_quantization=weight_dtype is None)
+    cfg, quant_path = read_json(p, "config", ConfigError), None
+    if weight_dtype is None:  # --weight-dtype says how the weights are stored: no quantization file is read
+        cfg, quant_path = _with_modelopt_sidecar(cfg, p)
+    return spec_from_config(cfg, str(p), key or default_key, read_quantization=weight_dtype is None,
+                            quant_path=quant_path)
+
+
+def _with_modelopt_sidecar(cfg, p: Path) -> tuple[object, str | None]:
+    """A ModelOpt unified checkpoint keeps its quantization in hf_quant_config.json beside config.json (vLLM and
+    SGLang read it there): without it, an NVFP4 checkpoint was priced as bf16. config.json's own
+    quantization_config, where it has one, wins."""
+    from wmtp.fileio import read_json
+
+    side = p.parent / "hf_quant_config.json"
+    text = cfg.get("text_config") if isinstance(cfg, dict) else None
+    if (not isinstance(cfg, dict) or "quantization_config" in cfg
+            or (isinstance(text, dict) and "quantization_config" in text) or not side.is_file()):
+        return cfg, None
+    doc = read_json(side, "ModelOpt quantization config", ConfigError)
+    quant = doc.get("quantization") if isinstance(doc, dict) else None
+    if not isinstance(quant, dict):
+        raise ConfigError(f"{side}: no quantization object (ModelOpt's hf_quant_config.json holds one with quant_algo)")
+    return {**cfg, "quantization_config": {"quant_method": "modelopt", **quant}}, str(side)
