@@ -566,3 +566,36 @@ def test_modelopt_sidecar_unreadable(tmp_path, doc, fragment):
     write(folder / "config.json", GLM45_AIR)
     write(folder / "hf_quant_config.json", doc)
     assert_one_error(invoke("predict", "--config", folder), "hf_quant_config.json", fragment)
+
+
+# ---- routed from the sweep to the log readers (fixed in wmtp_model/logstats.py, wmtp_model/acceptance.py)
+
+SUBNORMAL_SGLANG = ("[04:40:57 TP0] Decode batch. #running-req: 1, #token: 4102, token usage: 0.00, "
+                    "gen throughput (token/s): {thr}, #queue-req: 0\n")
+SUBNORMAL_VLLM = ("INFO 05-12 10:01:59 [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+                  "throughput: {thr} tokens/s, Running: 10 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix "
+                  "cache hit rate: 0.0%\n")
+
+
+@pytest.mark.parametrize("layout", [SUBNORMAL_SGLANG, SUBNORMAL_VLLM])
+def test_a_subnormal_throughput_is_no_decode_rate(tmp_path, layout):
+    """1e-320 tok/s made 1 / throughput overflow the log-spaced bins (OverflowError traceback). A rate below one token
+    in 11.6 days (1e-6 tok/s) is a line without a throughput, so a file of only such lines has nothing to read; the
+    control at 50 tok/s reads: SGLang 1 request / 50 tok/s = 20 ms, vLLM 10 requests / 50 tok/s = 200 ms."""
+    bad = write(tmp_path / "bad.log", layout.format(thr="1e-320"))
+    for cmd in ("logs", "accept"):
+        assert_one_error(invoke(cmd, bad))
+    good = write(tmp_path / "good.log", layout.format(thr="50.0") * 3)
+    r = invoke("logs", good, "--json")
+    assert r.exit_code == 0, r.output
+    want = 20.0 if layout is SUBNORMAL_SGLANG else 200.0
+    assert abs(json.loads(r.output)[0]["tpot_ms"] - want) < 2e-3 * want  # log-spaced bins 0.1 % wide
+
+
+def test_a_histogram_row_with_a_third_column_is_refused(tmp_path):
+    """'0,5,1' is not n,count: the third column was dropped silently. A trailing empty cell ('0,5,') stays legal:
+    bins 0: 5, 1: 3 give AL = 1 + 3 / 8 = 1.375."""
+    assert_one_error(invoke("accept", write(tmp_path / "h.csv", "0,5,1\n1,3,2\n")), "n,count")
+    r = invoke("accept", write(tmp_path / "ok.csv", "0,5,\n1,3\n"), "--json")
+    assert r.exit_code == 0, r.output
+    assert "1.375" in r.output

@@ -343,8 +343,8 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
                 if not row or not row[0].strip() or row[0].strip().lower() in ("n", "accepted") \
                         or row[0].lstrip().startswith("#"):
                     continue
-                if len(row) < 2:
-                    raise ValueError(f"line {row!r}: need n,count")
+                if len([c for c in row if c.strip()]) != 2:  # a third column is no part of n,count: refused, not dropped
+                    raise ValueError(f"line {','.join(row)[:40]!r}: need exactly n,count")
                 _add_bin(counts, _bin(int(row[0])), _count(float(row[1])))
     except (ValueError, TypeError, IndexError, csv.Error) as e:
         raise WmtpError(f"{shape} ({str(e)[:100]})" if str(e) else shape) from None

@@ -32,6 +32,9 @@ _R = math.log(1.001)
 BIN_WIDTH = _R  # log-spaced bins 0.1 % wide
 _log = math.log
 MAX_ROWS = 200  # rows of per-window / per-event detail kept for display (counts are always complete)
+# A generation throughput below this (tok/s) is no decode rate: one token per 11.6 days; such a line counts as one
+# without a throughput (stall / idle), and its TPOT (1 / throughput) cannot overflow the log-spaced bins.
+MIN_THROUGHPUT = 1e-6
 
 
 def _bin(x: float) -> int:
@@ -285,7 +288,7 @@ class SglangRuns:
             cur.rate[1] += 1
         if tokens == 0 or running <= 0:
             return
-        if thr <= 0 or (last_thr is not None and thr < 0.5 * last_thr and tokens is not None and tokens == last_tokens):
+        if thr < MIN_THROUGHPUT or (last_thr is not None and thr < 0.5 * last_thr and tokens is not None and tokens == last_tokens):
             cur.stalls += 1  # #token frozen while the throughput collapsed (or no throughput at all)
             if len(cur.stall_lines) < MAX_ROWS:
                 cur.stall_lines.append(line_no)
@@ -351,7 +354,7 @@ class VllmWindows:
     def add(self, r: VllmThroughput) -> None:
         agg = r.engine.startswith("agg")
         tpot = None
-        if r.running > 0 and r.gen_thr > 0:
+        if r.running > 0 and r.gen_thr >= MIN_THROUGHPUT:
             tpot = r.running / r.gen_thr * 1e3
             (self.agg if agg else self.engine).add(r.running, tpot)
             if r.prompt_thr <= 0:
