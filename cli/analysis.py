@@ -105,32 +105,33 @@ def _runs(items: list[str]) -> str:
     return "; ".join(out)
 
 
-def _footer(what: str, extra: dict) -> list[str]:
-    """The sweep's findings and provenance as sentences (no raw dicts)."""
+def _footer(what: str, extra: dict, found: str = "-") -> list[str]:
+    """The sweep's findings and provenance as sentences (no raw dicts); `found`: the findings' source tag."""
     lines = []
     if "break_even_ctx" in extra:
         be, thr = extra["break_even_ctx"], extra["break_even_threshold"]
         lines.append(f"break-even context: the window's step is at least {100 * thr:g} % cheaper than native's "
                      + (f"from {be:,} tokens ({format_tokens(be)}) on" if be else "nowhere up to 16M tokens")
-                     + " (matched acceptance)")
+                     + f" (matched acceptance) {found}")
     if "best_depth" in extra:
         bd = extra["best_depth"]
-        lines.append(f"best depth (min TPOT): native d={bd['native']}, window d={bd['window']}")
+        lines.append(f"best depth (min TPOT): native d={bd['native']}, window d={bd['window']} {found}")
     if "break_even_window" in extra:
         bw = extra["break_even_window"]
         rng = bw["beats_native_range"]
         lines.append(f"TPOT-optimal window W={_tok(bw['optimal_window'])} ({bw['optimal_tpot_ms']:.3f} ms); "
                      + (f"W from {_tok(rng[0])} to {_tok(rng[1])} beats native"
-                        if rng else "no window on the grid beats native") + f" (acceptance: {bw['acceptance']})")
+                        if rng else "no window on the grid beats native") + f" (acceptance: {bw['acceptance']}) {found}")
     if "pareto" in extra:
         lines.append("Pareto-optimal (no other point is faster per user and per GPU): "
-                     + (_runs(extra["pareto"]) or "none"))
+                     + (_runs(extra["pareto"]) or "none") + f" {found}")
     if "note" in extra:
         lines.append(f"note: {extra['note']}")
     acc = extra.get("acceptance", {})
     lines.append(f"acceptance: native: {acc.get('native')}; window: {acc.get('window')}")
     lines.append(f"costs: {extra.get('cost_model')}; engine overhead: {extra.get('engine_overhead')}")
     known = {"break_even_ctx", "break_even_threshold", "best_depth", "break_even_window", "pareto", "note",
+             "findings_source",
              "acceptance", "cost_model", "engine_overhead", "model", "hardware", "warning"}
     for k, v in extra.items():
         if k not in known:
@@ -149,12 +150,19 @@ def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Pat
         from wmtp.fileio import atomic_write_text
 
         atomic_write_text(csv_path, buf.getvalue(), "CSV file")
+    from wmtp.cli.render import weakest_tag
+
+    # the findings (break-even, best depth, optimal window, Pareto) are computed from the rows: their weakest source
+    found = weakest_tag([v for r in rows for k, v in r.items() if k.endswith("step_source")])
     if as_json:
-        echo_json({**extra, "rows": rows})
+        findings = {"break_even_ctx", "best_depth", "break_even_window", "pareto"} & set(extra)
+        echo_json({**extra, **({"findings_source": f"{found}: derived from the rows' TPOTs (each row's "
+                                                     "*_step_source and *_accept_source)"} if findings else {}),
+                   "rows": rows})
         return
     from rich.console import Console
 
-    from wmtp.cli.render import add_columns, compact_table, weakest_tag
+    from wmtp.cli.render import add_columns, compact_table
 
     spec = _COLUMNS.get(what) or [(c, c, _num) for c in rows[0] if not c.endswith("_source")]
     spec = [c for c in spec if c[0] in rows[0]]
@@ -166,7 +174,7 @@ def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Pat
     con = Console()
     con.print(title, highlight=False, markup=False)
     con.print(t)
-    for line in _footer(what, extra):
+    for line in _footer(what, extra, found):
         con.print(line, highlight=False, markup=False)
     if csv_path is not None:
         con.print(f"wrote {csv_path}", highlight=False, markup=False)

@@ -95,9 +95,11 @@ def render_prediction(p) -> None:
     t.add_row("step", *[cell(r[n].cost.step_ms, r[n].cost.source) for n in names])
     t.add_row("acceptance length AL", *[cell(r[n].accept_length, r[n].accept_source, "{:.2f}") for n in names])
     t.add_row("TPOT", *[cell(r[n].tpot_ms, r[n].cost.source) for n in names])
-    t.add_row("tok/s per request", *[f"{1e3 / r[n].tpot_ms:.1f}" for n in names])
-    t.add_row("speedup over dense", *[f"{p.speedup(n, 'dense'):.2f}x" for n in names])
-    t.add_row("speedup over native", *[f"{p.speedup(n, 'native'):.2f}x" for n in names])
+    t.add_row("tok/s per request", *[cell(1e3 / r[n].tpot_ms, r[n].cost.source, "{:.1f}") for n in names])
+    for over in ("dense", "native"):  # a ratio of two TPOTs: the weaker of their two sources
+        t.add_row(f"speedup over {over}", *[f"{p.speedup(n, over):.2f}x [dim]"
+                                             f"{weakest_tag([r[n].cost.source, r[over].cost.source])}[/dim]"
+                                             for n in names])
     console.print(t)
 
     m = p.memory
