@@ -208,3 +208,13 @@ def test_division_free_quotient_and_scale_are_ieee(div_kernel):
     div_kernel[(n // 1024,)](xs, ss, q, aa, r, n, BLOCK=1024)
     assert torch.equal(q, xs / ss)
     assert torch.equal(r, aa / torch.full_like(aa, 448.0))  # a tensor divisor: torch turns a scalar one into a product
+
+
+@pytest.mark.parametrize("args, fragment", [(["--ms", "abc"], "--ms"), (["--ms", "0"], "--ms"),
+                                            (["--models", "q35,zz"], "'zz'")])
+def test_pdl_bench_bad_options_are_one_error_line(tmp_path, capsys, args, fragment):
+    from wmtp.measure.scripts import quant_pdl_bench
+    assert quant_pdl_bench.main(["--out", str(tmp_path / "o"), "--quick", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0]
+    assert not (tmp_path / "o").exists()  # nothing written

@@ -35,6 +35,7 @@ from wmtp.measure.provenance import atomic_write_text
 from wmtp.measure.scripts.quant_bench import Bench, run_copy, write_outputs
 from wmtp.measure.scripts.quant_peers import dense_format, dense_ref, weight_set
 from wmtp.measure.scripts.quant_shapes import dense_shapes
+from wmtp.models import MODELS
 
 MS = (1, 2, 4, 8, 16)
 FORMATS = {"fp8": ("wmtp_fp8_block_auto", qg.fp8_gemm), "int4": ("wmtp_int4_group_auto", qg.int4_gemm)}
@@ -150,11 +151,21 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     args.timer = "graph"
     b = Bench(args)
+    try:
+        ms = tuple(int(v) for v in args.ms.split(",") if v.strip())
+    except ValueError:
+        ms = ()
+    if not ms or min(ms) < 1:
+        print(f"error: --ms: expected a comma-separated list of positive row counts, got {args.ms!r}", file=sys.stderr)
+        return 2
+    unknown = [m.strip() for m in args.models.split(",") if m.strip() and m.strip() not in MODELS]
+    if unknown:
+        print(f"error: --models: unknown model {unknown[0]!r}; known: {', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    after = {c.strip() for c in args.after_mul.split(",") if c.strip()}
     if b.dev == "cpu" and not args.quick:
         print("error: on a CPU only --quick runs (TRITON_INTERPRET=1, tiny shapes, checks only)", file=sys.stderr)
         return 2
-    ms = tuple(int(v) for v in args.ms.split(",") if v.strip())
-    after = {c.strip() for c in args.after_mul.split(",") if c.strip()}
     if b.dev == "cpu":
         run_shape(b, "tiny", "proj", 200, 384, (1, 3), after_mul=False)
     else:
