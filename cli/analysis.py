@@ -269,7 +269,7 @@ def simulate(
     from dataclasses import asdict
 
     from wmtp.acceptance import choose_acceptance
-    from wmtp.simulate import parse_phases, read_trace, step_sources, step_time_fn
+    from wmtp.simulate import parse_phases, read_trace, step_time_fn
     from wmtp.simulate import simulate as run
 
     from wmtp.simulate import MAX_TOKENS
@@ -295,11 +295,12 @@ def simulate(
     if ph is None:
         prof = getattr(choose_acceptance(sc.spec.key, DEFAULT_DEPTH, None), method)
         ph = [(tokens, list(prof.alphas_at(16)))]
-    res = run(step_time_fn(sc, method), ph, tokens, policy, seed, tr)
+    steps = step_time_fn(sc, method)
+    res = run(steps, ph, tokens, policy, seed, tr)
     out = asdict(res)
     if res.tpot_ci95[0] != res.tpot_ci95[0]:  # NaN is not JSON
         out["tpot_ci95"] = None
-    sources = step_sources(sc, method, res.depth_histogram)
+    sources = steps.sources(res.depth_histogram)
     out.update(step_source={str(d): src for d, src in sources.items()})
     out.update(model=sc.spec.key, hardware=sc.hw.key, method=method, cost_model=sc.cost.name,
                engine_overhead=engine_label(sc.overheads), warnings=warnings,

@@ -60,8 +60,7 @@ class Scenario:
 
     def tpot(self, method: str, profile: AcceptanceProfile | None, **overrides) -> tuple[float, float, float]:
         """(TPOT ms, step ms, AL) of one method at this scenario with overrides (see `step`)."""
-        c, al = self.step(method, profile, **overrides)
-        return c.step_ms / al, c.step_ms, al
+        return self.priced(method, profile, **overrides)[:3]
 
     def priced(self, method: str, profile: AcceptanceProfile | None, **overrides) -> tuple[float, float, float, str]:
         """`tpot` and the step cost's source (`wmtp.provenance.Source`: measured, interpolated, ...), which a

@@ -152,18 +152,24 @@ def read_trace(path) -> list[int]:
     return tr
 
 
-def step_time_fn(sc, method: str) -> Callable[[int], float]:
-    """step(d) in ms of `method` in scenario `sc` (a `wmtp.decisions.Scenario`), cached per depth."""
-    cache: dict[int, float] = {}
+class StepTimes:
+    """step(d) in ms of `method` in scenario `sc` (a `wmtp.decisions.Scenario`), priced once per depth; `sources`
+    says where those prices come from (measured, interpolated, ...)."""
 
-    def step_ms(d: int) -> float:
-        if d not in cache:
-            cache[d] = sc.tpot(method, None, depth=d, accept_length=float(d) if d > 1 else 1.0)[1]
-        return cache[d]
+    def __init__(self, sc, method: str):
+        self.sc, self.method, self._priced = sc, method, {}
 
-    return step_ms
+    def _at(self, d: int) -> tuple:
+        if d not in self._priced:
+            self._priced[d] = self.sc.priced(self.method, None, depth=d, accept_length=float(d) if d > 1 else 1.0)
+        return self._priced[d]
+
+    def __call__(self, d: int) -> float:
+        return self._at(d)[1]
+
+    def sources(self, depths) -> dict[int, str]:
+        return {d: self._at(d)[3] for d in sorted(depths)}
 
 
-def step_sources(sc, method: str, depths) -> dict[int, str]:
-    """Where each depth's step cost (as `step_time_fn` prices it) comes from: measured, interpolated, ..."""
-    return {d: sc.priced(method, None, depth=d, accept_length=float(d) if d > 1 else 1.0)[3] for d in sorted(depths)}
+def step_time_fn(sc, method: str) -> StepTimes:
+    return StepTimes(sc, method)
