@@ -69,6 +69,31 @@ def rn_quotient(x, s):
 
 
 @triton.jit
+def fp8_group_quant(x, amax, FP8_MAX_C: tl.constexpr, IEEE: tl.constexpr, ROUND_FP32: tl.constexpr,
+                    ROWS: tl.constexpr):
+    """(clamp(RN(x / s), +-FP8_MAX_C), s), s = RN(amax / FP8_MAX_C), in fp32: the per-group activation quantization of
+    every fp8 path. ROWS: x [R, 128] with amax [R]; else x [128] with a scalar amax. IEEE: `tl.math.div_rn`; else
+    `rn_scale` / `rn_quotient`, the same numbers without an IEEE division (h200-quant-v9: the GEMV 1.15-1.37x faster).
+    Under the interpreter (ROUND_FP32, whose fma rounds twice) always IEEE, and the codes rounded to e4m3 here."""
+    if IEEE or ROUND_FP32:
+        s = tl.math.div_rn(amax, FP8_MAX_C)
+    else:
+        s = rn_scale(amax, FP8_MAX_C)
+    if ROWS:
+        sb = s[:, None]
+    else:
+        sb = s
+    if IEEE or ROUND_FP32:
+        q = tl.math.div_rn(x, sb)
+    else:
+        q = rn_quotient(x, sb)
+    q = tl.minimum(tl.maximum(q, -FP8_MAX_C), FP8_MAX_C)
+    if ROUND_FP32:
+        q = round_e4m3(q)
+    return q, s
+
+
+@triton.jit
 def _act_quant_kernel(X, Xq, Xs, K, stride_xm, stride_qm, stride_sm,
                       GROUP_K: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
     m = tl.program_id(0)
@@ -76,13 +101,7 @@ def _act_quant_kernel(X, Xq, Xs, K, stride_xm, stride_qm, stride_sm,
     ks = g * GROUP_K + tl.arange(0, GROUP_K)
     ok = ks < K
     x = tl.load(X + m.to(tl.int64) * stride_xm + ks, mask=ok, other=0.0).to(tl.float32)
-    amax = tl.maximum(tl.max(tl.abs(x), 0), EPS)
-    if ROUND_FP32:  # the interpreter (no exact fma): IEEE division
-        s = tl.math.div_rn(amax, FP8_MAX_C)
-        q = round_e4m3(tl.minimum(tl.maximum(tl.math.div_rn(x, s), -FP8_MAX_C), FP8_MAX_C))
-    else:  # the same scale and quotient without an IEEE division (`rn_scale`, `rn_quotient`)
-        s = rn_scale(amax, FP8_MAX_C)
-        q = tl.minimum(tl.maximum(rn_quotient(x, s), -FP8_MAX_C), FP8_MAX_C)
+    q, s = fp8_group_quant(x, tl.maximum(tl.max(tl.abs(x), 0), EPS), FP8_MAX_C, False, ROUND_FP32, False)
     tl.store(Xq + m.to(tl.int64) * stride_qm + ks, q.to(Xq.dtype.element_ty), mask=ok)
     tl.store(Xs + m.to(tl.int64) * stride_sm + g, s)
 

@@ -41,7 +41,7 @@ from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
 from wmtp.measure.kernels.quant_moe import moe_pair_call
-from wmtp.measure.kernels.quant_pdl import launch_kwargs, use_pdl
+from wmtp.measure.kernels.quant_pdl import pdl_launch
 from wmtp.measure.kernels.quant_swap import launch_swap
 from wmtp.measure.kernels.quant_swap_i4 import launch_int4_swap
 
@@ -55,10 +55,9 @@ _ROUTE_IN_KERNEL_MAX = 256  # pairs up to which grouped GEMMs route in the kerne
 # 0: never), from measure/results/h200-quant-v3 (fp8) and h200-quant-v5 (int4, round 4's packed step: faster than
 # the tensor-core kernel on 15 / 15 / 15 / 13 / 3 of 15 dense shapes at M = 1 / 2 / 4 / 8 / 16)
 GEMV_MAX_M = {"fp8_block": 1, "int4_group": 8}
-# fp8 GEMV activation division (`_fp8_gemv_step` DIV): 'rn' IEEE, 'fma' IEEE reciprocal + Markstein step, 'nodiv' none
-# (same codes; h200-quant-v9: 1.20-1.37x faster than 'rn' above 18 MB), 'approx' / 'legacy' '/' (ablation only)
+# fp8 GEMV activation division (`quant_formats.fp8_group_quant`): 'nodiv' (default; h200-quant-v9: 1.20-1.37x faster
+# above 18 MB) or 'rn' (IEEE divisions: the same codes)
 GEMV_ACT_DIV = "nodiv"
-_DIV_MODES = {"rn": 0, "fma": 1, "approx": 2, "nodiv": 3, "legacy": 4}
 GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 # programs per SM the GEMV plan aims for (split-K) with dense int4 up to 2 rows (None: `_CTAS_PER_SM`): 2, from
 # measure/results/h200-quant-v6 ([pk-c2]: geomean 1.08x / 1.06x faster at M = 1 / 2, at most 6 % slower on a shape)
@@ -270,7 +269,6 @@ def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, liv
     block_m = triton.next_power_of_2(tile_rows)
     sort = grouped and rows > _ROUTE_IN_KERNEL_MAX
     routing = route_pairs(ids, n_exp, block_m) if sort else (out,) * 4
-    pdl = not grouped and use_pdl(x.device)
     quant_gemv_kernel[(m_tiles, n_tiles, split)](
         x, x_scale if x_scale is not None else x, wv, w_scale, out, part, count,
         route_w if route_w is not None else out, ids if ids is not None else out, *routing,
@@ -283,7 +281,7 @@ def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, liv
         E_BINS=triton.next_power_of_2(n_exp + 1), CHUNK_P=_CHUNK_P, ROWS=tile_rows if not grouped else block_m,
         BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MAGIC=MAGIC_F32, ROUND_FP32=interpreting(),
         FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, I4_MODE=int4_mode(INT4_GEMV_STEP, x.dtype, interpreting()),
-        PDL=pdl, DIV=0 if interpreting() else _DIV_MODES[GEMV_ACT_DIV], num_warps=num_warps or 4, num_stages=num_stages, **launch_kwargs(pdl),
+        IEEE_DIV=GEMV_ACT_DIV == "rn", num_warps=num_warps or 4, num_stages=num_stages, **pdl_launch(x.device, not grouped),
     )
     return out
 

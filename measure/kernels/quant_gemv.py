@@ -24,7 +24,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from wmtp.measure.kernels.quant_formats import rn_quotient, rn_scale, round_e4m3
+from wmtp.measure.kernels.quant_formats import fp8_group_quant
 from wmtp.measure.kernels.quant_gemv_int4 import int4_gemv_v4
 from wmtp.measure.kernels.quant_kernels import finish_tile, program_rows
 from wmtp.measure.kernels.quant_pdl import LINE_BYTES, pdl_enter
@@ -41,7 +41,7 @@ def _row(vec, r, ar):
 @triton.jit
 def _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, stride_am, stride_asm,
                    A_FP8: tl.constexpr, ROWS: tl.constexpr, BLOCK_M: tl.constexpr, ROUND_FP32: tl.constexpr,
-                   FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, DIV: tl.constexpr):
+                   FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, IEEE_DIV: tl.constexpr):
     kk = g[:, None] * 128 + tl.arange(0, 128)[None, :]  # [G, 128]
     k_ok = g_ok[:, None] & (kk < K)
     w = tl.load(w_base[:, None, None] + kk[None, :, :], mask=c_ok[:, None, None] & k_ok[None, :, :], other=0.0)
@@ -57,26 +57,7 @@ def _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, 
             x = x.to(tl.float32)
         else:  # quantize per group of 128 as `quant_formats._act_quant_kernel` does (same arithmetic)
             x = x.to(tl.float32)
-            amax = tl.maximum(tl.max(tl.abs(x), 1), EPS)
-            if DIV == 3:  # no IEEE division (`quant_formats.rn_scale`, `rn_quotient`): the same scale and codes
-                x_s = rn_scale(amax, FP8_MAX_C)
-                q = rn_quotient(x, x_s[:, None])
-            elif DIV == 4:  # the code before aac454b: approximate '/' for the scale and the quotient (ablation only)
-                x_s = amax / FP8_MAX_C
-                q = x / x_s[:, None]
-            else:
-                x_s = tl.math.div_rn(amax, FP8_MAX_C)
-            if DIV == 1:  # x / x_s correctly rounded from one reciprocal per group (Markstein: q0 within 1 ulp, the
-                inv = tl.math.div_rn(1.0, x_s)[:, None]  # exact fma residual, one corrected step = RN(x / x_s))
-                q0 = x * inv
-                q = tl.fma(tl.fma(-q0, x_s[:, None], x), inv, q0)
-            elif DIV == 2:  # the GPU's approximate '/' (ablation only: codes may differ at rounding boundaries)
-                q = x / x_s[:, None]
-            elif DIV == 0:  # IEEE division per element
-                q = tl.math.div_rn(x, x_s[:, None])
-            q = tl.minimum(tl.maximum(q, -FP8_MAX_C), FP8_MAX_C)
-            if ROUND_FP32:
-                q = round_e4m3(q)
+            q, x_s = fp8_group_quant(x, tl.maximum(tl.max(tl.abs(x), 1), EPS), FP8_MAX_C, IEEE_DIV, ROUND_FP32, True)
             x = q.to(tl.float8e4nv).to(tl.float32)
         part = tl.sum(tl.sum(w * x[None, :, :], 2) * (x_s * ws)[None, :], 1)  # [BN]
         acc += tl.where(ar[:, None] == r, part[None, :], 0.0)
@@ -113,7 +94,7 @@ def quant_gemv_kernel(
     SCALE: tl.constexpr, SPLIT: tl.constexpr, SORTED: tl.constexpr, LOG_E: tl.constexpr, E_BINS: tl.constexpr,
     CHUNK_P: tl.constexpr, ROWS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     G: tl.constexpr, MAGIC: tl.constexpr, ROUND_FP32: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr,
-    I4_MODE: tl.constexpr, PDL: tl.constexpr = False, DIV: tl.constexpr = 0,
+    I4_MODE: tl.constexpr, PDL: tl.constexpr = False, IEEE_DIV: tl.constexpr = False,
 ):
     """Out rows [M, N] (grouped: M = token-expert pairs) = rows of A @ dequant(W[e])^T, ROWS <= BLOCK_M rows per
     program; W is fp8 [.., N, K] or int32 words [.., N, K/8] (strides in elements of W's type)."""
@@ -151,7 +132,7 @@ def quant_gemv_kernel(
         for g0 in range(g_lo, g_hi, G):
             g = g0 + tl.arange(0, G)
             acc = _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g < g_hi, K, stride_am,
-                                 stride_asm, A_FP8, ROWS, BLOCK_M, ROUND_FP32, FP8_MAX_C, EPS, DIV)
+                                 stride_asm, A_FP8, ROWS, BLOCK_M, ROUND_FP32, FP8_MAX_C, EPS, IEEE_DIV)
     if SCALE:
         acc = acc * tl.load(route_w + out_row, mask=r_ok, other=0.0)[:, None]
     finish_tile(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, pid_m * tl.num_programs(1) + pid_n, pid_k, n_split,

@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from wmtp.measure.kernels.quant_kernels import finish_tile
-from wmtp.measure.kernels.quant_pdl import LINE_BYTES, launch_kwargs, pdl_enter, use_pdl
+from wmtp.measure.kernels.quant_pdl import LINE_BYTES, pdl_enter, pdl_launch
 
 MODE_WORDS = 0  # round 2's step (`quant_gemv._int4_gemv_step`)
 MODE_F32 = 1
@@ -371,6 +371,6 @@ def launch_quad(x, w, w_scale, out, mode, sm, counters, block_n=None, split_k=No
         x, wv, w_scale, out, part, count, m, n, k // 8, triton.cdiv(k, 128), per, split,
         x.stride(0), wv.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
         SPLIT=split > 1, BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MODE=mode, XS=xs, num_warps=num_warps or 4,
-        PDL=use_pdl(x.device), **launch_kwargs(use_pdl(x.device)),
+        **pdl_launch(x.device),
     )
     return out

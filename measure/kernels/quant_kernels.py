@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from wmtp.measure.kernels.moe import find_expert
-from wmtp.measure.kernels.quant_formats import rn_quotient, rn_scale, round_e4m3
+from wmtp.measure.kernels.quant_formats import fp8_group_quant
 
 
 @triton.jit
@@ -103,13 +103,7 @@ def program_rows(pid_m, ids, M, sorted_pairs, counts, starts, cum_blocks, E, top
 def fp8_act(a, q_ty: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, ROUND_FP32: tl.constexpr):
     """Per-row quantization of one [BM, 128] group: s = max(|a|, eps) / 448, q = fp8(clamp(a / s))."""
     af = a.to(tl.float32)
-    amax = tl.maximum(tl.max(tl.abs(af), 1), EPS)
-    if ROUND_FP32:  # the interpreter (no exact fma): IEEE division
-        s = tl.math.div_rn(amax, FP8_MAX_C)
-        q = round_e4m3(tl.minimum(tl.maximum(tl.math.div_rn(af, s[:, None]), -FP8_MAX_C), FP8_MAX_C))
-    else:  # the same scale and quotient without an IEEE division (`quant_formats.rn_scale`, `rn_quotient`)
-        s = rn_scale(amax, FP8_MAX_C)
-        q = tl.minimum(tl.maximum(rn_quotient(af, s[:, None]), -FP8_MAX_C), FP8_MAX_C)
+    q, s = fp8_group_quant(af, tl.maximum(tl.max(tl.abs(af), 1), EPS), FP8_MAX_C, False, ROUND_FP32, True)
     return q.to(q_ty), s
 
 

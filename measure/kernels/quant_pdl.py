@@ -36,9 +36,10 @@ def use_pdl(device: torch.device) -> bool:
             and torch.cuda.get_device_capability(device)[0] >= 9)
 
 
-def launch_kwargs(pdl: bool) -> dict:
-    """The launch option that makes a Triton launch a programmatic dependent one."""
-    return {"launch_pdl": True} if pdl else {}
+def pdl_launch(device: torch.device, allowed: bool = True) -> dict:
+    """Keyword arguments for a launch of a kernel with a `PDL` constexpr: the constexpr, and with PDL the launch option
+    that makes it a programmatic dependent launch (`allowed`: the call may use it, e.g. dense calls only)."""
+    return {"PDL": True, "launch_pdl": True} if allowed and use_pdl(device) else {"PDL": False}
 
 
 @triton.jit

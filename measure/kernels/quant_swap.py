@@ -22,7 +22,7 @@ import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import FP8_EPS, FP8_MAX, GROUP, interpreting
 from wmtp.measure.kernels.quant_kernels import fp8_act, finish_tile
-from wmtp.measure.kernels.quant_pdl import LINE_BYTES, launch_kwargs, pdl_enter, use_pdl
+from wmtp.measure.kernels.quant_pdl import LINE_BYTES, pdl_enter, pdl_launch
 
 SWAP_MAX_M = 64  # the most rows the swap-AB kernel takes (one program holds them all)
 ACT_MODES = {"pre": 0, "loop": 1, "prologue": 2}  # activations: pre-quantized, quantized per K step, or first
@@ -138,6 +138,6 @@ def launch_swap(x, x_scale, w, w_scale, out, act, sm, counters, block_n=None, sp
         w.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
         ACT=mode, SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=upcast,
         ROUND_FP32=interpreting(), FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, num_warps=num_warps or 4, num_stages=num_stages,
-        PDL=use_pdl(x.device), **launch_kwargs(use_pdl(x.device)),
+        **pdl_launch(x.device),
     )
     return out

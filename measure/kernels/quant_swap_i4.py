@@ -19,7 +19,7 @@ import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import interpreting
 from wmtp.measure.kernels.quant_kernels import finish_tile
-from wmtp.measure.kernels.quant_pdl import LINE_BYTES, launch_kwargs, pdl_enter, use_pdl
+from wmtp.measure.kernels.quant_pdl import LINE_BYTES, pdl_enter, pdl_launch
 from wmtp.measure.kernels.quant_swap import swap_plan
 
 SWAP_I4_BLOCK_N = 64  # weight rows per tile when the caller names none (h200-quant-v7: 64 faster than 128 on lm_head)
@@ -128,7 +128,7 @@ def launch_int4_swap(x, w, w_scale, out, sm, counters, block_n=None, split_k=Non
         x, wv, w_scale, out, part, count, m, n, k, k // 8 if words else k // 2, per, split,
         x.stride(0), wv.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
         SPLIT=split > 1, BLOCK_N=block_n, BLOCK_M=block_m, UPCAST=interpreting(), WORDS=words, LOP3=lop3,
-        num_warps=num_warps or 4, num_stages=num_stages, PDL=use_pdl(x.device), **launch_kwargs(use_pdl(x.device)),
+        num_warps=num_warps or 4, num_stages=num_stages, **pdl_launch(x.device),
     )
     return out
 

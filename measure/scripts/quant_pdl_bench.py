@@ -9,22 +9,21 @@ Method: quant_bench's (`quant_bench.Bench`, timer `wmtp.measure.timing.time_call
 holding the call on C copies of the weights back to back, C the smallest count whose weights exceed 3x the L2, the
 L2 flushed by a read before every replay, time per call = replay / C; the copy ceiling timed the same way). Every
 (model, dense projection, M, format) is timed with path='auto' twice, `quant_pdl.ENABLED` False (kernel name
-`wmtp_<fmt>_auto`) and True (`..[pdl]`), so both lie in one run. Within a replay each GEMM follows the previous
+`wmtp_<fmt>_auto`: the shipped defaults) and True (`..[pdl]`), so both lie in one run; fp8 also with the IEEE-division
+GEMV at M = 1 (`[rn]`) and swap-AB quantizing in its K loop at M = 2..16 (`[loop]`). Within a replay each GEMM follows the previous
 GEMM (the first follows the L2 flush, a torch reduction). `--after-mul` also times each GEMM behind an elementwise
 torch kernel that writes its activations (`[mul]` / `[mul,pdl]`: per call = mul + GEMM; `torch_mul` alone in the
 same chain is its own row), the case of a GEMM behind a kernel that does not trigger its dependents early.
-Checks: with PDL the output must equal the output without it bit for bit (same arithmetic after the wait), and
-both must match fp32 torch on the dequantized operands (quant_check.csv, quant_bench's tolerance).
+Checks: every variant's output must equal the base output bit for bit (the same arithmetic), and match fp32 torch
+on the dequantized operands (quant_check.csv, quant_bench's tolerance).
 Outputs in DIR: quant.csv / quant_summary.csv / quant_check.csv / quant.md / quant.meta.json (quant_bench's),
-pdl.md (on / off side by side, % of copy).
+pdl.md (the variants side by side, % of copy).
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -34,6 +33,7 @@ from wmtp.measure.kernels import quant_pdl
 from wmtp.measure.provenance import atomic_write_text
 from wmtp.measure.scripts.quant_bench import Bench, run_copy, write_outputs
 from wmtp.measure.scripts.quant_peers import dense_format, dense_ref, weight_set
+from wmtp.measure.scripts.quant_report import copy_ceiling, summary_rows
 from wmtp.measure.scripts.quant_shapes import dense_shapes
 from wmtp.models import MODELS
 
@@ -42,13 +42,11 @@ FORMATS = {"fp8": ("wmtp_fp8_block_auto", qg.fp8_gemm), "int4": ("wmtp_int4_grou
 
 
 # (name suffix, PDL, fp8 GEMV division `quant_gemm.GEMV_ACT_DIV`, fp8 swap-AB activations `quant_gemm.SWAP_ACT`); the
-# base row is the shipped default; the division variants apply to the fp8 GEMV (M = 1), 'loop' to fp8 swap-AB (2..16)
+# base row is the shipped default; '[rn]' (IEEE divisions) applies to the fp8 GEMV (M = 1), '[loop]' to fp8 swap-AB
+# (2..16). Every variant computes the same numbers: its output must equal the base output bit for bit.
 BASE = (("", False, "nodiv", "pre"), ("[pdl]", True, "nodiv", "pre"))
-FP8_GEMV = BASE + (("[rn]", False, "rn", "pre"), ("[fma]", False, "fma", "pre"), ("[approx]", False, "approx", "pre"),
-                   ("[legacy]", False, "legacy", "pre"))
+FP8_GEMV = BASE + (("[rn]", False, "rn", "pre"),)
 FP8_SWAP = BASE + (("[loop]", False, "nodiv", "loop"),)
-EXACT = {"": True, "[pdl]": True, "[rn]": True, "[fma]": True, "[loop]": True, "[approx]": False,
-         "[legacy]": False}  # must equal the base output
 
 
 def _set(pdl: bool, div: str, act: str = "pre") -> None:
@@ -82,11 +80,9 @@ def run_shape(b: Bench, model: str, comp: str, n: int, k: int, ms, after_mul: bo
                     b.measure(name + ("[mul,pdl]" if pdl else "[mul]"), model, comp, m, n, k, 1, 1, dtype, nbytes,
                               [lambda w=w, fmt=fmt, fn=fn: (torch.mul(h, g, out=x), fn(x, *w[fmt])) for w in wsets])
                 if tag:
-                    same = bool(torch.equal(base, out))
                     b.check(name + tag, model, comp, m, n, k, 1, 1,
-                            lambda o=out, ok=same or not EXACT[tag]: o if ok else _mismatch(), dense_ref(x, wsets[0], name))
-                    if not EXACT[tag]:
-                        b.checks[-1]["error"] = "equals the base output" if same else "differs from the base output"
+                            lambda o=out, same=bool(torch.equal(base, out)): o if same else _mismatch(),
+                            dense_ref(x, wsets[0], name))
             _set(False, "nodiv")
         if after_mul:
             b.measure("torch_mul", model, comp, m, n, k, 1, 1, "bf16", 0,
@@ -95,46 +91,34 @@ def run_shape(b: Bench, model: str, comp: str, n: int, k: int, ms, after_mul: bo
 
 
 def _mismatch():
-    raise RuntimeError("output with PDL differs from the output without it")
+    raise RuntimeError("the variant's output differs from the base output")
 
 
-def pdl_table(rows: list[dict], ceiling_gbps: float) -> str:
-    """Every variant side by side: median us (% of copy) and the base's time over the variant's; one line per
-    (model, component, M, format); the mul columns: GEMM behind an elementwise kernel, off / PDL, and that kernel
-    alone."""
-    med = defaultdict(list)
-    for r in rows:
-        if r["time_ms"]:
-            med[(r["kernel"], r["model"], r["component"], int(r["M"]))].append(float(r["time_ms"]) * 1e3)
-    med = {key: statistics.median(v) for key, v in med.items()}
-    nbytes = {(r["kernel"], r["model"], r["component"], int(r["M"])): int(r["weight_bytes"]) for r in rows}
+def pdl_table(rows: list[dict]) -> str:
+    """Every variant side by side (`quant_report.summary_rows`: median, % of the run's copy ceiling) with the base's
+    time over the variant's; one line per (model, component, M, format); the mul columns: GEMM behind an elementwise
+    kernel, off / PDL, and that kernel alone."""
+    summ = {(r["kernel"], r["model"], r["component"], int(r["M"])): r for r in summary_rows(rows) if r["median_us"]}
     tags = list(dict.fromkeys(t for t, *_ in FP8_GEMV + FP8_SWAP))
     head = ["model", "component", "MB", "M", "format"] + [f"{t or 'base'} us (% copy, base / it)" for t in tags]
     head += ["mul+GEMM us, off / PDL", "mul us"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (kern, model, comp, m), t0 in sorted(med.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][3], kv[0][0])):
+    us = lambda kern, key: float(summ[(kern, *key)]["median_us"]) if (kern, *key) in summ else None  # noqa: E731
+    for (kern, model, comp, m), base in sorted(summ.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][3], kv[0][0])):
         if not kern.endswith("_auto"):
             continue
-        nb = nbytes[(kern, model, comp, m)]
-        cells = [model, comp, f"{nb / 1e6:.1f}", str(m), "fp8" if "fp8" in kern else "int4"]
+        key, t0 = (model, comp, m), float(base["median_us"])
+        cells = [model, comp, f"{int(base['bytes_read']) / 1e6:.1f}", str(m), "fp8" if "fp8" in kern else "int4"]
         for t in tags:
-            v = med.get((kern + t, model, comp, m))
-            cells.append("-" if v is None else f"{v:.2f} ({100 * nb / (v * 1e-6) / 1e9 / ceiling_gbps:.1f}, {t0 / v:.3f})")
-        mul = [med.get((kern + t, model, comp, m)) for t in ("[mul]", "[mul,pdl]")]
-        alone = med.get(("torch_mul", model, comp, m))
+            r = summ.get((kern + t, *key))
+            cells.append("-" if r is None else f"{float(r['median_us']):.2f} ({r['pct_of_copy'] or '-'}, "
+                                               f"{t0 / float(r['median_us']):.3f})")
+        mul = [us(kern + t, key) for t in ("[mul]", "[mul,pdl]")]
+        alone = us("torch_mul", key)
         cells.append("-" if None in mul else f"{mul[0]:.2f} / {mul[1]:.2f}")
         cells.append("-" if alone is None else f"{alone:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def ceiling(rows: list[dict]) -> float:
-    """The faster median of the two copies, GB/s."""
-    best = 0.0
-    for name in ("copy_triton", "copy_torch"):
-        g = [float(r["gbps"]) for r in rows if r["kernel"] == name and r["gbps"]]
-        best = max(best, statistics.median(g)) if g else best
-    return best
 
 
 def main(argv=None) -> int:
@@ -175,9 +159,9 @@ def main(argv=None) -> int:
                 run_shape(b, model, comp, n, k, ms, comp in after)
                 write_outputs(b, args.out, final=False)
     write_outputs(b, args.out, final=True)
-    gbps = ceiling(b.rows)
+    gbps, _ = copy_ceiling(b.rows)
     if gbps:
-        atomic_write_text(args.out / "pdl.md", f"Copy ceiling {gbps:.0f} GB/s (this run).\n\n" + pdl_table(b.rows, gbps))
+        atomic_write_text(args.out / "pdl.md", f"Copy ceiling {gbps:.0f} GB/s (this run).\n\n" + pdl_table(b.rows))
     bad = [c for c in b.checks if not c["ok"]]
     print(f"{len(b.rows)} timing rows, {len(b.checks)} checks, {len(bad)} failed -> {args.out}")
     for c in bad:
