@@ -19,6 +19,7 @@ One kernel, `quant_gemm_kernel`, serves the four GEMMs (FP8 block / int4 group x
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -317,3 +318,38 @@ def copy_(dst, src, block: int = 8192) -> None:
     if dst.numel() != src.numel() or not (dst.is_contiguous() and src.is_contiguous()):
         raise ValueError("copy_ needs two contiguous tensors of one size")
     _copy_kernel[(triton.cdiv(src.numel(), block),)](src, dst, src.numel(), BLOCK=block, num_warps=8)
+
+
+@triton.jit
+def _read_kernel(Src, Out, numel, per_prog, BLOCK: tl.constexpr):
+    """The size-matched floor of a weight-streaming kernel (issue 17): program p reads int32 [p * per_prog, ..) of
+    Src in BLOCK-wide steps and stores one xor-fold (so no load is dead); per_prog is a multiple of BLOCK."""
+    start = tl.program_id(0).to(tl.int64) * per_prog
+    acc = tl.zeros([BLOCK], tl.int32)
+    for i in range(0, per_prog, BLOCK):
+        offs = start + i + tl.arange(0, BLOCK)
+        acc ^= tl.load(Src + offs, mask=offs < numel, other=0)
+    tl.store(Out + tl.program_id(0), tl.xor_sum(acc, 0))
+
+
+def read_(src, out, block: int = 2048, programs: int | None = None, num_warps: int = 8) -> None:
+    """Stream all of `src` (contiguous int32) once with `_read_kernel`: one BLOCK per program, or `programs`
+    programs each walking an equal share; out: int32 with at least one entry per program."""
+    if src.dtype != torch.int32 or not src.is_contiguous():
+        raise ValueError("read_ needs a contiguous int32 tensor")
+    n = src.numel()
+    grid = triton.cdiv(n, block) if programs is None else max(1, min(programs, triton.cdiv(n, block)))
+    per = triton.cdiv(triton.cdiv(n, grid), block) * block
+    if out.numel() < triton.cdiv(n, per):
+        raise ValueError("read_ needs one output entry per program")
+    _read_kernel[(triton.cdiv(n, per),)](src, out, n, per, BLOCK=block, num_warps=num_warps)
+
+
+@triton.jit
+def _noop_kernel(Out):
+    tl.store(Out + tl.program_id(0), tl.program_id(0))
+
+
+def noop_(out) -> None:
+    """One empty program (a store of its id): the launch-and-timer floor of the benchmark's method."""
+    _noop_kernel[(1,)](out)
