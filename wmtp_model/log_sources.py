@@ -96,6 +96,7 @@ class Summaries:
         self.table: list | None = None  # the open results table's [TPOT column, AL column, cells]
         self.rounds = [0, 0.0, None, None]  # llama.cpp verify rounds: count, accepted drafts, first and last line
         self.block: dict = {}
+        self.prom: dict = {}  # Prometheus series (field + labels) -> (last sample, line)
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
                      "first": None, "last": None}
@@ -111,6 +112,9 @@ class Summaries:
             m["last"] = v.line_no
             return
         if v.key == "header":
+            return
+        if v.key.startswith("prom:"):  # a counter's later sample (a second scrape) replaces its earlier one
+            self.prom[v.key[5:]] = (v.value, v.line_no)
             return
         if v.key in ("table_head", "table_row"):
             self._table(v)
@@ -145,10 +149,11 @@ class Summaries:
         spec = any(k.startswith("spec_") or k in ("num_spec_steps", "acceptance_histogram", "mean_acceptance_length")
                    for k in b)
         if not spec:
-            for k in ("predicted_per_token_ms", "predicted_n", "draft_n", "draft_n_accepted"):  # llama.cpp timings
-                if k in num:
+            for k in ("predicted_per_token_ms", "predicted_n", "draft_n", "draft_n_accepted", "draft_rounds"):
+                if k in num:  # llama.cpp timings (`draft_rounds`: the llama.cpp-compatible MLX servers')
                     self.values["llama_" + k] = (num[k], m["last"])
-            for k, key in (("mean_tpot_ms", "tpot_mean_ms"), ("accept_length", "accept_length")):  # bench JSON
+            for k, key in (("mean_tpot_ms", "tpot_mean_ms"), ("accept_length", "accept_length"),  # bench JSON
+                           ("avg_per_output_token_latency", "per_output_token_ms")):
                 if k in num and (k != "accept_length" or num[k] >= 1):
                     self.values[key] = (num[k], m["last"])
             return
@@ -218,11 +223,18 @@ class Summaries:
         skeys = [k for k in self.values if k.startswith("llama_stat_")]
         stats = (sum(self.values[k][0] for k in skeys if k.startswith("llama_stat_drafts:")),
                  sum(self.values[k][0] for k in skeys if k.startswith("llama_stat_acc:")), skeys)
+        prom = self.prom_al() if self.prom else None
         if g("accepted_tokens") is not None and drafts:
             out = {"value": 1 + g("accepted_tokens") / drafts, "estimator": "1 + accepted tokens / drafts",
                    "lines": self.line("accepted_tokens", "drafts")}
         elif g("accept_length") is not None:
             out = {"value": g("accept_length"), "estimator": "printed acceptance length", "lines": self.line("accept_length")}
+        elif prom is not None:  # a /metrics scrape
+            out = prom
+        elif g("llama_draft_rounds") and g("llama_draft_n_accepted") is not None:
+            out = {"value": 1 + g("llama_draft_n_accepted") / g("llama_draft_rounds"),
+                   "lines": self.line("llama_draft_rounds", "llama_draft_n_accepted"),
+                   "estimator": "timings: 1 + draft_n_accepted / draft_rounds"}
         elif stats[0] and g("llama_accepted") in (None, stats[1]):  # counted drafts of this request (its accepted
             # tokens are the request's): before the inferences from tokens below
             out = {"value": 1 + stats[1] / stats[0], "lines": self.line(*stats[2]),
@@ -254,6 +266,42 @@ class Summaries:
             out["drafts"] = drafts or (g("llama_generated") / len(llama_pos) if llama_pos and g("llama_generated") else None)
         return out
 
+    def prom_totals(self) -> tuple[dict, list]:
+        """The Prometheus fields summed over their series (the `al` gauge: averaged), and the lines they came from."""
+        tot: dict = {}
+        for series, (x, _) in self.prom.items():
+            field = series.split("{", 1)[0]
+            tot.setdefault(field, []).append(x)
+        ls = [ln for _, ln in self.prom.values()]
+        return ({k: sum(xs) / len(xs) if k == "al" else sum(xs) for k, xs in tot.items()},
+                [min(ls), max(ls)] if ls else [None, None])
+
+    def prom_al(self) -> dict | None:
+        """AL from Prometheus spec-decode counters: 1 + accepted tokens / drafts, the per-position counters / drafts
+        as rates; else the mean of the `spec_accept_length` gauges; None without either."""
+        tot, lines = self.prom_totals()
+        drafts, acc = tot.get("drafts"), tot.get("accepted")
+        if drafts and acc is not None:
+            out = {"value": 1 + acc / drafts, "lines": lines, "drafts": drafts,
+                   "estimator": "Prometheus counters: 1 + accepted tokens / drafts (summed over engines)"}
+            k = sum(1 for f in tot if f.startswith("pos"))
+            if k and all(f"pos{i}" in tot for i in range(k)):
+                out["per_position"] = [min(tot[f"pos{i}"] / drafts, 1.0) for i in range(k)]
+            return out
+        if tot.get("al") and tot["al"] >= 1:
+            return {"value": tot["al"], "lines": lines, "estimator": "Prometheus spec_accept_length gauge (mean of series)"}
+        return None
+
+    def prom_tpot(self) -> dict | None:
+        """TPOT from a Prometheus histogram: per-request TPOT (`request_time_per_output_token_seconds`), else the
+        inter-token latency (`inter_token_latency_seconds`, older `time_per_output_token_seconds`): sum / count."""
+        tot, lines = self.prom_totals()
+        for s, n, what in (("tpot_s", "tpot_n", "request_time_per_output_token"), ("itl_s", "itl_n", "inter-token latency")):
+            if tot.get(n) and tot.get(s) is not None:
+                return {"value_ms": tot[s] / tot[n] * 1e3, "lines": lines, "samples": int(tot[n]), "confidence": "high",
+                        "estimator": f"Prometheus histogram {what}: sum / count"}
+        return None
+
     def tpot(self) -> dict | None:
         g = self.get
         for key, est in (("tpot_mean_ms", "bench summary Mean TPOT"), ("metric_tpot_ms", "[METRIC] tpot"),
@@ -267,6 +315,12 @@ class Summaries:
                             "estimator": "llama.cpp decoded seconds / tokens", "lines": self.line("llama_decoded_tokens")}
             elif g(key):
                 return {"value_ms": g(key), "estimator": est, "lines": self.line(key), "samples": 1, "confidence": "high"}
+        if self.prom and (out := self.prom_tpot()) is not None:
+            return out
+        if g("per_output_token_ms"):
+            return {"value_ms": g("per_output_token_ms"), "samples": 1, "confidence": "low",
+                    "lines": self.line("per_output_token_ms"), "estimator": "bench JSON avg_per_output_token_latency "
+                    "(request latency / output tokens: the first token's wait included)"}
         if g("one_batch_decode_s"):  # one forward per step at a fixed batch: each request gets one token a step
             return {"value_ms": g("one_batch_decode_s") * 1e3, "samples": 1, "confidence": "high",
                     "lines": self.line("one_batch_decode_s"), "estimator": "sglang.bench_one_batch median decode "

@@ -5,7 +5,10 @@ or several `label: number` pairs on one line (SGLang's `benchmark/mtbench/bench_
 `#questions: 80, Throughput: 276.30 token/s, Acceptance length: 5.36`). Markdown emphasis and backticks,
 diff `+`, quote `>` and table `|` prefixes are decoration and are stripped. Results tables (`|`-separated cells, a
 tabulate grid or markdown: a header row naming `mean_tpot_ms` / `accept_length` columns, then rows of numbers) are
-read a row at a time by `parse_table_row`; `wmtp.log_sources.Summaries` keeps the first data row under the header."""
+read a row at a time by `parse_table_row`; `wmtp.log_sources.Summaries` keeps the first data row under the header.
+Box-drawn tables (genai-perf / AIPerf consoles: `│ Inter token latency (ms) │ 1.85 │ ...`) read as `|` tables, their
+first number the `avg` column. Prometheus samples (`/metrics` text or a Grafana `metric{labels} | value` table) of the
+spec-decode counters and TPOT histograms are read by `parse_prometheus`."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ POSITION = re.compile(r"(?:position|acceptance (?:rate )?at token)\s+(\d+)$")
 LABELS = {
     "mean tpot (ms)": "tpot_mean_ms", "median tpot (ms)": "tpot_median_ms", "p99 tpot (ms)": "tpot_p99_ms",
     "mean itl (ms)": "itl_mean_ms", "median itl (ms)": "itl_median_ms", "mean ttft (ms)": "ttft_mean_ms",
+    "inter token latency (ms)": "itl_mean_ms", "inter-token latency (ms)": "itl_mean_ms",  # genai-perf / AIPerf rows
     "mean e2e latency (ms)": "e2e_mean_ms", "mean e2el (ms)": "e2e_mean_ms",
     "accept length": "accept_length", "acceptance length": "accept_length", "mean acceptance length": "accept_length",
     "average acceptance length": "accept_length", "acceptance rate (%)": "accept_rate_pct",
@@ -34,9 +38,20 @@ LABELS = {
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
 
 
-_CELL = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?\s*%?")  # a cell that is one number, nothing else
-TABLE_COLUMNS = (("mean_tpot_ms", "mean tpot (ms)"), ("accept_length", "accept length", "acceptance length",
-                                                      "avg_spec_accept_length", "mean acceptance length"))
+# a cell that is one number, nothing else but a unit (`27.72 ms`, `1.27x`, `65.1%`)
+_CELL = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?(?:\s*(?:%|x|×|ms|s))?")
+
+
+def _head(cell: str) -> str:
+    """A header cell as a column name: lower case, no markup, `_` and parentheses as spaces (`Mean TPOT ms`,
+    `mean_tpot_ms` and `Mean TPOT (ms)` name the same column)."""
+    return " ".join(cell.lower().replace("`", "").replace("*", "").replace("_", " ").replace("(", " ")
+                    .replace(")", " ").split())
+
+
+TABLE_COLUMNS = tuple(frozenset(map(_head, names)) for names in (
+    ("mean_tpot_ms", "mean tpot (ms)"),
+    ("accept_length", "accept length", "acceptance length", "avg_spec_accept_length", "mean acceptance length")))
 
 
 def parse_table_row(line: str, n: int):
@@ -48,7 +63,7 @@ def parse_table_row(line: str, n: int):
         return None
     xs = [num(c) if _CELL.fullmatch(c) else None for c in cells]
     if all(x is None for x in xs):
-        low = [" ".join(c.lower().replace("`", "").replace("*", "").split()) for c in cells]
+        low = list(map(_head, cells))
         idx = [next((i for i, c in enumerate(low) if c in names), -1) for names in TABLE_COLUMNS]
         return Value(n, "table_head", [float(i) for i in idx] + [float(len(cells))]) if max(idx) >= 0 else None
     if any(x is None for x, c in zip(xs, cells) if c):
@@ -90,6 +105,42 @@ def parse_label(line: str, n: int):
     if label.startswith("position"):  # vllm bench serve prints per-position acceptance in %
         x /= 100
     return Value(n, key, x)
+
+
+# Prometheus samples: `name{labels} value [timestamp]`, or a Grafana table row `name{labels} | value`
+_PROM = re.compile(r"\s*(?:[+>]\s*)?(?:vllm|sglang|llamacpp)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
+                   r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?Inf)(?:\s+\d+)?\s*\|?\s*$")
+PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
+    "spec_decode_num_drafts": "drafts", "draft_verify_steps": "drafts",  # llama.cpp #25327's names
+    "spec_decode_num_accepted_tokens": "accepted", "draft_tokens_accepted": "accepted",
+    "spec_decode_num_draft_tokens": "draft_tokens", "draft_tokens": "draft_tokens",
+    "spec_decode_num_accepted_tokens_per_pos": "pos", "spec_accept_length": "al", "draft_mean_accept_len": "al",
+    "request_time_per_output_token_seconds_sum": "tpot_s", "request_time_per_output_token_seconds_count": "tpot_n",
+    "time_per_output_token_seconds_sum": "itl_s", "time_per_output_token_seconds_count": "itl_n",
+    "inter_token_latency_seconds_sum": "itl_s", "inter_token_latency_seconds_count": "itl_n"}
+PROM_OTHER = "prometheus"  # a Prometheus sample of another metric (`_created` gauges, buckets, ...): nothing to read
+_POS_LABEL = re.compile(r'position="(\d+)"')
+
+
+def parse_prometheus(line: str, n: int):
+    """A `Value` (key `prom:<field><labels>`: one series; the last sample of a series wins) for a sample of a
+    spec-decode counter (`vllm:spec_decode_num_drafts_total`, `..._accepted_tokens_total`, per position; llama.cpp's
+    `llamacpp:spec_decode_num_*`), the `sglang:spec_accept_length` gauge (the draft engine's own series left out) or a
+    TPOT / inter-token latency histogram's `_sum` / `_count`; PROM_OTHER for another metric; None for no sample."""
+    m = _PROM.match(line)
+    if m is None:
+        return None
+    name, labels, raw = m.groups()
+    field = PROM_FIELDS.get(name)
+    x = finite(num(raw))
+    if field is None or x is None or 'engine_type="draft"' in (labels or ""):
+        return PROM_OTHER
+    if field == "pos":
+        p = _POS_LABEL.search(labels or "")
+        if p is None:
+            return PROM_OTHER
+        field = f"pos{p.group(1)}"
+    return Value(n, f"prom:{field}{_POS_LABEL.sub('', labels or '')}", x)
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal colour / style codes (CSI sequences)

@@ -38,7 +38,7 @@ from typing import Iterator
 from wmtp.errors import WmtpError
 from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_summary import ANSI, NoAnsi, parse_label, parse_table_row
+from wmtp.log_summary import ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_table_row
 from wmtp.log_wrap import Unwrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, finite, num, ungroup)
@@ -52,7 +52,8 @@ _ENGINE = re.compile(r"Engine (\d+):|(\d+) Engines Aggregated")
 _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length|spec_num_correct_drafts|"""
                    r"""spec_accept_token_num|spec_correct_drafts_histogram|spec_accept_histogram|"""
                    r"""mean_acceptance_length|num_spec_steps|num_accepted_draft_tokens|acceptance_histogram|"""
-                   r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n|mean_tpot_ms|accept_length)['"]?\s*:\s*"""
+                   r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n|draft_rounds|mean_tpot_ms|accept_length|"""
+                   r"""avg_per_output_token_latency)['"]?\s*:\s*"""
                    r"""(\[[^\]]*\]|[-+0-9.eE]+|nan|NaN|Infinity)""")
 
 
@@ -70,13 +71,7 @@ def _prefix(prefix: str) -> tuple[str | None, float | None, str | None, int | No
         y, mo, d, mo2, d2, hh, mm, ss = m.groups()
         secs = int(hh) * 3600 + int(mm) * 60 + int(ss)
         if y or mo2:
-            key = (y or "1970", mo or mo2, d or d2)
-            if key not in _day_cache:
-                try:
-                    _day_cache[key] = (date(int(key[0]), int(key[1]), int(key[2])).toordinal() - 719163) * 86400
-                except ValueError:
-                    _day_cache[key] = 0
-            secs += _day_cache[key]
+            secs += day_seconds(y or "1970", mo or mo2, d or d2)
         ts = m.group(0)
     p = _PID.search(prefix)
     dp = _DP.search(prefix)
@@ -93,6 +88,7 @@ def _opt(v: str | None) -> float | None:
     return x if x is not None and 0 <= x <= _MAX else math.nan
 
 
+_PASTE = str.maketrans({"\t": " ", "\u2502": "|", "\u2503": "|"})
 _SGL_KEYS = ("#token: ", "#full token: ", "accept len: ", "accept rate: ", "#retracted-req: ", "#queue-req: ",
              "cuda graph: ")
 # The common decode layouts (dense, speculative, hybrid `#full token`/`mamba`), matched from `Decode batch`
@@ -277,8 +273,8 @@ def parse_throughput(line: str, line_no: int) -> VllmThroughput | None:
 def parse_other(line: str, n: int):
     """Every line that is not an SGLang decode line: a record, a list of `Value`s, None (not ours) or
     False (ours but garbled)."""
-    if "\t" in line:  # a paste whose spaces became tabs (`decoded\t673 tokens`, `label:\tvalue`)
-        line = line.replace("\t", " ")
+    if "\t" in line or "\u2502" in line or "\u2503" in line:  # tabs for spaces (`decoded\t673 tokens`), box-drawn
+        line = line.translate(_PASTE)  # table rules (`│ Inter token latency (ms) │ 1.85 │`) for `|`
     if "Prefill batch" in line:
         _, secs, pid, dp = _prefix(line[:line.find("Prefill batch")])
         return PrefillLine(n, secs, pid, dp)
@@ -294,8 +290,10 @@ def parse_other(line: str, n: int):
         return Event(n, "oom")
     if "preempted" in line and "PreemptionMode" in line:
         return Event(n, "preemption")
+    if ("vllm" in line or "sglang" in line or "llamacpp" in line) and (rec := parse_prometheus(line, n)) is not None:
+        return None if rec is PROM_OTHER else rec
     if ("spec_" in line or "accept" in line or "completion_tokens" in line or "predicted_" in line
-            or "draft_n" in line or "num_spec" in line or "tpot_ms" in line):
+            or "draft_n" in line or "num_spec" in line or "tpot_ms" in line or "per_output_token" in line):
         found = _META.findall(line)
         if found:
             out = []
