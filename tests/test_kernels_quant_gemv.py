@@ -27,16 +27,9 @@ def test_int4_gemv_matches_reference(m, n, k, split_k):
     check_int4_gemv(m, n, k, split_k, 4000 * m + n + k)
 
 
-@pytest.fixture(params=["reduce", "ew"])
-def fp8_step(request, monkeypatch):
-    """Both fp8 GEMV steps (`quant_gemm.GEMV_FP8_STEP`: a reduction per step and row, or elementwise accumulation)."""
-    monkeypatch.setattr(qg, "GEMV_FP8_STEP", request.param)
-    return request.param
-
-
 @pytest.mark.parametrize("split_k", [None, 3])
-@pytest.mark.parametrize("m, n, k", GEMV_SHAPES + [(16, 40, 264)])
-def test_fp8_gemv_matches_reference(fp8_step, m, n, k, split_k):
+@pytest.mark.parametrize("m, n, k", GEMV_SHAPES)
+def test_fp8_gemv_matches_reference(m, n, k, split_k):
     """W8A8 like the tensor-core path: activations quantized per 1x128 group inside the kernel."""
     x, wq, ws, ref = fp8_case(m, n, k, 5000 * m + n + k)
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
@@ -47,7 +40,7 @@ def test_fp8_gemv_matches_reference(fp8_step, m, n, k, split_k):
     assert torch.equal(fp8_gemm(xq, wq.to(DEV), ws.to(DEV), x_scale=xs, split_k=split_k, path="gemv"), out)
 
 
-def test_gemv_fp32_out_and_fp16_scales(fp8_step):
+def test_gemv_fp32_out_and_fp16_scales():
     gen = torch.Generator().manual_seed(8)
     x = torch.randn(2, 512, generator=gen).to(torch.float16)
     packed, s = quantize_int4_group(make_weight(gen, 48, 512), scale_dtype=torch.float16)
@@ -67,7 +60,7 @@ MOE_GEMV_CASES = [  # tokens, experts, top_k, expert taking all tokens, per-pair
 
 @pytest.mark.parametrize("fmt", ["fp8", "int4"])
 @pytest.mark.parametrize("tokens, experts, top_k, all_to, a_is_pairs, scale", MOE_GEMV_CASES)
-def test_moe_gemv_matches_reference(fp8_step, fmt, tokens, experts, top_k, all_to, a_is_pairs, scale):
+def test_moe_gemv_matches_reference(fmt, tokens, experts, top_k, all_to, a_is_pairs, scale):
     gen = torch.Generator().manual_seed(6000 * tokens + 10 * experts + top_k)
     k_in, n = 264, 40
     ids, wts = _routing(gen, tokens, experts, top_k, all_to)

@@ -48,15 +48,16 @@ from wmtp.measure.kernels.quant_swap_i4 import launch_int4_swap
 _FP8 = torch.float8_e4m3fn
 _ACT_DTYPES = (torch.bfloat16, torch.float16)
 _MAGIC = {torch.bfloat16: (0x4300, 136.0), torch.float16: (0x6400, 1032.0)}  # 2^k with ulp 1, and 2^k + 8
-_CTAS_PER_SM, _CHUNK_P = 4, 256  # split-K: programs per SM; ids per step of the in-kernel router (>= 8 warps' threads)
+_CTAS_PER_SM = 4
+_CHUNK_P = 256  # routed ids read per step by the in-kernel router (>= the threads of 8 warps)
 _ROUTE_IN_KERNEL_MAX = 256  # pairs up to which grouped GEMMs route in the kernel; above, `moe.route_pairs`
 # path='auto' takes the GEMV kernel (`quant_gemv`) up to these rows (dense) and mean rows per routed expert (grouped;
 # 0: never), from measure/results/h200-quant-v3 (fp8) and h200-quant-v5 (int4, round 4's packed step: faster than
 # the tensor-core kernel on 15 / 15 / 15 / 13 / 3 of 15 dense shapes at M = 1 / 2 / 4 / 8 / 16)
 GEMV_MAX_M = {"fp8_block": 1, "int4_group": 8}
-# fp8 GEMV: activation division (`quant_formats.fp8_group_quant`) 'nodiv' (h200-quant-v9: 1.20-1.37x faster above 18 MB)
-# or 'rn' (IEEE: the same codes); step (`quant_gemv`) 'reduce' (a reduction per step and row) or 'ew' (`_fp8_gemv_ew`)
-GEMV_ACT_DIV, GEMV_FP8_STEP = "nodiv", "reduce"
+# fp8 GEMV activation division (`quant_formats.fp8_group_quant`): 'nodiv' (default; h200-quant-v9: 1.20-1.37x faster
+# above 18 MB) or 'rn' (IEEE divisions: the same codes)
+GEMV_ACT_DIV = "nodiv"
 GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 # programs per SM the GEMV plan aims for (split-K) with dense int4 up to 2 rows (None: `_CTAS_PER_SM`): 2, from
 # measure/results/h200-quant-v6 ([pk-c2]: geomean 1.08x / 1.06x faster at M = 1 / 2, at most 6 % slower on a shape)
@@ -228,13 +229,13 @@ def _moe_gemv(path, fmt, w, topk_ids, k):
 
 
 def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt, ctas=None):
-    """(block_n, G = 128-groups per step, split, groups per split) of the GEMV kernel: 32-wide tiles (16 where they
-    leave SMs idle), steps of 512 K (int4 <= 2 rows: 1024; round 4's step 1024 / rows, >= 128; fp8 'ew' 512 / rows),
-    split-K as `_split_plan` with each split a whole number of steps when automatic."""
-    groups, g_step, int4 = triton.cdiv(k, GROUP), 8 if fmt == "int4_group" and rows <= 2 else 4, fmt == "int4_group"
-    # round 4's int4 step, fp8 'ew': 8 (fp8 4) / 4 / 2 / 1 groups for 1 / 2 / 4 / 8 rows
-    if (int4 and INT4_GEMV_STEP != "words") or (not int4 and GEMV_FP8_STEP == "ew"):
-        g_step = max(1, (8 if int4 else 4) // triton.next_power_of_2(rows))
+    """(block_n, G = 128-groups per step, split, groups per split) of the GEMV kernel: 32-wide tiles (16 where
+    they leave SMs idle), steps of 512 K (int4 <= 2 rows: 1024; round 4's step 1024 / rows, >= 128), split-K as
+    `_split_plan` with each split a whole number of steps when automatic."""
+    groups = triton.cdiv(k, GROUP)
+    g_step = 8 if fmt == "int4_group" and rows <= 2 else 4
+    if fmt == "int4_group" and INT4_GEMV_STEP != "words":  # round 4's step: 8 / 4 / 2 / 1 for 1 / 2 / 4 / 8+ rows
+        g_step = max(1, 8 // triton.next_power_of_2(rows))
     sm = _sm_count(device)
     if block_n is None:
         block_n = 32 if live_tiles * triton.cdiv(n, 32) >= sm else 16
@@ -280,8 +281,7 @@ def _launch_gemv(x, x_scale, w, w_scale, out, ids, route_w, rows, tile_rows, liv
         E_BINS=triton.next_power_of_2(n_exp + 1), CHUNK_P=_CHUNK_P, ROWS=tile_rows if not grouped else block_m,
         BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MAGIC=MAGIC_F32, ROUND_FP32=interpreting(),
         FP8_MAX_C=FP8_MAX, EPS=FP8_EPS, I4_MODE=int4_mode(INT4_GEMV_STEP, x.dtype, interpreting()),
-        IEEE_DIV=GEMV_ACT_DIV == "rn", FP8_EW=GEMV_FP8_STEP == "ew", num_warps=num_warps or 4, num_stages=num_stages,
-        **pdl_launch(x.device, not grouped),
+        IEEE_DIV=GEMV_ACT_DIV == "rn", num_warps=num_warps or 4, num_stages=num_stages, **pdl_launch(x.device, not grouped),
     )
     return out
 

@@ -65,42 +65,6 @@ def _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, 
 
 
 @triton.jit
-def _fp8_gemv_ew(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g_lo, g_hi, K, stride_am, stride_asm,
-                 A_FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, G: tl.constexpr,
-                 ROUND_FP32: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr, IEEE_DIV: tl.constexpr):
-    """The fp8 GEMV with elementwise accumulation (FP8_EW, session 11): all rows at once, the step's scales folded
-    into the quantized activations (q * s_x * s_w, per row and group, shared by the tile's rows), each thread summing
-    its own 16 consecutive products, partial sums [BLOCK_M, BN, G, 8] accumulated across steps and reduced across
-    threads once at the end (`_fp8_gemv_step` reduces every step, for every row). Returns [BLOCK_M, BLOCK_N]."""
-    acc = tl.zeros([BLOCK_M, BLOCK_N, G, 8], tl.float32)
-    for g0 in range(g_lo, g_hi, G):
-        g = g0 + tl.arange(0, G)
-        g_ok = g < g_hi
-        kk = g[:, None, None] * 128 + tl.arange(0, 8)[None, :, None] * 16 + tl.arange(0, 16)[None, None, :]  # [G, 8, 16]
-        k_ok = g_ok[:, None, None] & (kk < K)
-        w = tl.load(w_base[:, None, None, None] + kk[None], mask=c_ok[:, None, None, None] & k_ok[None], other=0.0)
-        ws = tl.load(ws_base + g, mask=g_ok, other=0.0)  # the tile's 128x128 block scale of each group
-        ok = r_ok[:, None, None, None] & k_ok[None]
-        x = tl.load(A + a_row[:, None, None, None] * stride_am + kk[None], mask=ok, other=0.0)  # [BLOCK_M, G, 8, 16]
-        if A_FP8:  # pre-quantized: q * s
-            x_s = tl.load(A_s + a_row[:, None] * stride_asm + g[None, :], mask=r_ok[:, None] & g_ok[None, :], other=0.0)
-            q, x_s = x.to(tl.float32), x_s[:, :, None, None]
-        else:  # `quant_formats._act_quant_kernel`'s arithmetic, per row and group (amax broadcast: one scale each)
-            x = x.to(tl.float32)
-            amax = tl.maximum(tl.max(tl.max(tl.abs(x), 3), 2), EPS)[:, :, None, None]
-            q, x_s = fp8_group_quant(x, amax, FP8_MAX_C, IEEE_DIV, ROUND_FP32, False)
-            q = q.to(tl.float8e4nv).to(tl.float32)
-        xs = q * (x_s * ws[None, :, None, None])  # [BLOCK_M, G, 8, 16]: the scales folded into the activations
-        t = tl.reshape(w.to(tl.float32)[None] * xs[:, None], [BLOCK_M, BLOCK_N, G, 8, 2, 2, 2, 2])
-        a, b = tl.split(t)  # sums of the 16 consecutive products by halves (splits keep the pairs in one thread)
-        a, b = tl.split(a + b)
-        a, b = tl.split(a + b)
-        a, b = tl.split(a + b)
-        acc += a + b
-    return tl.sum(tl.sum(acc, 3), 2)
-
-
-@triton.jit
 def _int4_gemv_step(acc, A, a_row, r_ok, w_base, ws_base, c_ok, g, g_ok, K, stride_am,
                     ROWS: tl.constexpr, BLOCK_M: tl.constexpr, MAGIC: tl.constexpr):
     kw = g[:, None] * 16 + tl.arange(0, 16)[None, :]  # [G, 16] word index along the row (8 codes a word)
@@ -130,7 +94,7 @@ def quant_gemv_kernel(
     SCALE: tl.constexpr, SPLIT: tl.constexpr, SORTED: tl.constexpr, LOG_E: tl.constexpr, E_BINS: tl.constexpr,
     CHUNK_P: tl.constexpr, ROWS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     G: tl.constexpr, MAGIC: tl.constexpr, ROUND_FP32: tl.constexpr, FP8_MAX_C: tl.constexpr, EPS: tl.constexpr,
-    I4_MODE: tl.constexpr, PDL: tl.constexpr = False, IEEE_DIV: tl.constexpr = False, FP8_EW: tl.constexpr = False,
+    I4_MODE: tl.constexpr, PDL: tl.constexpr = False, IEEE_DIV: tl.constexpr = False,
 ):
     """Out rows [M, N] (grouped: M = token-expert pairs) = rows of A @ dequant(W[e])^T, ROWS <= BLOCK_M rows per
     program; W is fp8 [.., N, K] or int32 words [.., N, K/8] (strides in elements of W's type)."""
@@ -165,14 +129,10 @@ def quant_gemv_kernel(
                                G, I4_MODE)
     else:
         ws_base = W_s + e.to(tl.int64) * stride_wse + ((pid_n * BLOCK_N) // 128) * stride_wsn  # one 128-row block
-        if FP8_EW:
-            acc = _fp8_gemv_ew(A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g_lo, g_hi, K, stride_am, stride_asm, A_FP8,
-                               BLOCK_M, BLOCK_N, G, ROUND_FP32, FP8_MAX_C, EPS, IEEE_DIV)
-        else:
-            for g0 in range(g_lo, g_hi, G):
-                g = g0 + tl.arange(0, G)
-                acc = _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g < g_hi, K, stride_am,
-                                     stride_asm, A_FP8, ROWS, BLOCK_M, ROUND_FP32, FP8_MAX_C, EPS, IEEE_DIV)
+        for g0 in range(g_lo, g_hi, G):
+            g = g0 + tl.arange(0, G)
+            acc = _fp8_gemv_step(acc, A, A_s, a_row, r_ok, w_base, ws_base, c_ok, g, g < g_hi, K, stride_am,
+                                 stride_asm, A_FP8, ROWS, BLOCK_M, ROUND_FP32, FP8_MAX_C, EPS, IEEE_DIV)
     if SCALE:
         acc = acc * tl.load(route_w + out_row, mask=r_ok, other=0.0)[:, None]
     finish_tile(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, pid_m * tl.num_programs(1) + pid_n, pid_k, n_split,
