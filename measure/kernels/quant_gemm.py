@@ -38,7 +38,7 @@ from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2
                                                 weight_bytes)
 from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
-from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad, layout_il
+from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
 from wmtp.measure.kernels.quant_moe import moe_pair_call
 from wmtp.measure.kernels.quant_pdl import pdl_launch
@@ -357,20 +357,18 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: t
 def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: int | None = None,
               block_m: int | None = None, block_n: int | None = None, num_warps: int = 4, num_stages: int = 4,
               out: torch.Tensor | None = None, path: str = "auto", block_k: int | None = None,
-              prefetch: bool | None = None, layout: str = "standard") -> torch.Tensor:
+              prefetch: bool | None = None) -> torch.Tensor:
     """y [M, N] = x [M, K] @ dequant(w [N, K/2] uint8, w_scale [N, K/128])^T, W4A16, output in x.dtype.
     path: 'dot' (tensor cores; K step block_k, loads one step ahead with prefetch), 'gemv' (M <= 16,
     K % 8 == 0; INT4_GEMV_STEP 'quad': `quant_gemv_int4.int4_quad_kernel`), 'swap' (`quant_swap_i4`, M <= 64) or
-    'auto' (by M: INT4_SWAP_AUTO_M, INT4_QUAD_AUTO_BYTES, GEMV_MAX_M). layout 'interleaved' (w from
-    `quant_gemv_int4.interleave_int4`; bf16 x, M <= 16, K % 8 == 0): always the quad kernel, MODE_IL."""
+    'auto' (by M: INT4_SWAP_AUTO_M, INT4_QUAD_AUTO_BYTES, GEMV_MAX_M)."""
     check_2d("x", x, _ACT_DTYPES)
     check_int4_weight(w, w_scale, x.shape[1], grouped=False)
     same_device(x, w, w_scale)
-    (m, k), n, (lo, hi), il = x.shape, w.shape[0], INT4_SWAP_AUTO_M, layout_il(layout)
+    (m, k), n, (lo, hi) = x.shape, w.shape[0], INT4_SWAP_AUTO_M
     plain = path == "auto" and (block_m, block_n, block_k) == (None, None, None)  # a named tile: the earlier paths
     swap, small = path == "swap" or (plain and lo <= m <= hi), plain and m == 1 and n * k // 2 <= INT4_QUAD_AUTO_BYTES
-    swap, quad = swap and not il, il or (small and k % 8 == 0) or (INT4_GEMV_STEP.startswith("quad")
-                                                                  and _use_gemv(path, "int4_group", m, k))
+    quad = (small and k % 8 == 0) or (INT4_GEMV_STEP.startswith("quad") and _use_gemv(path, "int4_group", m, k))
     if 0 not in (m, n, k) and (swap or quad):
         out, sm = _output(out, (m, n), x.dtype, x.device), _sm_count(x.device)
         counters = lambda t: _counters(x.device, t)  # noqa: E731
@@ -378,8 +376,8 @@ def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: 
             return launch_int4_swap(x, w, w_scale, out, sm, counters, block_n, split_k, num_warps, num_stages,
                                     _CTAS_PER_SM)
         ctas = INT4_GEMV_CTAS if INT4_GEMV_CTAS is not None and m <= 2 else _CTAS_PER_SM
-        return launch_quad(x, w, w_scale, out, int4_mode("il" if il else "packed", x.dtype, interpreting()), sm,
-                           counters, 4 if small else block_n, split_k, num_warps, ctas, INT4_GEMV_STEP == "quad_xs")
+        return launch_quad(x, w, w_scale, out, int4_mode("packed", x.dtype, interpreting()), sm, counters,
+                           4 if small else block_n, split_k, num_warps, ctas, INT4_GEMV_STEP == "quad_xs")
     return _dense(x, None, w, w_scale, out, x.dtype, "int4_group", block_m, block_n, split_k, num_warps,
                   num_stages, gemv=_use_gemv(path, "int4_group", x.shape[0], x.shape[1]), bk=(block_k, prefetch))
 

@@ -47,8 +47,6 @@ MODE_F32 = 1
 MODE_PACKED = 2
 MODE_PACKED_EMU = 3
 MODE_PACKED_PF = 4  # MODE_PACKED, loading the next step's words first
-MODE_IL = 5  # round 7: interleaved words (`interleave_int4`), activations read as bf16 pairs (quad kernel only)
-MODE_IL_EMU = 6  # MODE_IL's arithmetic in fp32 tensors (the interpreter)
 _MAGIC = tl.constexpr(0x4B000000)  # bits of 2^23: OR-ing a 4-bit code into the low mantissa gives 2^23 + code
 
 # w -> the 4 bf16 pairs (code_j - 8, code_j+4 - 8), j = 0..3; lop3 0xEA = (a & b) | c
@@ -228,19 +226,14 @@ def int4_gemv_v4(A, a_row, r_ok, w_base, ws_base, c_ok, g_lo, g_hi, KW, stride_a
 
 def int4_mode(step: str, act_dtype, interp: bool) -> int:
     """I4_MODE of `quant_gemv.quant_gemv_kernel` for a step name: 'words' (round 2), 'f32', 'packed' (bf16 activations
-    only: fp16 ones take 'f32'; under the interpreter its fp32 emulation); 'il' (`int4_quad_kernel` only, interleaved
-    words and bf16 activations)."""
+    only: fp16 ones take 'f32'; under the interpreter its fp32 emulation)."""
     if step == "words":
         return MODE_WORDS
     if step == "f32" or (step.startswith("packed") and str(act_dtype) != "torch.bfloat16"):
         return MODE_F32
     if step in ("packed", "packed_pf"):
         return MODE_PACKED_EMU if interp else MODE_PACKED if step == "packed" else MODE_PACKED_PF
-    if step == "il":
-        if str(act_dtype) != "torch.bfloat16":
-            raise ValueError(f"interleaved int4 weights take bf16 activations, got {act_dtype}")
-        return MODE_IL_EMU if interp else MODE_IL
-    raise ValueError(f"int4 GEMV step must be 'packed', 'packed_pf', 'f32', 'words' or 'il', got {step!r}")
+    raise ValueError(f"int4 GEMV step must be 'packed', 'packed_pf', 'f32' or 'words', got {step!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,45 +247,20 @@ def _split8q(x, BLOCK_M: tl.constexpr, B: tl.constexpr, G: tl.constexpr):
 
 
 @triton.jit
-def _il_pairs(a_base, kw, ok, BLOCK_M: tl.constexpr, B: tl.constexpr, G: tl.constexpr, bcast):
-    """Round 7 (`MODE_IL`): the activations of words kw [G, 4] as int32 bf16 pairs (x_2j, x_2j+1), j = 0..3
-    ([BLOCK_M, B, G, 4] each; one 16-byte load per word and row), from A viewed as int32."""
-    kk = kw[:, :, None] * 4 + tl.arange(0, 4)[None, None, :]  # [G, 4, 4] pair index along the row
-    p = tl.load(a_base[:, None, None, None, None] + kk[None, None] + bcast, mask=ok, other=0)
-    p = tl.reshape(p, [BLOCK_M, B, G, 4, 2, 2])  # pair j = 2 b1 + b0
-    pe, po = tl.split(p)
-    p0, p2 = tl.split(pe)
-    p1, p3 = tl.split(po)
-    return p0, p1, p2, p3
-
-
-@triton.jit
 def _quad_word(wd, a_base, r_ok, g, g_ok, KW, j: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               G: tl.constexpr, MODE: tl.constexpr, XS: tl.constexpr, CLAMP: tl.constexpr):
+               G: tl.constexpr, MODE: tl.constexpr, XS: tl.constexpr):
     """[BLOCK_M, BN, G, 4] fp32: word j of each quad (words 4q + j of each group, wd [BN, G, 4]) dotted with its 8
     activations of every row (one 16-byte load per row, word and thread)."""
     kw = g[:, None] * 16 + tl.arange(0, 4)[None, :] * 4 + j  # [G, 4] word index along the row
     ok = r_ok[:, None, None, None, None] & (g_ok[:, None] & (kw < KW))[None, None, :, :, None]
-    if CLAMP:  # g, the rows (and so kw) clamped by the caller: every read in bounds
-        ok = True
-    bcast = (wd * 0).to(tl.int64)[None, :, :, :, None]  # the pointer broadcast over the tile's rows (not XS)
-    if MODE == 5:  # MODE_IL: interleaved words, activations as bf16 pairs: no pairing in registers
-        if XS:
-            p0, p1, p2, p3 = _il_pairs(a_base, kw, ok, BLOCK_M, 1, G, 0)
-        else:
-            p0, p1, p2, p3 = _il_pairs(a_base, kw, ok, BLOCK_M, BLOCK_N, G, bcast)
-        d0, d1, d2, d3 = tl.inline_asm_elementwise(_DEQ_ASM, "=r,=r,=r,=r,r", [wd[None]],
-                                                   dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True,
-                                                   pack=1)
-        return tl.inline_asm_elementwise(_DOT_ASM, "=f,r,r,r,r,r,r,r,r", [d0, d1, d2, d3, p0, p1, p2, p3],
-                                         dtype=tl.float32, is_pure=True, pack=1)
     kk = kw[:, :, None] * 8 + tl.arange(0, 8)[None, None, :]  # [G, 4, 8] element index
     if XS:  # [BLOCK_M, 1, G, 4, 8]: Triton exchanges it into the words' layout through shared memory
         x = tl.load(a_base[:, None, None, None, None] + kk[None, None], mask=ok, other=0.0)
         x0, x4, x2, x6, x1, x5, x3, x7 = _split8q(x, BLOCK_M, 1, G)  # [BLOCK_M, 1, G, 4]
-    else:  # [BLOCK_M, BN, G, 4, 8]: each thread loads the activations of its own words in their layout (no
-        # exchange; one 16-byte load per word and row of the tile)
-        x = tl.load(a_base[:, None, None, None, None] + kk[None, None] + bcast, mask=ok, other=0.0)
+    else:  # [BLOCK_M, BN, G, 4, 8]: the pointer broadcast over the tile's rows, so that each thread loads the
+        # activations of its own words in their layout (no exchange; one 16-byte load per word and row of the tile)
+        a_ptr = a_base[:, None, None, None, None] + kk[None, None] + (wd * 0).to(tl.int64)[None, :, :, :, None]
+        x = tl.load(a_ptr, mask=ok, other=0.0)
         x0, x4, x2, x6, x1, x5, x3, x7 = _split8q(x, BLOCK_M, BLOCK_N, G)  # [BLOCK_M, BN, G, 4]
     wd = wd[None]
     if MODE == 2:  # MODE_PACKED
@@ -302,9 +270,6 @@ def _quad_word(wd, a_base, r_ok, g, g_ok, KW, j: tl.constexpr, BLOCK_M: tl.const
         t = _dot_packed(d0, d1, d2, d3, x0, x4, x2, x6, x1, x5, x3, x7)
     elif MODE == 3:  # MODE_PACKED_EMU
         t = _dot_emu(wd, x0, x4, x2, x6, x1, x5, x3, x7)
-    elif MODE == 6:  # MODE_IL_EMU: MODE_IL's lanes (nibbles 0..3: elements 0, 2, 4, 6; 4..7: 1, 3, 5, 7)
-        t = (_lane_emu(_code(wd, 0), _code(wd, 1), _code(wd, 2), _code(wd, 3), x0, x2, x4, x6)
-             + _lane_emu(_code(wd, 4), _code(wd, 5), _code(wd, 6), _code(wd, 7), x1, x3, x5, x7))
     else:  # MODE_F32
         t = _code(wd, 0) * x0.to(tl.float32) + _code(wd, 1) * x1.to(tl.float32)
         t += _code(wd, 2) * x2.to(tl.float32) + _code(wd, 3) * x3.to(tl.float32)
@@ -317,7 +282,7 @@ def _quad_word(wd, a_base, r_ok, g, g_ok, KW, j: tl.constexpr, BLOCK_M: tl.const
 def int4_quad_kernel(A, W, W_s, Out, Part, Count, M, N, KW, n_groups, g_per_split, n_split,
                      stride_am, stride_wn, stride_wsn, stride_ps, stride_om, SPLIT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, G: tl.constexpr, MODE: tl.constexpr,
-                     XS: tl.constexpr, PDL: tl.constexpr = False, EVEN_K: tl.constexpr = False):
+                     XS: tl.constexpr, PDL: tl.constexpr = False):
     """Dense Out [M, N] = A [M, K] @ dequant(W words [N, KW = K / 8], W_s [N, groups])^T, all M rows in one program
     (BLOCK_M >= M), BLOCK_N weight rows, 128-groups [pid_k * g_per_split, ..) of K, G groups a step. Each step
     loads the words as [BN, G, 4, 4] (K contiguous in the last axis: 4 consecutive words, 16 bytes, per thread and
@@ -334,13 +299,9 @@ def int4_quad_kernel(A, W, W_s, Out, Part, Count, M, N, KW, n_groups, g_per_spli
     if PDL:  # `quant_pdl`: this program's first step of words (16 a group, 32 a line), then the wait
         pdl_enter(W + tl.minimum(cols, N - 1).to(tl.int64) * stride_wn, pid_k * g_per_split * 16, KW - 1, (G + 1) // 2,
                   LINE_BYTES // 4)
-    if MODE >= 5 and EVEN_K:  # round 7: clamped indices instead of masked loads (no zeroing of load registers)
-        w_base = W + tl.minimum(cols, N - 1).to(tl.int64) * stride_wn  # [BN]
-        a_base = A + tl.minimum(rows, M - 1).to(tl.int64) * stride_am  # [BLOCK_M]
-    else:
-        w_base = W + cols.to(tl.int64) * stride_wn
-        a_base = A + rows.to(tl.int64) * stride_am
+    w_base = W + cols.to(tl.int64) * stride_wn  # [BN]
     ws_base = W_s + cols.to(tl.int64) * stride_wsn
+    a_base = A + rows.to(tl.int64) * stride_am  # [BLOCK_M]
     g_lo = pid_k * g_per_split
     g_hi = tl.minimum(g_lo + g_per_split, n_groups)
     quad = tl.arange(0, 4)[:, None] * 4 + tl.arange(0, 4)[None, :]  # [4, 4]: word 4q + j of a group
@@ -348,27 +309,20 @@ def int4_quad_kernel(A, W, W_s, Out, Part, Count, M, N, KW, n_groups, g_per_spli
     for g0 in range(g_lo, g_hi, G):
         g = g0 + tl.arange(0, G)
         g_ok = g < g_hi
-        if MODE >= 5 and EVEN_K:  # groups past K or this split: clamped reads, zeroed below
-            g = tl.minimum(g, n_groups - 1)  # (a clamped group keeps the 16-byte contiguity of its words)
-            wd = tl.load(w_base[:, None, None, None] + (g[:, None, None] * 16 + quad[None])[None])
-        else:
-            kw = g[:, None, None] * 16 + quad[None]  # [G, 4, 4]
-            ok = c_ok[:, None, None, None] & (g_ok[:, None, None] & (kw < KW))[None]
-            wd = tl.load(w_base[:, None, None, None] + kw[None], mask=ok, other=0)  # [BN, G, 4, 4]
+        kw = g[:, None, None] * 16 + quad[None]  # [G, 4, 4]
+        ok = c_ok[:, None, None, None] & (g_ok[:, None, None] & (kw < KW))[None]
+        wd = tl.load(w_base[:, None, None, None] + kw[None], mask=ok, other=0)  # [BN, G, 4, 4]
         s_ptr = ws_base[:, None, None] + g[None, :, None] + tl.zeros([1, 1, 4], tl.int64)  # [BN, G, 4]: per quad
         s = tl.load(s_ptr, mask=(c_ok[:, None] & g_ok[None, :])[:, :, None], other=0.0).to(tl.float32)
         wd = tl.reshape(wd, [BLOCK_N, G, 4, 2, 2])  # j = 2 b1 + b0
         we, wo = tl.split(wd)
         w0, w2 = tl.split(we)
         w1, w3 = tl.split(wo)
-        t = _quad_word(w0, a_base, r_ok, g, g_ok, KW, 0, BLOCK_M, BLOCK_N, G, MODE, XS, MODE >= 5 and EVEN_K)
-        t += _quad_word(w1, a_base, r_ok, g, g_ok, KW, 1, BLOCK_M, BLOCK_N, G, MODE, XS, MODE >= 5 and EVEN_K)
-        t += _quad_word(w2, a_base, r_ok, g, g_ok, KW, 2, BLOCK_M, BLOCK_N, G, MODE, XS, MODE >= 5 and EVEN_K)
-        t += _quad_word(w3, a_base, r_ok, g, g_ok, KW, 3, BLOCK_M, BLOCK_N, G, MODE, XS, MODE >= 5 and EVEN_K)
-        if MODE >= 5 and EVEN_K:  # a clamped group: zeroed here (not by its scale, since x may be inf)
-            acc += tl.where(g_ok[None, None, :, None], t * s[None], 0.0)
-        else:
-            acc += t * s[None]
+        t = _quad_word(w0, a_base, r_ok, g, g_ok, KW, 0, BLOCK_M, BLOCK_N, G, MODE, XS)
+        t += _quad_word(w1, a_base, r_ok, g, g_ok, KW, 1, BLOCK_M, BLOCK_N, G, MODE, XS)
+        t += _quad_word(w2, a_base, r_ok, g, g_ok, KW, 2, BLOCK_M, BLOCK_N, G, MODE, XS)
+        t += _quad_word(w3, a_base, r_ok, g, g_ok, KW, 3, BLOCK_M, BLOCK_N, G, MODE, XS)
+        acc += t * s[None]
     finish_tile(tl.sum(tl.sum(acc, 3), 2), Out, Part, Count, rows.to(tl.int64), cols, r_ok, c_ok, pid_n, pid_k,
                 n_split, stride_ps, stride_om, SPLIT)
 
@@ -400,50 +354,23 @@ def quad_plan(m, n, k, sm, block_n=None, split_k=None, ctas=2):
 def launch_quad(x, w, w_scale, out, mode, sm, counters, block_n=None, split_k=None, num_warps=None, ctas=2,
                 xs=False):
     """Plan and launch `int4_quad_kernel` once (x bf16 / fp16 [M, K], K % 8 == 0; w uint8 [N, K / 2]); mode: an
-    I4 mode of `int4_mode` other than MODE_WORDS / MODE_PACKED_PF (MODE_IL / MODE_IL_EMU: w from `interleave_int4`,
-    x bf16); `counters(n)` gives the split-K semaphores; xs: activations through shared memory (`_quad_word`).
-    Returns `out`."""
+    I4 mode of `int4_mode` other than MODE_WORDS / MODE_PACKED_PF; `counters(n)` gives the split-K semaphores; xs:
+    activations through shared memory (`_quad_word`). Returns `out`."""
     m, k = x.shape
     n = w.shape[0]
     if k % 8:
         raise ValueError(f"the int4 GEMV reads 8 codes per int32 word: K must be a multiple of 8, got {k}")
-    if mode not in (MODE_F32, MODE_PACKED, MODE_PACKED_EMU, MODE_IL, MODE_IL_EMU):
-        raise ValueError(f"the quad kernel takes I4 modes 1, 2, 3, 5, 6, got {mode}")
+    if mode not in (MODE_F32, MODE_PACKED, MODE_PACKED_EMU):
+        raise ValueError(f"the quad kernel takes I4 modes {MODE_F32}, {MODE_PACKED}, {MODE_PACKED_EMU}, got {mode}")
     block_m, block_n, g_step, split, per = quad_plan(m, n, k, sm, block_n, split_k, ctas)
     n_tiles = triton.cdiv(n, block_n)
     part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else out
     count = counters(n_tiles) if split > 1 else out
     wv = w.view(torch.int32)
-    if mode == MODE_IL:  # the activations as int32 bf16 pairs (a contiguous copy where the rows are not)
-        x = x if x.stride(1) == 1 and x.stride(0) % 2 == 0 and x.storage_offset() % 2 == 0 else x.contiguous()
-    xa, stride_am = (x.view(torch.int32), x.stride(0) // 2) if mode == MODE_IL else (x, x.stride(0))
     int4_quad_kernel[(n_tiles, split)](
-        xa, wv, w_scale, out, part, count, m, n, k // 8, triton.cdiv(k, 128), per, split,
-        stride_am, wv.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
-        SPLIT=split > 1, BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MODE=mode, XS=xs, EVEN_K=k % 128 == 0,
-        num_warps=num_warps or 4,
+        x, wv, w_scale, out, part, count, m, n, k // 8, triton.cdiv(k, 128), per, split,
+        x.stride(0), wv.stride(0), w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
+        SPLIT=split > 1, BLOCK_M=block_m, BLOCK_N=block_n, G=g_step, MODE=mode, XS=xs, num_warps=num_warps or 4,
         **pdl_launch(x.device),
     )
     return out
-
-
-def layout_il(layout: str) -> bool:
-    """Whether an int4 weight layout is 'interleaved' (`interleave_int4`) rather than 'standard' (else ValueError)."""
-    if layout not in ("standard", "interleaved"):
-        raise ValueError(f"layout must be 'standard' or 'interleaved', got {layout!r}")
-    return layout == "interleaved"
-
-
-IL_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # round 7: the element of its word that nibble n holds (8 codes a word)
-
-
-def interleave_int4(w: torch.Tensor) -> torch.Tensor:
-    """Packed int4 codes (uint8 [..., K / 2], element 2b / 2b + 1 of a word in the low / high nibble of its byte b:
-    nibble n = element n) repacked for `MODE_IL`: nibble n of each 32-bit word holds element IL_ORDER[n], so that
-    nibbles j and j + 4 (one `lop3` of `_DEQ_ASM`) are elements 2j and 2j + 1, the bf16 pair the activations' 32-bit
-    word j holds. An offline weight transform (as engines repack checkpoints for their kernels); K % 8 == 0."""
-    if w.dtype != torch.uint8 or w.shape[-1] % 4:
-        raise ValueError(f"interleave_int4 takes uint8 codes, K / 2 a multiple of 4; got {w.dtype} {tuple(w.shape)}")
-    codes = torch.stack((w & 15, w >> 4), -1).reshape(*w.shape[:-1], -1, 8)  # [..., words, element]
-    nib = codes[..., list(IL_ORDER)]
-    return (nib[..., 0::2] | (nib[..., 1::2] << 4)).reshape(w.shape)

@@ -22,7 +22,6 @@ import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
 from wmtp.measure.kernels import quant_swap_i4 as qs4
-from wmtp.measure.kernels.quant_gemv_int4 import interleave_int4
 from wmtp.measure.scripts import quant_bench as qb
 from wmtp.measure.scripts.quant_bk import script_main, peer_ops, call_peer, items, moe_weights
 from wmtp.measure.scripts.quant_peers import dense_format, dense_fns, dense_ref, moe_ref, weight_set
@@ -39,7 +38,7 @@ VARIANTS = {"": dict(path="dot", block_k=128, prefetch=False), **{t: {"path": "g
 def call(launch, args, cfg, **kw):
     """launch(*args, **kw) under a variant: the module's GEMV step, programs per SM and int4 swap-AB weight reads
     (swap_words) and dequantization (swap_lop3) set for the call only."""
-    cfg = {key: v for key, v in cfg.items() if key != "max_m"}
+    cfg = dict(cfg)
     saved = (qg.INT4_GEMV_STEP, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qs4.SWAP_I4_WORDS,  # a named ctas: every M
              qs4.SWAP_I4_LOP3)
     qg.INT4_GEMV_CTAS = None if "ctas" in cfg else saved[2]
@@ -52,9 +51,7 @@ def call(launch, args, cfg, **kw):
 
 
 def run_dense(b, model, comp, n, k, check, keep, variants=None):
-    """Time our kernels under `variants` (default VARIANTS: name suffix -> `call` config; `max_m`: the largest M it
-    runs at; `layout` 'interleaved': on `interleave_int4` copies of the weights, repacked before timing) and the
-    peers at every M."""
+    """Time our kernels under `variants` (default VARIANTS: name suffix -> `call` config) and the peers at every M."""
     variants = VARIANTS if variants is None else variants
     ours = ["wmtp_int4_group" + t for t in variants]
     if not any(keep(name, model, comp) for name in ours + list(PEERS)):
@@ -62,14 +59,11 @@ def run_dense(b, model, comp, n, k, check, keep, variants=None):
     gen = torch.Generator(device=b.dev).manual_seed(17)
     copies = b.dense_copies(n, k)
     wsets = [peer_ops(weight_set(n, k, b.dev, gen)) for _ in range(copies)]
-    if any(c.get("layout") == "interleaved" for c in variants.values()):  # round 7's layout, repacked untimed
-        for w in wsets:
-            w["int4il"] = (interleave_int4(w["int4"][0]), w["int4"][1])
     for m in MS:
         x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
         peers = dense_fns(x)
-        calls = {name: (lambda w, c=c: call(qg.int4_gemm, (x, *w["int4il" if c.get("layout") else "int4"]), c))
-                 for name, c in zip(ours, variants.values()) if m <= c.get("max_m", m)}
+        calls = {name: (lambda w, c=c: call(qg.int4_gemm, (x, *w["int4"]), c))
+                 for name, c in zip(ours, variants.values())}
         calls.update({name: (lambda w, name=name: call_peer(peers[name], w[name])) for name in PEERS})
         for kernel, fn in calls.items():
             if not keep(kernel, model, comp):
