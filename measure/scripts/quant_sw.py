@@ -9,7 +9,8 @@ kernels against fp32 torch on the first dense shape of each model at every M and
 `quant_bench`'s method (CUDA-graph replay over copies of the weights exceeding 3x the L2, L2 flushed by a read
 before each replay, the 2 GiB copy ceiling of the same run), writing quant_bench's outputs.
 Kernel names: `wmtp_fp8_block` the tensor-core kernel (path 'dot', activations quantized by a separate launch);
-`_gemv` the GEMV kernel (M <= 16, one launch); `_swap[...]` the swap-AB kernel with the launcher's plan and:
+`_gemv` the GEMV kernel (M <= 16, one launch; `[bnB]` B-wide tiles, `[w8]` 8 warps); `_swap[...]` the swap-AB kernel
+with the launcher's plan and:
 `pre` activations quantized by `quantize_act_fp8` first (two launches), `pro` in a prologue of the kernel, `loop`
 in its K loop (one launch each); `st2/3/4` pipeline stages (default 4); `w8` 8 warps (default 4); `bn64` 64-wide
 tiles; `c2` / `c8` split-K planned for 2 / 8 programs per SM (default 4); `[sk1]` no split-K. int4:
@@ -35,6 +36,9 @@ MS = (1, 2, 4, 8, 16, 64)
 PEERS = ("torch_bf16", "torch_scaled_mm_rowwise")
 _SW = dict(path="swap")
 FP8 = {"": dict(path="dot"), "_gemv": dict(path="gemv"), "_gemv[sk1]": dict(path="gemv", split_k=1),
+       "_gemv[w8]": dict(path="gemv", num_warps=8), "_gemv[bn64]": dict(path="gemv", block_n=64),
+       "_gemv[bn64-w8]": dict(path="gemv", block_n=64, num_warps=8), "_gemv[bn128]": dict(path="gemv", block_n=128),
+       "_gemv[bn128-w8]": dict(path="gemv", block_n=128, num_warps=8),
        "_swap[pre]": dict(_SW, act="pre", num_stages=4), "_swap[pre-st3]": dict(_SW, act="pre", num_stages=3),
        "_swap[pre-st2]": dict(_SW, act="pre", num_stages=2),
        "_swap[pre-st3-w8]": dict(_SW, act="pre", num_stages=3, num_warps=8),
