@@ -56,7 +56,7 @@ _ROUTE_IN_KERNEL_MAX = 256  # pairs up to which grouped GEMMs route in the kerne
 # the tensor-core kernel on 15 / 15 / 15 / 13 / 3 of 15 dense shapes at M = 1 / 2 / 4 / 8 / 16)
 GEMV_MAX_M = {"fp8_block": 1, "int4_group": 8}
 # fp8 GEMV: activation division (`quant_formats.fp8_group_quant`) 'nodiv' (h200-quant-v9: 1.20-1.37x faster above 18 MB)
-# or 'rn' (IEEE: the same codes); GEMV_FP8_WIDE: 64-wide tiles by `_gemv_plan`'s rule (h200-quant-v10), else 32 / 16
+# or 'rn' (IEEE: the same codes); GEMV_FP8_WIDE: 64-wide tiles, not 16, where 32 leave SMs idle (h200-quant-v10)
 GEMV_ACT_DIV, GEMV_FP8_WIDE = "nodiv", True
 GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 # programs per SM the GEMV plan aims for (split-K) with dense int4 up to 2 rows (None: `_CTAS_PER_SM`): 2, from
@@ -230,7 +230,7 @@ def _moe_gemv(path, fmt, w, topk_ids, k):
 
 def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt, ctas=None):
     """(block_n, G = 128-groups per step, split, groups per split) of the GEMV kernel: 32-wide tiles (16 where they
-    leave SMs idle; fp8 with GEMV_FP8_WIDE: 64 there, and where there are >= 8 tiles of 64 per SM), steps of 512 K
+    leave SMs idle; fp8 with GEMV_FP8_WIDE: 64 there, with more split-K), steps of 512 K
     (int4 <= 2 rows: 1024; round 4's step 1024 / rows, >= 128), split-K as `_split_plan` with each split a whole
     number of steps when automatic."""
     groups, g_step = triton.cdiv(k, GROUP), 8 if fmt == "int4_group" and rows <= 2 else 4
@@ -238,8 +238,8 @@ def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt, c
         g_step = max(1, 8 // triton.next_power_of_2(rows))
     sm = _sm_count(device)
     if block_n is None:
-        fill, deep = live_tiles * triton.cdiv(n, 32) >= sm, live_tiles * triton.cdiv(n, 64) >= 8 * sm
-        block_n = 64 if fmt == "fp8_block" and GEMV_FP8_WIDE and (deep or not fill) else 32 if fill else 16
+        fill = live_tiles * triton.cdiv(n, 32) >= sm
+        block_n = 32 if fill else 64 if fmt == "fp8_block" and GEMV_FP8_WIDE else 16
     if fmt == "fp8_block" and block_n > GROUP:
         raise ValueError(f"the fp8 GEMV path needs block_n <= {GROUP} (one weight scale block per tile)")
     n_tiles = triton.cdiv(n, block_n)
