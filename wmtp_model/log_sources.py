@@ -231,10 +231,11 @@ class Summaries:
             out = {"value": g("accept_length"), "estimator": "printed acceptance length", "lines": self.line("accept_length")}
         elif prom is not None:  # a /metrics scrape
             out = prom
-        elif g("llama_draft_rounds") and g("llama_draft_n_accepted") is not None:
-            out = {"value": 1 + g("llama_draft_n_accepted") / g("llama_draft_rounds"),
+        elif g("llama_draft_rounds") and g("llama_draft_n_accepted") is not None:  # MLX servers count accepted
+            r, emitted = g("llama_draft_rounds"), (g("llama_predicted_n") or 0) - 1  # drafts past the reply's end
+            out = {"value": min(1 + g("llama_draft_n_accepted") / r, emitted / r if emitted >= r else float("inf")),
                    "lines": self.line("llama_draft_rounds", "llama_draft_n_accepted"),
-                   "estimator": "timings: 1 + draft_n_accepted / draft_rounds"}
+                   "estimator": "timings: 1 + draft_n_accepted / draft_rounds, at most (predicted_n - 1) / draft_rounds"}
         elif stats[0] and g("llama_accepted") in (None, stats[1]):  # counted drafts of this request (its accepted
             # tokens are the request's): before the inferences from tokens below
             out = {"value": 1 + stats[1] / stats[0], "lines": self.line(*stats[2]),
@@ -266,20 +267,25 @@ class Summaries:
             out["drafts"] = drafts or (g("llama_generated") / len(llama_pos) if llama_pos and g("llama_generated") else None)
         return out
 
-    def prom_totals(self) -> tuple[dict, list]:
-        """The Prometheus fields summed over their series (the `al` gauge: averaged), and the lines they came from."""
+    def prom_totals(self, *kinds: str) -> tuple[dict, list]:
+        """The Prometheus fields whose names start with one of `kinds`, summed over their series (the `al` gauge:
+        averaged), and the lines they came from."""
         tot: dict = {}
-        for series, (x, _) in self.prom.items():
+        ls = []
+        for series, (x, ln) in self.prom.items():
             field = series.split("{", 1)[0]
-            tot.setdefault(field, []).append(x)
-        ls = [ln for _, ln in self.prom.values()]
+            if field.startswith(kinds):
+                tot.setdefault(field, []).append(x)
+                ls.append(ln)
         return ({k: sum(xs) / len(xs) if k == "al" else sum(xs) for k, xs in tot.items()},
                 [min(ls), max(ls)] if ls else [None, None])
 
     def prom_al(self) -> dict | None:
         """AL from Prometheus spec-decode counters: 1 + accepted tokens / drafts, the per-position counters / drafts
         as rates; else the mean of the `spec_accept_length` gauges; None without either."""
-        tot, lines = self.prom_totals()
+        tot, lines = self.prom_totals("drafts", "accepted", "pos")
+        if not tot:
+            tot, lines = self.prom_totals("al")
         drafts, acc = tot.get("drafts"), tot.get("accepted")
         if drafts and acc is not None:
             out = {"value": 1 + acc / drafts, "lines": lines, "drafts": drafts,
@@ -295,7 +301,7 @@ class Summaries:
     def prom_tpot(self) -> dict | None:
         """TPOT from a Prometheus histogram: per-request TPOT (`request_time_per_output_token_seconds`), else the
         inter-token latency (`inter_token_latency_seconds`, older `time_per_output_token_seconds`): sum / count."""
-        tot, lines = self.prom_totals()
+        tot, lines = self.prom_totals("tpot_", "itl_")
         for s, n, what in (("tpot_s", "tpot_n", "request_time_per_output_token"), ("itl_s", "itl_n", "inter-token latency")):
             if tot.get(n) and tot.get(s) is not None:
                 return {"value_ms": tot[s] / tot[n] * 1e3, "lines": lines, "samples": int(tot[n]), "confidence": "high",

@@ -58,8 +58,8 @@ def parse_table_row(line: str, n: int):
     """A `Value` for a results-table row: `table_head` ([TPOT column, AL column, cells]; -1 where absent) for a header
     row naming a column of TABLE_COLUMNS (no cell a number), `table_row` (its cells, NaN where not a number) for a row
     whose non-empty cells are all numbers; None for anything else (separators, labelled rows)."""
-    cells = [c.strip() for c in line.strip().lstrip("+").strip().strip("|").split("|")]
-    if len(cells) < 3:
+    cells = [c.strip() for c in line.strip().lstrip(">+ ").strip("|").split("|")]  # (a quoted / diffed row)
+    if len(cells) < 2:  # (two cells: a two-column table, or a labelled row, `parse_label`'s, below)
         return None
     xs = [num(c) if _CELL.fullmatch(c) else None for c in cells]
     if all(x is None for x in xs):
@@ -69,6 +69,23 @@ def parse_table_row(line: str, n: int):
     if any(x is None for x, c in zip(xs, cells) if c):
         return None
     return Value(n, "table_row", [x if x is not None and finite(x) is not None else float("nan") for x in xs])
+
+
+# what a log collector or logger writes before a program's own line (possibly several): an RFC 3339 / ISO timestamp
+# (`kubectl logs --timestamps`, `docker logs -t`, CRI's `... stdout F`), `kubectl logs --prefix`'s `[pod/NAME/CONTAINER]`,
+# docker compose's `service-1  |`, journald's `Mon DD HH:MM:SS host unit[pid]:`, Ray's `(Actor pid=N, ip=...)`,
+# a `[date time]` or vLLM `INFO MM-DD HH:MM:SS [file:line]` logger prefix
+_COLLECTOR = re.compile(
+    r"(?:\s*(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: std(?:out|err) [FP])?"
+    r"|\[pod/[^\]]*\]|[\w.-]+[-_]\d+\s+\||[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:]+:"
+    r"|\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]+\d+)*\]"
+    r"|(?:INFO|WARNING|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?: \[[\w.]+:\d+\])?)(?=\s))+\s*")
+
+
+def strip_collector(line: str) -> str:
+    """`line` without the log collectors' and loggers' prefixes (`_COLLECTOR`) before a summary line."""
+    m = _COLLECTOR.match(line)
+    return line[m.end():] if m else line
 
 
 def clean(line: str) -> str:

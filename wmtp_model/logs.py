@@ -38,7 +38,8 @@ from typing import Iterator
 from wmtp.errors import WmtpError
 from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_summary import ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_table_row
+from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_table_row,
+                               strip_collector)
 from wmtp.log_wrap import Unwrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, finite, num, ungroup)
@@ -290,10 +291,11 @@ def parse_other(line: str, n: int):
         return Event(n, "oom")
     if "preempted" in line and "PreemptionMode" in line:
         return Event(n, "preemption")
-    if ("vllm" in line or "sglang" in line or "llamacpp" in line) and (rec := parse_prometheus(line, n)) is not None:
+    own = strip_collector(line)  # a summary line's own text (the parsers above find their keys anywhere in the line)
+    if ("vllm" in own or "sglang" in own or "llamacpp" in own) and (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
     if ("spec_" in line or "accept" in line or "completion_tokens" in line or "predicted_" in line
-            or "draft_n" in line or "num_spec" in line or "tpot_ms" in line or "per_output_token" in line):
+            or "draft_" in line or "num_spec" in line or "tpot_ms" in line or "per_output_token" in line):
         found = _META.findall(line)
         if found:
             out = []
@@ -314,11 +316,11 @@ def parse_other(line: str, n: int):
         return Value(n, "metric_tpot_ms", x) if x is not None else False
     if "Serving Benchmark Result" in line or "Speculative Decoding" in line:
         return Value(n, "header", 0.0)
-    if line.count("|") >= 3:  # a results table's header or row (a labelled `| Mean TPOT (ms) | 5.4 |` row: None)
-        rec = parse_table_row(line, n)
+    if own.count("|") >= 3:  # a results table's header or row (a labelled `| Mean TPOT (ms) | 5.4 |` row: None)
+        rec = parse_table_row(own, n)
         if rec is not None:
             return rec
-    return parse_label(line, n)
+    return parse_label(own, n)
 
 def _open(path: Path):
     if path.is_dir():

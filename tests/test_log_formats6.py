@@ -1,0 +1,198 @@
+"""Layouts found in the sixth corpus sweep (tests/data/real/, 2026-12): Prometheus `/metrics` samples (vLLM / llama.cpp
+spec-decode counters, SGLang's accept-length gauge, TPOT / inter-token latency histograms; exposition text or a Grafana
+`metric{labels} | value` table), genai-perf / AIPerf metric tables (box-drawn rules, `Inter Token Latency (ms)` rows),
+results-table headers without parentheses and cells with units, bench JSON `avg_per_output_token_latency`, timings
+with `draft_rounds`. Expected values are worked by hand from the lines written here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from wmtp.cli.main import app
+from wmtp.log_analysis import analyse
+
+VLLM_PROM = """\
+# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0
+vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 50.0
+# TYPE vllm:spec_decode_num_drafts_created gauge
+vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7769243940322702e+09
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 300.0
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 180.0
+vllm:spec_decode_num_accepted_tokens_total{engine="1",model_name="m"} 60.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 80.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 60.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 40.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="0"} 30.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="1"} 20.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="2"} 10.0
+vllm:request_time_per_output_token_seconds_bucket{engine="0",le="0.01",model_name="m"} 3.0
+vllm:request_time_per_output_token_seconds_sum{engine="0",model_name="m"} 2.5
+vllm:request_time_per_output_token_seconds_count{engine="0",model_name="m"} 100.0
+"""
+GENAI_PERF = """\
+                                  LLM Metrics
+┏━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━┳━━━━━━━━┓
+┃                Statistic ┃    avg ┃    min ┃    max ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━╇━━━━━━━━┩
+│ Time to first token (ms) │  16.26 │  12.39 │  17.25 │
+│ Inter token latency (ms) │   1.85 │   1.55 │   2.04 │
+│        Acceptance Length │   2.91 │   1.00 │   4.00 │
+└──────────────────────────┴────────┴────────┴────────┘
+"""
+
+
+def _write(tmp_path, text: str, name: str = "x.log"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _logs(path) -> dict:
+    r = CliRunner().invoke(app, ["logs", str(path), "--json"])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    return json.loads(r.output)[0]
+
+
+def _refused(path) -> str:
+    r = CliRunner().invoke(app, ["logs", str(path)])
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert r.output.startswith("error: ") and r.output.count("\n") == 1, r.output
+    return r.output
+
+
+def test_vllm_prometheus_counters_pool_engines_and_skip_created_gauges(tmp_path):
+    out = _logs(_write(tmp_path, VLLM_PROM))
+    assert out["accept_length"] == pytest.approx(1 + (180 + 60) / (100 + 50))  # 2.6, not counting 1.78e9 drafts
+    assert out["al"]["per_position"] == pytest.approx([(80 + 30) / 150, (60 + 20) / 150, (40 + 10) / 150])
+    assert out["tpot_ms"] == pytest.approx(2.5 / 100 * 1e3)  # 25 ms: histogram sum / count
+    assert "Prometheus" in out["tpot"]["estimator"] and out["al"]["lines"] == [3, 15]
+    r = CliRunner().invoke(app, ["accept", str(tmp_path / "x.log"), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["files"][0]["accept_length"] == pytest.approx(2.6)
+
+
+def test_a_second_scrape_replaces_the_first_instead_of_adding_to_it(tmp_path):
+    """Counters are cumulative: a file with two scrapes holds the totals in the later one: 1 + 300/200 = 2.5 (summing
+    both scrapes would give 1 + 350/300 = 2.17)."""
+    scrape = ('vllm:spec_decode_num_drafts_total{{engine="0"}} {d}\n'
+              'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {a}\n')
+    out = _logs(_write(tmp_path, scrape.format(d=100, a=50) + scrape.format(d=200, a=300)))
+    assert out["accept_length"] == pytest.approx(2.5)
+
+
+def test_grafana_table_rows_of_engines_read_like_samples(tmp_path):
+    """As Grafana's query table pastes them (PR vllm#24049): a `-- | --` rule under the first row only."""
+    rows = [f'vllm:spec_decode_num_{name}_total{{engine="{e}", job="vllm"}} | {x}\n'
+            for name, e, x in (("drafts", 0, 22), ("drafts", 1, 15), ("accepted_tokens", 0, 33), ("accepted_tokens", 1, 7))]
+    text = rows[0] + "-- | --\n" + "".join(rows[1:])
+    assert _logs(_write(tmp_path, text))["accept_length"] == pytest.approx(1 + (33 + 7) / (22 + 15))
+
+
+def test_sglang_accept_length_gauge_leaves_out_the_draft_engine_and_averages_ranks(tmp_path):
+    text = ('# TYPE sglang:spec_accept_length gauge\n'
+            'sglang:spec_accept_length{engine_type="draft",model_name="d",tp_rank="0"} 2.7\n'
+            'sglang:spec_accept_length{dp_rank="0",engine_type="unified",model_name="m",tp_rank="0"} 2.8\n'
+            'sglang:spec_accept_length{dp_rank="1",engine_type="unified",model_name="m",tp_rank="0"} 3.0\n'
+            'sglang:inter_token_latency_seconds_sum{model_name="m"} 1.2\n'
+            'sglang:inter_token_latency_seconds_count{model_name="m"} 60.0\n')
+    out = _logs(_write(tmp_path, text))
+    assert out["accept_length"] == pytest.approx((2.8 + 3.0) / 2)
+    assert out["tpot_ms"] == pytest.approx(1.2 / 60 * 1e3)  # 20 ms
+
+
+def test_llamacpp_metrics_counters(tmp_path):
+    text = ("# TYPE llamacpp:spec_decode_num_drafts counter\nllamacpp:spec_decode_num_drafts 40\n"
+            "llamacpp:spec_decode_num_accepted_tokens 60\nllamacpp:spec_decode_num_draft_tokens 120\n")
+    assert _logs(_write(tmp_path, text))["accept_length"] == pytest.approx(1 + 60 / 40)
+
+
+def test_a_scrape_with_drafts_but_no_accepted_counter_is_one_error_line(tmp_path):
+    text = ('vllm:spec_decode_num_drafts_total{engine="0"} 6.491797e+06\n'
+            'vllm:spec_decode_num_draft_tokens_total{engine="0"} 6.491797e+06\n'
+            '# TYPE vllm:spec_decode_num_accepted_tokens_total counter\nvllm:\n')
+    assert "no usable" in _refused(_write(tmp_path, text))
+
+
+def test_genai_perf_box_table_gives_its_avg_column(tmp_path):
+    out = _logs(_write(tmp_path, GENAI_PERF))
+    assert out["tpot_ms"] == pytest.approx(1.85) and "ITL" in out["tpot"]["estimator"]
+    assert out["accept_length"] == pytest.approx(2.91)
+
+
+def test_metric_row_table_gives_the_first_runs_inter_token_latency(tmp_path):
+    text = ("| Metric | osl-128 avg | osl-512 avg |\n|---|---|---|\n| Request Latency (ms) | 1,075.71 | 3,922.21 |\n"
+            "| Inter Token Latency (ms) | 8.17 | 7.75 |\n")
+    assert _logs(_write(tmp_path, text))["tpot_ms"] == pytest.approx(8.17)
+
+
+def test_table_header_without_parentheses_and_cells_with_units(tmp_path):
+    text = ("| Concurrency | Mean TTFT ms | Mean TPOT ms | Speedup |\n| ---: | ---: | ---: | ---: |\n"
+            "| 4 | 177.22 | 3.51 | 1.27x |\n| 16 | 212.95 | 7.82 | 1.19x |\n")
+    out = _logs(_write(tmp_path, text))
+    assert out["tpot_ms"] == pytest.approx(3.51) and out["tpot"]["lines"] == [3, 3]
+
+
+def test_bench_json_per_output_token_latency_when_no_tpot(tmp_path):
+    text = '{\n  "metrics": {\n    "avg_latency": 3670.4988956451416,\n    "avg_per_output_token_latency": 69.98,\n'
+    out = _logs(_write(tmp_path, text, "b.json"))
+    assert out["tpot_ms"] == pytest.approx(69.98) and out["tpot"]["confidence"] == "low"
+
+
+@pytest.mark.parametrize("accepted, want", [(60, 1 + 60 / 30), (81, (111 - 1) / 30), (95, (111 - 1) / 30)])
+def test_timings_with_draft_rounds(tmp_path, accepted, want):
+    """1 + draft_n_accepted / draft_rounds (111 tokens, 30 rounds, 60 accepted: 3.0), but at most (predicted_n - 1) /
+    draft_rounds = 110/30 = 3.67 (mlx-vlm#2324: its server counts drafts accepted past the reply's end; 81 accepted
+    would give 3.7, 95 give 4.17)."""
+    text = json.dumps({"timings": {"predicted_n": 111, "predicted_per_token_ms": 12.5, "draft_n": 90,
+                                   "draft_n_accepted": accepted, "draft_rounds": 30}}, indent=1)
+    out = _logs(_write(tmp_path, text, "t.json"))
+    assert out["accept_length"] == pytest.approx(want) and out["tpot_ms"] == pytest.approx(12.5)
+
+
+def test_block_and_line_readers_agree_on_prometheus_text(tmp_path):
+    p = _write(tmp_path, VLLM_PROM)
+    a, b = analyse(p), analyse(p, reference=True)
+    assert a["accept_length"] == b["accept_length"] == pytest.approx(2.6)
+    assert a["tpot_ms"] == b["tpot_ms"] == pytest.approx(25.0)
+
+
+BENCH = """\
+============ Serving Benchmark Result ============
+Successful requests:                     640
+Mean TTFT (ms):                          313.27
+Mean TPOT (ms):                          29.24
+---------------Speculative Decoding---------------
+Acceptance length:                       2.75
+==================================================
+"""
+PREFIXES = ["2026-05-07T13:40:42.123456789Z ", "[pod/vllm-bench-7d9f-x2x7k/bench] ", "bench-1  | ",
+            "2026-05-07T13:40:42.123456789Z stdout F ", "Apr 22 15:35:31 host run_bench.sh[4242]: ",
+            "(BenchActor pid=812, ip=10.0.0.3) ", "[pod/b/c] 2026-05-07T13:40:42Z "]
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_summary_lines_behind_log_collector_prefixes(tmp_path, prefix):
+    """kubectl (--timestamps, --prefix), CRI, docker compose, journald and Ray prefixes before every line of a bench
+    summary: the labels are read as without them (Mean TPOT 29.24 ms, Acceptance length 2.75)."""
+    out = _logs(_write(tmp_path, "".join(prefix + ln + "\n" for ln in BENCH.splitlines())))
+    assert out["tpot_ms"] == pytest.approx(29.24) and out["accept_length"] == pytest.approx(2.75)
+
+
+def test_prometheus_samples_behind_a_timestamp_prefix(tmp_path):
+    text = "".join("2026-05-07T13:40:42Z " + ln + "\n" for ln in VLLM_PROM.splitlines())
+    assert _logs(_write(tmp_path, text))["accept_length"] == pytest.approx(2.6)
+
+
+def test_a_quoted_results_table(tmp_path):
+    text = "> | concurrency | mean_tpot_ms |\n> |---|---|\n> | 1 | 5.20 |\n> | 8 | 7.90 |\n"
+    assert _logs(_write(tmp_path, text))["tpot_ms"] == pytest.approx(5.20)
+
+
+def test_a_label_that_looks_like_a_service_name_is_not_stripped(tmp_path):
+    """`P99 TPOT (ms)` is not a compose service; `Mean TPOT (ms): 12.3` stays the TPOT."""
+    text = "Mean TPOT (ms):   12.3\nP99 TPOT (ms):    31.6\n"
+    assert _logs(_write(tmp_path, text))["tpot_ms"] == pytest.approx(12.3)
