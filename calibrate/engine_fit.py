@@ -22,7 +22,6 @@ import csv
 import io
 import hashlib
 import json
-import math
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,6 +41,7 @@ from wmtp import defaults
 SHARED = ("dense_step_ms", "index_ns_per_token", "draft_attn_factor")  # v1 (no structure file)
 PER_MODEL = ("step_ms", "fwd_ms", "verify_attn_factor")
 COLUMNS = ("model", "method", "ctx", "d_lo", "d_hi", "quantity", "value_ms", "source")
+MIN_VALUE_MS, MAX_VALUE_MS = 1e-6, 1e8  # a step or slope of more than a nanosecond, less than 28 hours
 
 
 def read_points(path: str | Path) -> list[dict]:
@@ -72,8 +72,9 @@ def read_points(path: str | Path) -> list[dict]:
             raise WmtpError(f"engine points {p}, line {i}: a step is at one depth (d_lo = d_hi)")
         if pt["method"] not in ("dense", "native", "window") or pt["quantity"] not in ("step", "slope"):
             raise WmtpError(f"engine points {p}, line {i}: method is dense/native/window, quantity step/slope")
-        if not (pt["value_ms"] > 0 and math.isfinite(pt["value_ms"])):
-            raise WmtpError(f"engine points {p}, line {i}: value_ms must be a positive number")
+        if not MIN_VALUE_MS <= pt["value_ms"] <= MAX_VALUE_MS:  # 1e-300 fitted every term to 0, 1e300 to nonsense
+            raise WmtpError(f"engine points {p}, line {i}: value_ms must be a positive number in "
+                            f"[{MIN_VALUE_MS:g}, {MAX_VALUE_MS:g}] ms, got {r['value_ms'][:20]!r}")
         if pt["fit"] not in ("yes", "no"):  # anything but "no" was fitted: a row marked "false" or "0" too
             raise WmtpError(f"engine points {p}, line {i}: fit is yes or no (blank: yes), got {r.get('fit')[:20]!r}")
         pt["fit"] = pt["fit"] == "yes"

@@ -20,6 +20,14 @@ REQUIRED = {"kernel", "model", "config", "ctx", "batch", "d", "window", "time_ms
 NUMERIC = ("ctx", "batch", "d", "window", "time_ms", "bytes", "flops")
 SHAPE = ("ctx", "batch", "d", "window", "sink", "q_heads", "kv_heads", "head_dim", "bytes", "flops")  # where present
 MAX_SHAPE = 1e18  # far past any measured shape (bytes of a 1M-token batch included); more is corruption
+# a GPU kernel takes more than a nanosecond (1e-6 ms) and less than 28 hours (1e8 ms): outside, a time is corruption (1e-300 ms made
+# the copy ceiling infinite and the refit failed on its own output)
+MIN_TIME_MS, MAX_TIME_MS = 1e-6, 1e8
+
+
+def _cell(col: pd.Series, index) -> str:
+    value = col.loc[index]
+    return "no time" if pd.isna(value) else repr(float(value))
 
 
 def read_raw(path: Path) -> pd.DataFrame:
@@ -50,10 +58,11 @@ def read_raw(path: Path) -> pd.DataFrame:
                                 f"{row + 1}; a shape is a finite number in [0, {MAX_SHAPE:g}]")
         df[col] = num
     t = df["time_ms"][df["status"] == "ok"]
-    bad = t.notna() & ~((t > 0) & (t < math.inf))
+    bad = ~((t >= MIN_TIME_MS) & (t <= MAX_TIME_MS))  # a blank (NaN) time fails too: it was dropped silently
     if bad.any():
-        raise WmtpError(f"{path}: a successful measurement needs a positive, finite time_ms; data row "
-                        f"{int(t[bad].index[0]) + 1} has {float(t[bad].iloc[0])!r}")
+        raise WmtpError(f"{path}: a successful measurement needs a positive, finite time_ms in "
+                        f"[{MIN_TIME_MS:g}, {MAX_TIME_MS:g}] ms; data row {int(t[bad].index[0]) + 1} has "
+                        f"{_cell(df['time_ms'], t[bad].index[0])}")
     return df
 
 

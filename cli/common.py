@@ -16,6 +16,7 @@ import typer
 
 from wmtp import defaults
 from wmtp.errors import WmtpError  # noqa: F401  (re-exported for command modules)
+from wmtp.units import ascii_number
 
 
 def _within_largest_context(value: int | None) -> int | None:
@@ -83,7 +84,7 @@ def parse_accept(text: str | None) -> tuple[float, float] | None:
         return None
     parts = text.split(":")
     try:
-        values = [float(p) for p in parts]
+        values = [float(ascii_number(p)) for p in parts]
     except ValueError:
         raise WmtpError(f"--accept-length takes a number or NATIVE:WINDOW, got {text!r}") from None
     if len(values) == 1:
@@ -97,7 +98,7 @@ def parse_depth(text: str) -> int | str:
     if text.strip().lower() == "auto":
         return "auto"
     try:
-        return int(text)
+        return int(ascii_number(text))
     except ValueError:
         raise WmtpError(f"--depth takes an integer d >= 2 or 'auto', got {text!r}") from None
 

@@ -357,12 +357,13 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
 def parse_window_points(text: str, native_al: float, depth: int, ctx: int | None = None) -> WindowAcceptance:
     """`--al-window W:AL,...`: measured (W, AL) points at `depth` -> an AL(W) model (native AL at W = S). With
     `ctx`, every W must lie below it: a window holding the whole context is the native draft."""
-    from wmtp.units import format_tokens, parse_tokens
+    from wmtp.units import ascii_number, format_tokens, parse_tokens
 
     if not text.strip():
         raise WmtpError("--al-window is empty; give W:AL,... points or leave it out")
     try:
-        pts = tuple((parse_tokens(w), float(a)) for w, a in (p.split(":") for p in text.split(",")))
+        pts = tuple((parse_tokens(w, "--al-window"), float(ascii_number(a)))
+                    for w, a in (p.split(":") for p in text.split(",")))
     except ValueError:
         raise WmtpError(f"--al-window takes W:AL,..., got {text[:80]!r}") from None
     if ctx is not None and any(w >= ctx for w, _ in pts):

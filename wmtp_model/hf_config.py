@@ -217,6 +217,9 @@ def _dense(f: _Fields, key: str, name: str) -> ModelSpec:
 
 _HYBRID_KINDS = ("qwen3_next", "qwen3_5_moe")  # their layer_types (full / linear attention) are read by _qwen_hybrid
 _NOT_MODELLED = "wmtp prices every attention layer as full attention over the whole context"
+# families whose attention reads sliding_window whatever use_sliding_window says (HF / NVIDIA NemotronH passes
+# sliding_window=config.sliding_window to every attention call); qwen2 / mimo slide only with use_sliding_window
+_UNGATED_WINDOW = ("nemotron_h",)
 
 
 def _refuse_unmodelled_attention(cfg: dict, family: str, path: str) -> None:
@@ -228,7 +231,13 @@ def _refuse_unmodelled_attention(cfg: dict, family: str, path: str) -> None:
         if other:
             raise ConfigError(f"{path}: layer_types lists {', '.join(other[:3])} layers; {_NOT_MODELLED} "
                               "(no sliding-window or chunked attention)")
-    if cfg.get("use_sliding_window") is True and cfg.get("sliding_window") is not None:
+    use = cfg.get("use_sliding_window")
+    if use is not None and not isinstance(use, bool):  # "true" (a string) was read as false: full attention, silently
+        raise ConfigError(f"{path}: use_sliding_window must be true or false, got {_short(use)}")
+    if family in _UNGATED_WINDOW and cfg.get("sliding_window") is not None:
+        raise ConfigError(f"{path}: sliding_window is {_short(cfg['sliding_window'])}: {family}'s attention layers "
+                          f"slide over that many keys (no use_sliding_window switch); {_NOT_MODELLED}")
+    if use is True and cfg.get("sliding_window") is not None:
         raise ConfigError(f"{path}: use_sliding_window is true (sliding_window {_short(cfg['sliding_window'])}); "
                           f"{_NOT_MODELLED}: set it to false if no layer slides")
     if cfg.get("index_topk") is not None:
@@ -248,7 +257,8 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
         raise ConfigError(f"{path}: text_config must be an object (the language model's fields), got {_short(text)}")
     if isinstance(text, dict):  # multimodal wrappers (qwen3_5_moe) keep the LM under text_config
         merged = {**cfg, **text}
-        merged["model_type"] = family or text.get("model_type")
+        family = family if family is not None else text.get("model_type")  # a wrapper that names it only there
+        merged["model_type"] = family
         cfg = merged
     if family in ("qwen3_5_moe_text",):
         family = "qwen3_5_moe"

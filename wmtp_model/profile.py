@@ -188,6 +188,15 @@ def _load_cached(path: str) -> dict:
     return load_profile(path)
 
 
+def _real(path: str | Path) -> str:
+    """os.path.realpath, or the path as given where the working directory was deleted (realpath's getcwd raised
+    FileNotFoundError, a traceback): the reader then says the file is missing."""
+    try:
+        return os.path.realpath(path)
+    except OSError:
+        return str(path)
+
+
 def shipped_profile_path(hardware: str) -> Path | None:
     p = PROFILES_DIR / f"{hardware}.json"
     return p if p.exists() else None
@@ -209,7 +218,7 @@ class ProfileCostModel:
 
     @classmethod
     def from_path(cls, path: str | Path, label: str | None = None) -> "ProfileCostModel":
-        return cls(_load_cached(os.path.realpath(path)), label if label is not None else str(path))
+        return cls(_load_cached(_real(path)), label if label is not None else str(path))
 
     def _component(self, kind: str, kv_dtype: str = "bf16") -> dict:
         """The fit for `kind`; attention over a KV cache of another dtype takes its own fit where the profile
@@ -406,7 +415,7 @@ def preset_kernels_warning(cost, frameworks) -> list[str]:
     if kernels is None:
         return []
     path = PROFILES_DIR / f"{kernels}.json"
-    want = str(_load_cached(os.path.realpath(path)).get("backend") or "wmtp") if path.is_file() else None
+    want = str(_load_cached(_real(path)).get("backend") or "wmtp") if path.is_file() else None
     if isinstance(cost, ProfileCostModel):
         if want is None or cost.backend == want:
             return []

@@ -12,7 +12,15 @@ from wmtp.errors import WmtpError
 
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 MAX_TOKENS = 1 << 34  # 16G tokens: far past any model's context; more is a typo, not a question
-_TOKENS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)\s*$", re.IGNORECASE)
+_TOKENS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)\s*$", re.IGNORECASE | re.ASCII)
+
+
+def ascii_number(text: str) -> str:
+    """`text`, for int() / float(), which also read other scripts' digits ('٣' and '３' are 3): a ValueError for those,
+    as every other number option refuses them (typer's integers, --depth of simulate, LOG:D)."""
+    if not str(text).isascii():
+        raise ValueError(f"{text!r} is not written in ASCII digits")
+    return text
 
 
 def parse_tokens(text: str | int, what: str | None = None) -> int:
