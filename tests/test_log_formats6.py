@@ -196,3 +196,23 @@ def test_a_label_that_looks_like_a_service_name_is_not_stripped(tmp_path):
     """`P99 TPOT (ms)` is not a compose service; `Mean TPOT (ms): 12.3` stays the TPOT."""
     text = "Mean TPOT (ms):   12.3\nP99 TPOT (ms):    31.6\n"
     assert _logs(_write(tmp_path, text))["tpot_ms"] == pytest.approx(12.3)
+
+
+@pytest.mark.parametrize("numbered", ["{i:6d}\t{line}", "{i}:{line}", "bench.log:{i}:{line}"])
+def test_summary_lines_with_line_numbers(tmp_path, numbered):
+    """`cat -n`, `grep -n` and `grep -Hn` output of a bench summary: Mean TPOT 29.24 ms, Acceptance length 2.75."""
+    text = "".join(numbered.format(i=i, line=ln) + "\n" for i, ln in enumerate(BENCH.splitlines(), 1))
+    out = _logs(_write(tmp_path, text))
+    assert out["tpot_ms"] == pytest.approx(29.24) and out["accept_length"] == pytest.approx(2.75)
+
+
+def test_a_long_heading_does_not_hide_a_terminal_wrap(tmp_path):
+    """A 100-column terminal cut the one long line (its tail `9 generated), mean len =  4.30` on the next line); the
+    heading above it is longer than 100 characters and followed by a line that does not start like one of its own:
+    the reader still finds the 100-column wrap and joins the pieces (AL 4.30 printed)."""
+    line = ("4.01.806.856 I slot print_timing: id  0 | task 0 | draft acceptance = 0.65959 ( 5995 accepted /  9089 "
+            "generated), mean len =  4.30")
+    head = "# a heading line of more than a hundred characters, as a paste's first line often is: " + "x" * 30
+    text = head + "\n" + line[:100] + "\n" + line[100:] + "\n" + "4.01.809.152 I slot      release: id  0\n"
+    assert len(line[:100]) == 100 and len(head) > 100
+    assert _logs(_write(tmp_path, text))["accept_length"] == pytest.approx(4.30)

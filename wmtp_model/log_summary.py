@@ -74,12 +74,13 @@ def parse_table_row(line: str, n: int):
 # what a log collector or logger writes before a program's own line (possibly several): an RFC 3339 / ISO timestamp
 # (`kubectl logs --timestamps`, `docker logs -t`, CRI's `... stdout F`), `kubectl logs --prefix`'s `[pod/NAME/CONTAINER]`,
 # docker compose's `service-1  |`, journald's `Mon DD HH:MM:SS host unit[pid]:`, Ray's `(Actor pid=N, ip=...)`,
-# a `[date time]` or vLLM `INFO MM-DD HH:MM:SS [file:line]` logger prefix
+# a `[date time]` or vLLM `INFO MM-DD HH:MM:SS [file:line]` logger prefix; line numbers (`grep -n`, `cat -n`)
 _COLLECTOR = re.compile(
     r"(?:\s*(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: std(?:out|err) [FP])?"
     r"|\[pod/[^\]]*\]|[\w.-]+[-_]\d+\s+\||[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:]+:"
     r"|\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]+\d+)*\]"
-    r"|(?:INFO|WARNING|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?: \[[\w.]+:\d+\])?)(?=\s))+\s*")
+    r"|(?:INFO|WARNING|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?: \[[\w.]+:\d+\])?)(?=\s)"
+    r"|\s*(?:[\w./-]*[A-Za-z][\w./-]*:)?\d+:(?!\d\d:)(?=\S)|\s*\d+\t)+\s*")  # grep -n's `[file:]N:`, cat -n's `   N<tab>`
 
 
 def strip_collector(line: str) -> str:

@@ -44,9 +44,11 @@ def wrap_width(head: str, whole: bool) -> int | None:
             cut[len(a)] = cut.get(len(a), 0) + 1
     if not cut:
         return None
-    width = max(cut, key=lambda w: (cut[w], w))
-    full = sum(1 for ln in lines if len(ln) == width)
-    return width if 2 * cut[width] >= full and (cut[width] >= 2 or width in _TERMINAL) else None
+    for width in sorted(cut, key=lambda w: (cut[w], w), reverse=True):  # (a long comment line, such as a paste's
+        full = sum(1 for ln in lines if len(ln) == width)  # heading, may look continued too: the next width is tried)
+        if 2 * cut[width] >= full and (cut[width] >= 2 or width in _TERMINAL):
+            return width
+    return None
 
 
 class Unwrapped(FileView):

@@ -274,8 +274,9 @@ def parse_throughput(line: str, line_no: int) -> VllmThroughput | None:
 def parse_other(line: str, n: int):
     """Every line that is not an SGLang decode line: a record, a list of `Value`s, None (not ours) or
     False (ours but garbled)."""
+    own = strip_collector(line)  # a summary line's own text (the parsers below but the last find their keys anywhere)
     if "\t" in line or "\u2502" in line or "\u2503" in line:  # tabs for spaces (`decoded\t673 tokens`), box-drawn
-        line = line.translate(_PASTE)  # table rules (`│ Inter token latency (ms) │ 1.85 │`) for `|`
+        line, own = line.translate(_PASTE), own.translate(_PASTE)  # table rules (`│ ITL (ms) │ 1.85 │`) for `|`
     if "Prefill batch" in line:
         _, secs, pid, dp = _prefix(line[:line.find("Prefill batch")])
         return PrefillLine(n, secs, pid, dp)
@@ -291,7 +292,6 @@ def parse_other(line: str, n: int):
         return Event(n, "oom")
     if "preempted" in line and "PreemptionMode" in line:
         return Event(n, "preemption")
-    own = strip_collector(line)  # a summary line's own text (the parsers above find their keys anywhere in the line)
     if ("vllm" in own or "sglang" in own or "llamacpp" in own) and (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
     if ("spec_" in line or "accept" in line or "completion_tokens" in line or "predicted_" in line
