@@ -198,3 +198,34 @@ def test_the_same_numbers_in_ascii_digits_are_read():  # the control
     assert out["ctx"] == 3 * 1024 and out["window"] == 1024
     assert out["methods"]["native"]["accept_length"] == pytest.approx(3.0)
     assert out["methods"]["window"]["accept_length"] == pytest.approx(4.0)
+
+
+# ------------------------------------------------------------------------- a step no input should price
+def _preset(tmp_path: Path, moe_tbps: float) -> Path:
+    doc = json.loads((ENGINES / "sglang-b200-paper.json").read_text())
+    doc["per_model"]["q35"]["moe_tbps"] = moe_tbps
+    return write(tmp_path / "preset.json", doc)
+
+
+@pytest.mark.parametrize("cmd", [["predict"], ["sweep", "ctx"], ["simulate"]])
+def test_engine_moe_rate_near_zero_prices_no_answer(tmp_path, cmd):
+    """moe_tbps 1e-300 (finite, positive) priced the B200 step at 6.8e299 ms, printed with exit 0."""
+    r = invoke(*cmd, "--model", "q35", "--hw", "b200", "--framework", _preset(tmp_path, 1e-300))
+    assert_one_error(r, "step", "at most 1e+08 ms")
+
+
+def test_engine_moe_rate_as_fitted_prices(tmp_path):  # the control: the shipped rate, 5.27 TB/s
+    out = _native(["predict", "--model", "q35", "--hw", "b200", "--framework", _preset(tmp_path, 5.27)])
+    assert 0 < out["methods"]["native"]["tpot_ms"] < 1e3
+
+
+def test_config_too_wide_for_any_step_is_refused(tmp_path):
+    """hidden_size 2**31 (the largest width a config may give): every matrix holds 2**62 bytes and more, hours per
+    step at 4.8 TB/s; was printed as an answer."""
+    doc = {"model_type": "mimo", "hidden_size": 2**31, "intermediate_size": 11008, "num_hidden_layers": 36,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151680,
+           "num_nextn_predict_layers": 1}
+    assert_one_error(invoke("predict", "--config", write(tmp_path / "m" / "config.json", doc)), "at most 1e+08 ms")
+    doc["hidden_size"] = 4096  # the control: MiMo-7B as published
+    write(tmp_path / "m" / "config.json", doc)
+    assert _native(["predict", "--config", tmp_path / "m" / "config.json"])["methods"]["native"]["tpot_ms"] > 0

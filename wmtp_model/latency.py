@@ -28,6 +28,7 @@ from wmtp import defaults
 METHODS = ("dense", "native", "window")
 INDEX_BYTES_PER_ENTRY = 8  # int32 read from req_to_token + int32 written to kv_indices
 MAX_BATCH = 1 << 20  # concurrent requests: far past any engine's max_running_requests; more is a typo
+MAX_STEP_MS = 1e8  # one decode step of more than 28 hours is an absurd input (a rate of 1e-300 TB/s), not an answer
 
 
 def _compute_dtype(spec: ModelSpec, work: Work) -> str:
@@ -303,9 +304,10 @@ def _checked(c: StepCost, overhead: EngineOverhead | None) -> StepCost:
     validated where they are read; what can break this is an engine or framework overhead with negative terms
     larger than the kernels they sit on, so the error names it."""
     phases = {"t_verify": c.t_verify.time_ms, "t_ctx": c.t_ctx.time_ms, "t_fwd": c.t_fwd.time_ms}
-    bad = [f"{k} {v:.4g} ms" for k, v in phases.items() if not (math.isfinite(v) and v >= 0)]
-    if bad or not (math.isfinite(c.step_ms) and c.step_ms > 0):
+    bad = [f"{k} {v:.4g} ms" for k, v in phases.items() if not 0 <= v <= MAX_STEP_MS]  # NaN fails too
+    if bad or not 0 < c.step_ms <= MAX_STEP_MS:
         by = f" with the engine overhead of {overhead.source}" if overhead is not None else ""
         raise WmtpError(f"the {c.method} step at ctx {c.ctx}, d {c.depth}, batch {c.batch} prices to "
-                        f"{', '.join(bad) or f'{c.step_ms:.4g} ms'}{by}: a time must be positive and finite")
+                        f"{', '.join(bad) or f'{c.step_ms:.4g} ms'}{by}: a time must be positive and finite, and a "
+                        f"step at most {MAX_STEP_MS:.0e} ms (28 hours)")
     return c
