@@ -216,3 +216,49 @@ def test_a_long_heading_does_not_hide_a_terminal_wrap(tmp_path):
     text = head + "\n" + line[:100] + "\n" + line[100:] + "\n" + "4.01.809.152 I slot      release: id  0\n"
     assert len(line[:100]) == 100 and len(head) > 100
     assert _logs(_write(tmp_path, text))["accept_length"] == pytest.approx(4.30)
+
+
+def test_vllm_bench_serve_result_json_spec_keys(tmp_path):
+    """`vllm bench serve --save-result` JSON: mean_tpot_ms, and AL = 1 + spec_decode_accepted_tokens /
+    spec_decode_num_drafts = 1 + 9/5 = 2.8 (its spec_decode_* keys are not a meta_info request's spec_ fields)."""
+    doc = {"backend": "vllm", "completed": 100, "mean_ttft_ms": 120.5, "mean_tpot_ms": 11.88,
+           "spec_decode_acceptance_rate": 60.0, "spec_decode_acceptance_length": 2.8, "spec_decode_num_drafts": 5,
+           "spec_decode_draft_tokens": 18, "spec_decode_accepted_tokens": 9,
+           "spec_decode_per_position_acceptance_rates": [1.0, 0.6, 0.2]}
+    out = _logs(_write(tmp_path, json.dumps(doc), "r.json"))
+    assert out["tpot_ms"] == pytest.approx(11.88) and out["accept_length"] == pytest.approx(1 + 9 / 5)
+    doc.pop("spec_decode_num_drafts")  # without the counts: the printed acceptance length
+    doc["spec_decode_acceptance_length"] = 2.75
+    assert _logs(_write(tmp_path, json.dumps(doc), "r.json"))["accept_length"] == pytest.approx(2.75)
+
+
+def test_summary_as_a_markdown_list(tmp_path):
+    text = "- Mean TPOT (ms): 12.5\n- Acceptance length: 3.1\n• Mean ITL (ms): 9.0\n"
+    out = _logs(_write(tmp_path, text))
+    assert out["tpot_ms"] == pytest.approx(12.5) and out["accept_length"] == pytest.approx(3.1)
+
+
+META_DICT = ("result {'text': 'x', 'meta_info': {'id': 'a1', 'finish_reason': {'type': 'length', 'length': 128}, "
+             "'prompt_tokens': 12, 'completion_tokens': 128, 'cached_tokens': 0, 'e2e_latency': 1.4077615810092539%s}}\n")
+
+
+def test_meta_info_e2e_latency_gives_a_time_per_token(tmp_path):
+    """A non-speculative meta_info: 1.4077615810092539 s / 128 tokens = 11.00 ms (the first token's wait included);
+    with spec fields the AL as well: 128 / spec_verify_ct 30 = 4.27."""
+    out = _logs(_write(tmp_path, META_DICT % ""))
+    assert out["tpot_ms"] == pytest.approx(1407.7615810092539 / 128) and out["accept_length"] is None
+    out = _logs(_write(tmp_path, META_DICT % ", 'spec_verify_ct': 30"))
+    assert out["accept_length"] == pytest.approx(128 / 30) and out["tpot_ms"] == pytest.approx(1407.76158 / 128)
+
+
+def test_decode_lines_come_before_a_meta_info_time_per_token(tmp_path):
+    line = ("[2026-05-07 13:40:42 TP0] Decode batch, #running-req: 1, #token: 700, token usage: 0.01, cuda graph: True, "
+            "gen throughput (token/s): 200.00, #queue-req: 0\n")
+    out = _logs(_write(tmp_path, line + META_DICT % ""))
+    assert out["tpot_ms"] == pytest.approx(1000 / 200, rel=0.01)  # (11.00 ms from the meta_info)
+
+
+def test_vllm_per_request_metrics_mean_itl(tmp_path):
+    doc = {"id": "chatcmpl-abc123", "usage": {"prompt_tokens": 42, "completion_tokens": 128},
+           "metrics": {"time_to_first_token_ms": 85.2, "generation_time_ms": 1240.5, "mean_itl_ms": 9.1}}
+    assert _logs(_write(tmp_path, json.dumps(doc, indent=2), "m.json"))["tpot_ms"] == pytest.approx(9.1)

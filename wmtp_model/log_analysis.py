@@ -76,6 +76,8 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, refer
         tpot = {k: vw[k] for k in ("value_ms", "estimator", "samples", "batch", "confidence", "lines")}
         if vw["note"]:
             notes.append(vw["note"])
+    if tpot is None:
+        tpot = summ.meta_tpot()
     if tpot is not None:
         tpot["source"] = f"{src}:{tpot['lines'][0]}-{tpot['lines'][1]}"
     if windows.idle:

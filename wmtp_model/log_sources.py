@@ -99,7 +99,7 @@ class Summaries:
         self.prom: dict = {}  # Prometheus series (field + labels) -> (last sample, line)
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
-                     "first": None, "last": None}
+                     "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0}
 
     def add(self, v: Value) -> None:
         if v.key.startswith("meta:"):
@@ -146,15 +146,20 @@ class Summaries:
         b, m = self.block, self.meta
         self.block = {}
         num = {k: x for k, x in b.items() if not isinstance(x, list)}
-        spec = any(k.startswith("spec_") or k in ("num_spec_steps", "acceptance_histogram", "mean_acceptance_length")
-                   for k in b)
+        if num.get("completion_tokens", 0) > 1 and "e2e_latency" in num:  # a request's own time per token
+            m["e2e_s"], m["e2e_tokens"], m["e2e_n"] = m["e2e_s"] + num["e2e_latency"], m["e2e_tokens"] + \
+                num["completion_tokens"], m["e2e_n"] + 1
+        spec = any((k.startswith("spec_") and not k.startswith("spec_decode_"))  # (vllm bench serve's result JSON)
+                   or k in ("num_spec_steps", "acceptance_histogram", "mean_acceptance_length") for k in b)
         if not spec:
             for k in ("predicted_per_token_ms", "predicted_n", "draft_n", "draft_n_accepted", "draft_rounds"):
                 if k in num:  # llama.cpp timings (`draft_rounds`: the llama.cpp-compatible MLX servers')
                     self.values["llama_" + k] = (num[k], m["last"])
             for k, key in (("mean_tpot_ms", "tpot_mean_ms"), ("accept_length", "accept_length"),  # bench JSON
-                           ("avg_per_output_token_latency", "per_output_token_ms")):
-                if k in num and (k != "accept_length" or num[k] >= 1):
+                           ("avg_per_output_token_latency", "per_output_token_ms"),
+                           ("spec_decode_acceptance_length", "accept_length"), ("spec_decode_num_drafts", "drafts"),
+                           ("spec_decode_accepted_tokens", "accepted_tokens"), ("mean_itl_ms", "itl_mean_ms")):
+                if k in num and (key != "accept_length" or num[k] >= 1):
                     self.values[key] = (num[k], m["last"])
             return
         m["requests"] += 1
@@ -192,6 +197,16 @@ class Summaries:
     def line(self, *keys) -> list:
         ls = [self.values[k][1] for k in keys if k in self.values]
         return [min(ls), max(ls)] if ls else [None, None]
+
+    def meta_tpot(self) -> dict | None:
+        """Per-request time per token of meta_info requests (`e2e_latency` / `completion_tokens`, the first token's
+        wait included: meta_info has no TTFT), for a file with no other TPOT."""
+        m = self.meta
+        if not m["e2e_n"]:
+            return None
+        return {"value_ms": m["e2e_s"] / m["e2e_tokens"] * 1e3, "samples": m["e2e_n"], "confidence": "low",
+                "lines": [m["first"], m["last"]],
+                "estimator": f"meta_info sum e2e_latency / sum completion_tokens over {m['e2e_n']} requests"}
 
     def meta_al(self) -> dict | None:
         m = self.meta

@@ -91,7 +91,7 @@ def strip_collector(line: str) -> str:
 
 def clean(line: str) -> str:
     s = line.strip()
-    while s[:1] in ("+", ">", "|") and len(s) > 1:
+    while (s[:1] in ("+", ">", "|") or s[:2] in ("- ", "• ")) and len(s) > 1:  # (diff, quote, table, list item)
         s = s[1:].lstrip()
     return s.replace("*", "").replace("`", "") if ("*" in s or "`" in s) else s
 

@@ -12,16 +12,15 @@ Line formats (as printed by the engines; examples in tests/data/real/, one file 
           speculative tokens: 3, Number of accepted tokens: ..., Number of draft tokens: ..., Number of
           emitted tokens: ...` (cumulative); throughput `Avg prompt throughput: X tokens/s, Avg generation
           throughput: Y tokens/s, Running: N reqs` (V0, V1 `Engine 000:`, `N Engines Aggregated:`).
-  Summaries (`Value` records, one per number): `vllm bench serve` / `sglang.bench_serving` blocks
-          (`Mean TPOT (ms):`, `Mean ITL (ms):`, `Accept length:`, `Acceptance length:`, `Position j:`),
-          `sglang.bench_one_batch`'s `Decode.  median latency: X s` (one decode step: the TPOT),
-          vLLM's offline spec-decode output (`mean acceptance length:`, `num_drafts:`, `acceptance at token
-          j:`), llama.cpp (wmtp.log_llama; `n_predict = `, timings JSON), bench result JSON keys (`mean_tpot_ms`,
-          `accept_length`, read from a line even when it is cut), and per-request `meta_info` fields wherever they appear
-          (JSON over several lines, JSONL, a Python dict repr): recognised by content, not by file name.
-Markdown emphasis and backticks, diff `+` and quote `>` prefixes are decoration and are stripped. A
-line that starts like a known kind but lacks its numbers, or carries NaN, infinite or absurd values, is
-counted as garbled. Files may be gzip-compressed (recognised by their magic bytes).
+  Summaries (`Value` records, one per number): `vllm bench serve` / `sglang.bench_serving` blocks (`Mean TPOT (ms):`,
+          `Accept length:`, `Position j:`), `sglang.bench_one_batch`'s `Decode.  median latency: X s`, vLLM's
+          offline spec-decode output, llama.cpp (wmtp.log_llama), bench result JSON keys (`mean_tpot_ms`,
+          `spec_decode_acceptance_length`, read from a cut line too), results tables, Prometheus samples
+          (wmtp.log_summary) and per-request `meta_info` fields wherever they appear (JSON over several lines,
+          JSONL, a Python dict repr): recognised by content, not by file name.
+Markdown emphasis and backticks, diff `+` and quote `>` prefixes and log collectors' prefixes (kubectl, docker,
+journald, line numbers) are decoration. A line that starts like a known kind but lacks its numbers, or carries
+NaN, infinite or absurd values, is garbled. Files may be gzip-compressed (recognised by their magic bytes).
 """
 
 from __future__ import annotations
@@ -54,7 +53,8 @@ _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length
                    r"""spec_accept_token_num|spec_correct_drafts_histogram|spec_accept_histogram|"""
                    r"""mean_acceptance_length|num_spec_steps|num_accepted_draft_tokens|acceptance_histogram|"""
                    r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n|draft_rounds|mean_tpot_ms|accept_length|"""
-                   r"""avg_per_output_token_latency)['"]?\s*:\s*"""
+                   r"""avg_per_output_token_latency|spec_decode_acceptance_length|spec_decode_num_drafts|"""
+                   r"""spec_decode_accepted_tokens|e2e_latency|mean_itl_ms)['"]?\s*:\s*"""
                    r"""(\[[^\]]*\]|[-+0-9.eE]+|nan|NaN|Infinity)""")
 
 
@@ -295,7 +295,8 @@ def parse_other(line: str, n: int):
     if ("vllm" in own or "sglang" in own or "llamacpp" in own) and (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
     if ("spec_" in line or "accept" in line or "completion_tokens" in line or "predicted_" in line
-            or "draft_" in line or "num_spec" in line or "tpot_ms" in line or "per_output_token" in line):
+            or "draft_" in line or "num_spec" in line or "tpot_ms" in line or "per_output_token" in line
+            or "e2e_latency" in line or "mean_itl_ms" in line):
         found = _META.findall(line)
         if found:
             out = []
