@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import math
 import zlib
@@ -11,7 +13,7 @@ import pandas as pd
 
 from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
 from wmtp.calibrate.profile import build_profile, save_profile
-from wmtp.fileio import atomic_write_text, check_output_path, read_json
+from wmtp.fileio import atomic_write_text, check_output_path, open_without_waiting, read_json
 from wmtp.errors import WmtpError
 from wmtp.models import MODELS
 from wmtp.profile import load_profile
@@ -23,6 +25,7 @@ MAX_SHAPE = 1e18  # far past any measured shape (bytes of a 1M-token batch inclu
 # a GPU kernel takes more than a nanosecond (1e-6 ms) and less than 28 hours (1e8 ms): outside, a time is corruption (1e-300 ms made
 # the copy ceiling infinite and the refit failed on its own output)
 MIN_TIME_MS, MAX_TIME_MS = 1e-6, 1e8
+MAX_RAW_BYTES = 512 << 20  # a sweep's CSV is tens of MB (h200.raw.csv: 14 MB); more is not one
 
 
 def _cell(col: pd.Series, index) -> str:
@@ -30,9 +33,24 @@ def _cell(col: pd.Series, index) -> str:
     return "no time" if pd.isna(value) else repr(float(value))
 
 
+def _raw_bytes(path: Path) -> bytes:
+    """The CSV bytes of `path`, gunzipped where it is gzip, at most MAX_RAW_BYTES either way: /dev/zero or a gzip
+    bomb was read until memory ran out."""
+    if Path(path).is_dir():
+        raise IsADirectoryError(21, "it is a folder")
+    with open_without_waiting(path) as f:
+        data = f.read(MAX_RAW_BYTES + 1)
+    if data[:2] == b"\x1f\x8b" and len(data) <= MAX_RAW_BYTES:
+        data = gzip.GzipFile(fileobj=io.BytesIO(data)).read(MAX_RAW_BYTES + 1)
+    if len(data) > MAX_RAW_BYTES:
+        raise WmtpError(f"{path} holds more than {MAX_RAW_BYTES >> 20} MiB of CSV: not a sweep CSV (a device, or a "
+                        "gzip bomb?)")
+    return data
+
+
 def read_raw(path: Path) -> pd.DataFrame:
     try:
-        df = pd.read_csv(path, low_memory=False)  # one pass: no DtypeWarning on stderr for a corrupt column
+        df = pd.read_csv(io.BytesIO(_raw_bytes(path)), low_memory=False)  # one pass: no DtypeWarning on stderr
     except FileNotFoundError:
         raise WmtpError(f"no sweep data at {path}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError, zlib.error) as e:

@@ -229,3 +229,19 @@ def test_config_too_wide_for_any_step_is_refused(tmp_path):
     doc["hidden_size"] = 4096  # the control: MiMo-7B as published
     write(tmp_path / "m" / "config.json", doc)
     assert _native(["predict", "--config", tmp_path / "m" / "config.json"])["methods"]["native"]["tpot_ms"] > 0
+
+
+# ------------------------------------------------------------------------- raw sweep data without an end
+def test_raw_sweep_from_a_device_or_a_gzip_bomb(tmp_path):
+    """calibrate --from-raw /dev/zero read until memory ran out (pandas reads to EOF); so did a small .gz that
+    inflates past any sweep (here 600 MiB of '1,2' rows from about 0.6 MB)."""
+    bomb = tmp_path / "raw.csv.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as g:
+        g.write(b"a,b\n")
+        for _ in range(150):
+            g.write(b"1,2\n" * (1 << 20))  # 4 MiB a write, 600 MiB in all: past the 512 MiB cap
+    assert bomb.stat().st_size < 4 << 20
+    for raw in (Path("/dev/zero"), bomb):
+        out = tmp_path / "cal"
+        assert_one_error(invoke("calibrate", "--from-raw", raw, "--out", out), str(raw), "more than 512 MiB")
+        assert not out.exists()
