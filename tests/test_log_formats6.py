@@ -262,3 +262,20 @@ def test_vllm_per_request_metrics_mean_itl(tmp_path):
     doc = {"id": "chatcmpl-abc123", "usage": {"prompt_tokens": 42, "completion_tokens": 128},
            "metrics": {"time_to_first_token_ms": 85.2, "generation_time_ms": 1240.5, "mean_itl_ms": 9.1}}
     assert _logs(_write(tmp_path, json.dumps(doc, indent=2), "m.json"))["tpot_ms"] == pytest.approx(9.1)
+
+
+def test_bench_latency_steps_with_seconds_printed_as_ms(tmp_path):
+    """2024's sglang.bench_latency printed seconds as `ms`: 107.55 tok/s x 0.009 = 1 request, so the steps are 1/107.55 s
+    and so on; with no median line the TPOT is the median step: (1000/107.55 + 1000/107.70)/2 = 9.29 ms."""
+    steps = [("0.331", "3.02"), ("0.009", "107.55"), ("0.009", "107.70"), ("0.012", "84.28")]
+    text = "".join(f"Decode.  latency:  {lat} ms, throughput:    {thr} token/s\n" for lat, thr in steps)
+    out = _logs(_write(tmp_path, "Prefill. latency:  5.021 ms, throughput:    203.93 token/s\n" + text))
+    assert out["tpot_ms"] == pytest.approx((1000 / 107.55 + 1000 / 84.28) / 2)
+
+
+def test_bench_latency_steps_in_real_milliseconds_give_their_batch(tmp_path):
+    """`ms` meaning milliseconds (20.0 ms x 400 tok/s = 8 requests a step): each request gets a token every 8/400 s =
+    20 ms; the median of 20, 20 and 25 ms (8/320) is 20 ms."""
+    text = "".join(f"Decode.  latency: {lat} ms, throughput: {thr} token/s\n"
+                   for lat, thr in [("20.0", "400.0"), ("20.0", "400.0"), ("25.0", "320.0")])
+    assert _logs(_write(tmp_path, text))["tpot_ms"] == pytest.approx(20.0)

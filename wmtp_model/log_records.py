@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import date
 from dataclasses import dataclass, field
 
 MAX_VALUE = 1e12  # larger counts or rates are not something an engine printed
@@ -158,3 +159,17 @@ def after(body: str, key: str) -> float | None:
     i += len(key)
     j = body.find(", ", i)  # fields end at `, ` (a comma inside a number groups its thousands)
     return num(body[i:] if j < 0 else body[i:j])
+
+
+_day_cache: dict = {}
+
+
+def day_seconds(y: str, mo: str, d: str) -> int:
+    """Seconds from 1970 to the start of a day (0 for no such day), as `wmtp.logs`' prefixes add them (remembered)."""
+    key = (y, mo, d)
+    if key not in _day_cache:
+        try:
+            _day_cache[key] = (date(int(y), int(mo), int(d)).toordinal() - 719163) * 86400
+        except ValueError:
+            _day_cache[key] = 0
+    return _day_cache[key]

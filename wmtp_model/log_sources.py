@@ -97,6 +97,7 @@ class Summaries:
         self.rounds = [0, 0.0, None, None]  # llama.cpp verify rounds: count, accepted drafts, first and last line
         self.block: dict = {}
         self.prom: dict = {}  # Prometheus series (field + labels) -> (last sample, line)
+        self.steps: list = []  # bench_one_batch decode steps: (ms per token, line)
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
                      "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0}
@@ -112,6 +113,9 @@ class Summaries:
             m["last"] = v.line_no
             return
         if v.key == "header":
+            return
+        if v.key == "one_batch_step":
+            self.steps.append((v.value, v.line_no))
             return
         if v.key.startswith("prom:"):  # a counter's later sample (a second scrape) replaces its earlier one
             self.prom[v.key[5:]] = (v.value, v.line_no)
@@ -346,6 +350,12 @@ class Summaries:
             return {"value_ms": g("one_batch_decode_s") * 1e3, "samples": 1, "confidence": "high",
                     "lines": self.line("one_batch_decode_s"), "estimator": "sglang.bench_one_batch median decode "
                     "step latency (`Decode.  median latency`; the file's last, i.e. its last batch size)"}
+        if self.steps:  # 2024 bench_latency per-step lines (no median line)
+            ms = sorted(x for x, _ in self.steps)
+            k = len(ms)
+            return {"value_ms": (ms[(k - 1) // 2] + ms[k // 2]) / 2, "samples": k, "confidence": "high",
+                    "lines": [self.steps[0][1], self.steps[-1][1]],
+                    "estimator": f"median over {k} bench_latency decode steps of batch size / throughput"}
         if g("llama_tg"):
             return {"value_ms": 1e3 / g("llama_tg"), "samples": 1, "lines": self.line("llama_tg"), "confidence": "low",
                     "estimator": "llama.cpp progress line: 1000 / tg (cumulative t/s of the last task)"}

@@ -125,6 +125,24 @@ def parse_label(line: str, n: int):
     return Value(n, key, x)
 
 
+# one decode step of 2024's `sglang.bench_latency` (before bench_one_batch printed `Decode N. Batch size: B, ...` steps
+# and a `Decode.  median latency` line, which `parse_label` reads): `Decode.  latency:  0.009 ms, throughput:  107.55
+# token/s`, its seconds printed as `ms`
+_STEP = re.compile(r"Decode\.\s+latency:\s*(\d+(?:\.\d+)?)\s*(ms|s)\b,\s*throughput:\s*(\d+(?:\.\d+)?)\s*token/s")
+
+
+def parse_step(line: str, n: int) -> Value | None:
+    """A `Value` `one_batch_step` (the step's time per token in ms: batch size / throughput, one token per request a
+    step, the batch being throughput x latency) for a bench_latency decode-step line, else None."""
+    m = _STEP.match(line)
+    if m is None:
+        return None
+    lat, unit, thr = float(m.group(1)), m.group(2), float(m.group(3))
+    if unit == "ms" and thr * lat / 1e3 >= 0.5:  # really milliseconds (a batch of at least one request)
+        lat /= 1e3
+    return Value(n, "one_batch_step", max(1, round(thr * lat)) / thr * 1e3) if thr > 0 else None
+
+
 # Prometheus samples: `name{labels} value [timestamp]`, or a Grafana table row `name{labels} | value`
 _PROM = re.compile(r"\s*(?:[+>]\s*)?(?:vllm|sglang|llamacpp)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?Inf)(?:\s+\d+)?\s*\|?\s*$")

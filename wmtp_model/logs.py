@@ -30,18 +30,17 @@ import io
 import math
 import re
 import zlib
-from datetime import date
 from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
 from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_table_row,
+from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_step, parse_table_row,
                                strip_collector)
 from wmtp.log_wrap import Unwrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
-                              VllmSpecLine, VllmThroughput, after, finite, num, ungroup)
+                              VllmSpecLine, VllmThroughput, after, day_seconds, finite, num, ungroup)
 
 _MAX, _num, _finite, _after = MAX_VALUE, num, finite, after  # the parsers' short local names
 
@@ -59,7 +58,6 @@ _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length
 
 
 _prefix_cache: list = [None, (None, None, None, None)]
-_day_cache: dict = {}
 
 
 def _prefix(prefix: str) -> tuple[str | None, float | None, str | None, int | None]:
@@ -317,6 +315,8 @@ def parse_other(line: str, n: int):
         return Value(n, "metric_tpot_ms", x) if x is not None else False
     if "Serving Benchmark Result" in line or "Speculative Decoding" in line:
         return Value(n, "header", 0.0)
+    if own.startswith("Decode") and "throughput:" in own and (rec := parse_step(own, n)) is not None:
+        return rec
     if own.count("|") >= 3:  # a results table's header or row (a labelled `| Mean TPOT (ms) | 5.4 |` row: None)
         rec = parse_table_row(own, n)
         if rec is not None:
@@ -365,17 +365,6 @@ def _open(path: Path):
 def open_text(path: str | Path):
     """A text handle on a plain or gzip file; binary or misnamed files raise WmtpError."""
     return _open(Path(path))
-
-
-def day_seconds(y: str, mo: str, d: str) -> int:
-    """Seconds from 1970 to the start of a day (0 for no such day), as `_prefix` adds them (remembered)."""
-    key = (y, mo, d)
-    if key not in _day_cache:
-        try:
-            _day_cache[key] = (date(int(y), int(mo), int(d)).toordinal() - 719163) * 86400
-        except ValueError:
-            _day_cache[key] = 0
-    return _day_cache[key]
 
 
 def tally_decode(rec, stats: ParseStats, line: str = "") -> tuple:
