@@ -245,3 +245,17 @@ def test_raw_sweep_from_a_device_or_a_gzip_bomb(tmp_path):
         out = tmp_path / "cal"
         assert_one_error(invoke("calibrate", "--from-raw", raw, "--out", out), str(raw), "more than 512 MiB")
         assert not out.exists()
+
+
+# ------------------------------------------------------------------------- a profile of a GPU wmtp does not know
+def test_profile_of_an_unknown_gpu_names_the_profile(tmp_path):
+    """A profile measured on 'a100' (no hardware row) priced for the H200: "unknown hardware 'a100'", which named
+    neither the file nor an option the user gave."""
+    doc = json.loads((PROFILES_DIR / "h200.json").read_text())
+    doc["hardware"] = "a100"
+    p = write(tmp_path / "a100.json", doc)
+    assert_one_error(invoke("predict", "--model", "q35", "--profile", p), "a100.json", "measured on 'a100'",
+                     "cannot be scaled to h200")
+    doc["hardware"] = "b200"  # the control: a known GPU's profile is scaled, and says so
+    out = _native(["predict", "--model", "q35", "--profile", write(tmp_path / "b200.json", doc)])
+    assert out["methods"]["native"]["tpot_ms"] > 0 and "scaled from b200" in json.dumps(out)

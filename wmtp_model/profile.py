@@ -16,7 +16,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from wmtp.errors import ProfileError
+from wmtp.errors import ProfileError, WmtpError
 from wmtp.fileio import read_versioned_json
 from wmtp.features import FEATURES, call_rows, fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
@@ -345,7 +345,11 @@ class ProfileCostModel:
         # A call's M outside every measured M regime (or a fit of another dtype) is extrapolated, whatever its bytes.
         tag = Source("extrapolated", Origin.EXTRAPOLATED) if extrapolated else self.tag(work, spec, comp)
         if not same_gpu:
-            ref = self._hw_ref or get_hardware(self.hw_key)
+            try:
+                ref = self._hw_ref or get_hardware(self.hw_key)
+            except WmtpError as e:  # the profile's own GPU: "unknown hardware 'a100'" named no file and no option
+                raise WmtpError(f"{self.name} was measured on {self.hw_key!r}, which cannot be scaled to "
+                                f"{hw.key}: {e}") from None
             self._hw_ref = ref
             bw = ref.hbm_bw_tbps / hw.hbm_bw_tbps
             fl = ref.tflops_for(ref_dtype) / hw.tflops_for(dtype)
