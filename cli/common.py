@@ -151,6 +151,9 @@ def comma_list(text: str, opt: str | None = None) -> list[str]:
     keys = [k.strip() for k in text.split(",") if k.strip()]
     if opt is not None and not keys:
         raise WmtpError(f"{opt} is empty; give one or more comma-separated registry keys")
+    twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+    if opt is not None and twice is not None:  # 'q35,q35' swept (on the GPU) the same model twice
+        raise WmtpError(f"{opt} lists {twice[:40]!r} twice; give each key once")
     return keys
 
 

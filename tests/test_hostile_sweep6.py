@@ -259,3 +259,24 @@ def test_profile_of_an_unknown_gpu_names_the_profile(tmp_path):
     doc["hardware"] = "b200"  # the control: a known GPU's profile is scaled, and says so
     out = _native(["predict", "--model", "q35", "--profile", write(tmp_path / "b200.json", doc)])
     assert out["methods"]["native"]["tpot_ms"] > 0 and "scaled from b200" in json.dumps(out)
+
+
+# ------------------------------------------------------------------------- a list that names a value twice
+@pytest.mark.parametrize("args, fragment", [
+    (["validate", "--depths", "3,3"], "--depths lists 3 twice"),  # was measured twice on the GPU
+    (["validate", "--ctx", "1M,1048576"], "--ctx lists 1M twice"),  # the same context, written two ways
+    (["validate", "--models", "q35,nem,q35"], "--models lists 'q35' twice"),
+    (["calibrate", "--models", "q35,q35"], "--models lists 'q35' twice"),
+    (["measure", "kernels", "--batch", "1,1"], "--batch lists 1 twice"),
+])
+def test_a_list_option_naming_a_value_twice(tmp_path, args, fragment):
+    """Checked before the GPU is looked for: on this machine (no GPU) the error is the list's, not the GPU's."""
+    extra = ["--out", tmp_path / "o"] if args[0] in ("validate", "calibrate") else []
+    extra += ["--profile", PROFILES_DIR / "h200.json", "--moe-backend", "wmtp"] if args[0] == "validate" else []
+    assert_one_error(invoke(*args, *extra), fragment)
+
+
+def test_list_values_are_parsed_in_any_order():  # the control: distinct values, reversed, are read as given
+    from wmtp.units import parse_int_list
+
+    assert parse_int_list("1M,64K,4K", what="--ctx") == [1 << 20, 64 << 10, 4 << 10]

@@ -89,4 +89,8 @@ def parse_int_list(text: str, *, what: str) -> list[int]:
         raise WmtpError(f"empty list for {what}")
     if len(parts) > 1000:
         raise WmtpError(f"{what}: at most 1000 values, got {len(parts)}")
-    return [parse_tokens(p, what) for p in parts]
+    values = [parse_tokens(p, what) for p in parts]
+    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if twice is not None:  # '1M,1M' measured (on the GPU) and reported the same point twice
+        raise WmtpError(f"{what} lists {format_tokens(twice)} twice; give each value once")
+    return values
