@@ -279,3 +279,29 @@ def test_bench_latency_steps_in_real_milliseconds_give_their_batch(tmp_path):
     text = "".join(f"Decode.  latency: {lat} ms, throughput: {thr} token/s\n"
                    for lat, thr in [("20.0", "400.0"), ("20.0", "400.0"), ("25.0", "320.0")])
     assert _logs(_write(tmp_path, text))["tpot_ms"] == pytest.approx(20.0)
+
+
+V1_FIRST = ("INFO 04-02 18:23:13 [loggers.py:80] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+            "throughput: 50.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.1%, Prefix cache hit "
+            "rate: 0.0%\nINFO 04-02 18:23:13 [metrics.py:60] SpecDecoding metrics: Draft acceptance rate: 60.0%, "
+            "Accepted: 180 tokens, Drafted: 300 tokens\n")
+
+
+@pytest.mark.parametrize("config", [
+    """vllm serve m --speculative-config '{"method": "eagle", "num_speculative_tokens": 3}'\n""",
+    "python examples/offline_inference/spec_decode.py --method eagle --num_spec_tokens 3\n",
+    "llm = LLM(model=m, speculative_config={'model': d, 'num_speculative_tokens': 3})\n"])
+def test_first_v1_format_takes_k_from_the_files_config(tmp_path, config):
+    """2025's first V1 line gives Accepted / Drafted only: with k = 3 from the launch command, AL = 1 + 3 x 180/300 =
+    2.8; without it the AL is unknown (TPOT 1000/50 = 20 ms either way)."""
+    out = _logs(_write(tmp_path, config + V1_FIRST))
+    assert out["accept_length"] == pytest.approx(1 + 3 * 180 / 300) and "k = 3" in out["al"]["estimator"]
+    out = _logs(_write(tmp_path, V1_FIRST))
+    assert out["accept_length"] is None and out["tpot_ms"] == pytest.approx(20.0, rel=0.01)
+
+
+def test_a_one_line_json_with_num_spec_tokens_keeps_its_other_fields(tmp_path):
+    doc = {"metrics": {"speculative_decoding": {"mean_acceptance_length": 1.2325581395348837,
+                                                "num_spec_steps": 43, "num_accepted_draft_tokens": 10,
+                                                "num_spec_tokens": 3}}}
+    assert _logs(_write(tmp_path, json.dumps(doc), "s.json"))["accept_length"] == pytest.approx(1 + 10 / 43)

@@ -84,6 +84,10 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, refer
         notes.append(f"{windows.idle} vLLM windows with Running: 0 reqs (no per-request TPOT)")
 
     al = summ.meta_al() or spec.result() or summ.summary_al()
+    if al and al.get("value") is None and al.get("accept_rate") is not None and summ.get("spec_k"):
+        k = int(summ.get("spec_k"))  # lines with only Accepted / Drafted (2025's first V1 format): k from the config
+        al.update(value=1 + k * al["accept_rate"], estimator=f"1 + k x Accepted / Drafted, k = {k} from the file's "
+                  "speculative config (full-length drafts assumed; the lines give no per-position rates)")
     if (al is None or al.get("value") is None) and any(s.speculative for s in segs):
         spec_segs = [s for s in segs if s.speculative and s.accept_length is not None]
         if spec_segs:

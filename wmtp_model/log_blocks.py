@@ -74,7 +74,8 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "peculative Metrics", "etract", "out of memory", "Out of memory", "OutOfMemory", "OOM", "preempted",
           "spec_", "accept", "completion_tokens", "predicted_", "draft_n", "num_spec", "tpot_ms", "ms per token",
           "draft acceptance", "#mean acc len", "#gen drafts", " tg = ", "decoded ", "[METRIC] tpot=",
-          "Serving Benchmark Result", "Speculative Decoding", "per_output_token", "draft_verify")
+          "Serving Benchmark Result", "Speculative Decoding", "per_output_token", "draft_verify",
+          "speculative_tokens", "speculative-tokens")
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
                 "n_predict", "position", "latency", "eel (ms)", "e0el (ms)")  # `Mean E2EL (ms)`, skeleton `E0EL`
 

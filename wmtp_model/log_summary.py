@@ -143,6 +143,17 @@ def parse_step(line: str, n: int) -> Value | None:
     return Value(n, "one_batch_step", max(1, round(thr * lat)) / thr * 1e3) if thr > 0 else None
 
 
+# the configured draft length k (a vLLM launch command, speculative config or offline script's arguments)
+_SPEC_K = re.compile(r"""num[-_]spec(?:ulative)?[-_]tokens['"]?\s*[:= ]\s*['"]?(\d+)""")
+
+
+def parse_spec_k(line: str, n: int) -> Value | None:
+    """`spec_k` for a line that configures vLLM's draft length (`"num_speculative_tokens": 3`,
+    `--num-speculative-tokens 3`, `--num_spec_tokens 3`), else None."""
+    m = _SPEC_K.search(line)
+    return Value(n, "spec_k", float(m.group(1))) if m and 1 <= int(m.group(1)) <= 64 else None
+
+
 # Prometheus samples: `name{labels} value [timestamp]`, or a Grafana table row `name{labels} | value`
 _PROM = re.compile(r"\s*(?:[+>]\s*)?(?:vllm|sglang|llamacpp)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?Inf)(?:\s+\d+)?\s*\|?\s*$")

@@ -36,8 +36,8 @@ from typing import Iterator
 from wmtp.errors import WmtpError
 from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_step, parse_table_row,
-                               strip_collector)
+from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_spec_k, parse_step,
+                               parse_table_row, strip_collector)
 from wmtp.log_wrap import Unwrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, day_seconds, finite, num, ungroup)
@@ -292,6 +292,8 @@ def parse_other(line: str, n: int):
         return Event(n, "preemption")
     if ("vllm" in own or "sglang" in own or "llamacpp" in own) and (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
+    k = (parse_spec_k(line, n) if "speculative_tokens" in line or "speculative-tokens" in line
+         or "num_spec_tokens" in line else None)  # the configured draft length, with whatever else the line holds
     if ("spec_" in line or "accept" in line or "completion_tokens" in line or "predicted_" in line
             or "draft_" in line or "num_spec" in line or "tpot_ms" in line or "per_output_token" in line
             or "e2e_latency" in line or "mean_itl_ms" in line):
@@ -304,7 +306,9 @@ def parse_other(line: str, n: int):
                 if x is None:
                     return False
                 out.append(Value(n, "meta:" + key, x))
-            return out
+            return out + [k] if k is not None else out
+    if k is not None:
+        return k
     if "=" in line and ("ms per token" in line or "draft acceptance" in line or "#mean acc len" in line
                         or "#gen drafts" in line or " tg = " in line or " draft tokens" in line) or "decoded " in line:
         rec = parse_llama(line, n)  # llama.cpp server / speculative example lines
