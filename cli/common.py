@@ -107,8 +107,7 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
                   frameworks: list[str] | None = None):
     """The model row of --model or --config at the dtypes asked for (the options every model command shares,
     --framework items among them, checked here)."""
-    from wmtp.hf_config import load_config
-    from wmtp.models import get_model
+    from wmtp.models import config_model, get_model
 
     if (model is None) == (config is None):
         raise WmtpError("give exactly one of --model KEY or --config path/to/config.json")
@@ -121,7 +120,7 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
             raise WmtpError(f"{opt} must be one of {', '.join(known)}, got {value[:40]!r}")
     if any(not f.strip() for f in frameworks or []):  # "" would read the current folder as a profile
         raise WmtpError("--framework is empty; give an engine preset name or a framework profile path")
-    spec = get_model(model) if model is not None else load_config(config, weight_dtype=weight_dtype)
+    spec = get_model(model) if model is not None else config_model(config, weight_dtype=weight_dtype)
     check_frameworks(frameworks)
     return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 

@@ -280,3 +280,24 @@ def test_list_values_are_parsed_in_any_order():  # the control: distinct values,
     from wmtp.units import parse_int_list
 
     assert parse_int_list("1M,64K,4K", what="--ctx") == [1 << 20, 64 << 10, 4 << 10]
+
+
+# ------------------------------------------------------------------------- a config in a folder named like a row
+MIMO = {"architectures": ["MiMoForCausalLM"], "model_type": "mimo", "hidden_size": 4096, "intermediate_size": 11008,
+        "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 151680,
+        "num_nextn_predict_layers": 1}
+
+
+@pytest.mark.parametrize("folder", ["q35", "Q35", "nem"])
+@pytest.mark.parametrize("how", ["--config", "--model"])
+def test_config_in_a_folder_named_like_a_registry_row(tmp_path, folder, how):
+    """A MiMo config in a folder named q35 was keyed q35 and priced with the paper's measured q35 acceptance (AL 4.49 /
+    4.74 at d 7), silently; it is keyed q35-config, uses no preset of another model, and says so."""
+    p = write(tmp_path / folder / "config.json", MIMO)
+    out = _native(["predict", how, p.parent])
+    assert out["model"] == f"{folder}-config"
+    assert any(f"keyed '{folder}-config'" in w for w in out["warnings"])
+    assert any(f"no acceptance data for '{folder}-config'" in w for w in out["warnings"])
+    # the control: a folder of its own name keeps it
+    own = _native(["predict", how, write(tmp_path / "MiMo-7B-RL" / "config.json", MIMO).parent])
+    assert own["model"] == "MiMo-7B-RL" and not any("keyed" in w for w in own["warnings"])

@@ -119,11 +119,29 @@ def get_model(key: str) -> ModelSpec:
         raise UnknownSpecError(f"empty model key; known: {', '.join(MODELS)}")
     if key.strip().lower() in MODELS:
         return MODELS[key.strip().lower()]
-    from wmtp.hf_config import load_config, looks_like_repo_id
+    from wmtp.hf_config import looks_like_repo_id
 
     if "/" in key and (Path(key).exists() or looks_like_repo_id(key)):
-        return load_config(key)
+        return config_model(key)
     try:
         return lookup(MODELS, key, "model")
     except UnknownSpecError as e:
         raise UnknownSpecError(f"{e}; or a Hugging Face repo id (org/name) or a local model folder") from None
+
+
+def config_model(source, weight_dtype: str | None = None) -> ModelSpec:
+    """The row of a config.json, model folder or repo id (`wmtp.hf_config.load_config`), keyed by its folder's or
+    repo's name unless that names a registry row: a MiMo config in a folder named q35 was keyed q35 and priced with
+    q35's measured acceptance, fitted per-model factors and engine terms, silently. It is keyed q35-config, and
+    says so."""
+    from dataclasses import replace
+
+    from wmtp.hf_config import load_config
+
+    spec = load_config(source, weight_dtype=weight_dtype)
+    if spec.key.casefold() not in {k.casefold() for k in MODELS}:
+        return spec
+    own = f"{spec.key}-config"
+    note = (f"{source} is keyed {own!r}, not {spec.key!r}: the registry row {spec.key!r} (its measured acceptance, "
+            "fitted factors and engine terms) is another model; use --model KEY for that row")
+    return replace(spec, key=own, notes=spec.notes + (note,))
