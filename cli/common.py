@@ -189,8 +189,27 @@ def refuse_overwriting_inputs(outputs, inputs) -> None:
             for cand in (Path(p), Path(p) / "config.json"):
                 read.setdefault(real(cand), opt)
     read.pop(None, None)
+    shipped = _shipped_files(real)
     for opt, p in outputs:
         if p is not None and real(p) in read:
             raise WmtpError(f"{opt} {p} is also the {read[real(p)]} input: writing it would destroy that input; "
                             "give another path")
+        if p is not None and real(p) in shipped:  # the default profile a report read without being told
+            raise WmtpError(f"{opt} {p} is a file wmtp ships and reads by default (a profile or engine preset): "
+                            "writing it would change every later answer; give another path")
+
+
+def _shipped_files(real) -> set[str]:
+    """The real paths of the shipped profiles and engine presets (wmtp_model/data): inputs of every command that
+    prices, named or not (`report --out .../profiles/h200.json` replaced the default H200 profile with HTML)."""
+    from wmtp.engine import engines_dir
+    from wmtp.profile import PROFILES_DIR
+
+    out = set()
+    for folder in (PROFILES_DIR, engines_dir()):
+        try:
+            out |= {real(folder / name) for name in os.listdir(folder)}
+        except OSError:
+            continue
+    return out - {None}
 

@@ -301,3 +301,26 @@ def test_config_in_a_folder_named_like_a_registry_row(tmp_path, folder, how):
     # the control: a folder of its own name keeps it
     own = _native(["predict", how, write(tmp_path / "MiMo-7B-RL" / "config.json", MIMO).parent])
     assert own["model"] == "MiMo-7B-RL" and not any("keyed" in w for w in own["warnings"])
+
+
+# ------------------------------------------------------------------------- outputs over the shipped data
+@pytest.mark.parametrize("args, shipped", [
+    # report read the default H200 profile without being told, then replaced it with its HTML
+    (["report", "--model", "q35", "--out"], PROFILES_DIR / "h200.json"),
+    (["sweep", "ctx", "--model", "q35", "--csv"], PROFILES_DIR / "h200.md"),
+    (["report", "--model", "q35", "--out"], ENGINES / "sglang-b200-paper.json"),
+    # engines --fit on the shipped points, no --out: the default (beside the points) was the shipped preset
+    (["engines", "--fit", ENGINES / "sglang-b200-paper.points.csv"], ENGINES / "sglang-b200-paper.json"),
+])
+def test_an_output_over_a_shipped_file_is_refused(args, shipped):
+    before = shipped.read_bytes()
+    r = invoke(*args, *([shipped] if args[-1] in ("--out", "--csv") else []))
+    assert_one_error(r, str(shipped.name), "ships and reads by default")
+    assert shipped.read_bytes() == before
+
+
+def test_engines_fit_default_out_beside_ones_own_points(tmp_path):  # the control: beside the user's own points
+    pts = tmp_path / "mine.points.csv"
+    pts.write_bytes((ENGINES / "sglang-b200-paper-v1.points.csv").read_bytes())
+    r = invoke("engines", "--fit", pts)
+    assert r.exit_code == 0 and json.loads((tmp_path / "mine.json").read_text())["fit"]["points"] == 19, r.output
