@@ -118,7 +118,17 @@ if signal.getsignal(signal.SIGINT) is interrupted_while_starting:  # imports don
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _terminated(signum, frame):
+    """SIGTERM (`timeout`, a scheduler, `kill`): one line, then exit 143 through the finally blocks, so temporary files
+    (a spooled pipe) are removed, as for Ctrl-C."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    print("error: terminated", file=sys.stderr)
+    raise SystemExit(128 + signal.SIGTERM)
+
+
 def main() -> None:  # console-script entry point
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
     app()
 
 

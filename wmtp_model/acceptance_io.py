@@ -168,7 +168,11 @@ def _read_stream(p: Path, depth: int | None) -> tuple[AcceptanceProfile | None, 
             spool(p, f)
             head = f.read(4096)
         suffix = ".json" if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[") else ".log"
-        prof, info = read_acceptance(tmp.rename(tmp.with_suffix(suffix)), depth)
+        named = tmp.rename(tmp.with_suffix(suffix))
+        try:
+            prof, info = read_acceptance(named, depth)
+        except WmtpError as e:  # the message names what the user gave, not the temporary copy
+            raise WmtpError(str(e).replace(str(named), str(p))) from None
     info["file"] = str(p)
     return prof, info
 

@@ -6,7 +6,6 @@ writer, into an anonymous temporary file, and read from there."""
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -15,6 +14,7 @@ from wmtp.errors import WmtpError
 from wmtp.fileio import open_without_waiting
 
 CHUNK = 1 << 20
+MAX_SPOOL = 16 << 30  # bytes a pipe or device may give: more (/dev/zero, a runaway producer) is an error, not a full disk
 
 
 def is_stream(path: Path) -> bool:
@@ -28,12 +28,23 @@ def is_stream(path: Path) -> bool:
 
 def spool(path: Path, out=None):
     """The whole content of the stream at `path` copied into `out` (a binary file; default: an anonymous temporary
-    file, deleted when closed), positioned at its start. A FIFO with no writer reads as empty at once."""
+    file, deleted when closed), positioned at its start. A FIFO with no writer reads as empty at once. A NUL byte in a
+    stream that does not start as gzip (binary data: /dev/zero, /dev/urandom) or more than MAX_SPOOL bytes is an error,
+    at once."""
     own = out is None
     out = tempfile.TemporaryFile() if own else out
     try:
         with open_without_waiting(path) as f:
-            shutil.copyfileobj(f, out, CHUNK)
+            gz = None
+            while chunk := f.read(CHUNK):
+                gz = chunk[:2] == b"\x1f\x8b" if gz is None else gz  # gzip (read by its magic later) has NUL bytes
+                if not gz and b"\0" in chunk:
+                    raise WmtpError(f"{path} gives binary data (NUL bytes), not a text log or JSON: decompress or "
+                                    "convert it first")
+                if out.tell() + len(chunk) > MAX_SPOOL:
+                    raise WmtpError(f"{path} gives more than {MAX_SPOOL >> 30} GiB: save it to a file and pass the "
+                                    "file")
+                out.write(chunk)
         if out.tell() == 0:
             raise WmtpError(f"{path} is empty (a pipe or device that gave no data)")
     except OSError as e:
