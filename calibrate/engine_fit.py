@@ -140,12 +140,14 @@ def fit(points: list[dict], hw: HardwareSpec, cost: CostModel, name: str, window
         raise WmtpError("an engine fit needs at least two points")
     a, kernel, names = design(points, hw, cost, window, sink)
     y = np.array([p["value_ms"] for p in points])
-    everything = np.arange(len(points))
-    theta = _solve(a, y, kernel, everything)
+    rows = np.array([i for i, p in enumerate(points) if p.get("fit", True)], dtype=int)  # rows marked fit = no: held out
+    if len(rows) < 2:
+        raise WmtpError("an engine fit needs at least two points marked fit = yes")
+    theta = _solve(a, y, kernel, rows)
     pred = kernel + a @ theta
     loo = []
-    for i in everything:
-        t = _solve(a, y, kernel, everything[everything != i])
+    for i in range(len(points)):  # a held-out row is predicted by the fit itself; a fitted row without itself
+        t = _solve(a, y, kernel, rows[rows != i]) if i in rows else theta
         loo.append(float((kernel[i] + a[i] @ t) / y[i] - 1))
     value = dict(zip(names, theta.tolist()))
     constrained = {n: bool(np.any(a[:, j] != 0)) for j, n in enumerate(names)}
@@ -155,15 +157,15 @@ def fit(points: list[dict], hw: HardwareSpec, cost: CostModel, name: str, window
     terms = {t: term(t) for t in SHARED}
     per_model = {m: {t: term(f"{m}.{t}") for t in PER_MODEL} for m in sorted({p["model"] for p in points})}
     residuals = [{**{k: p[k] for k in ("model", "method", "ctx", "d_lo", "d_hi", "quantity", "value_ms")},
-                  "kernel_ms": float(kernel[i]), "fitted_ms": float(pred[i]), "rel_error": float(pred[i] / y[i] - 1),
-                  "loo_rel_error": loo[i]} for i, p in enumerate(points)]
-    abs_err = sorted(abs(r["rel_error"]) for r in residuals)
-    abs_loo = sorted(abs(x) for x in loo)
+                  "fit": bool(p.get("fit", True)), "kernel_ms": float(kernel[i]), "fitted_ms": float(pred[i]),
+                  "rel_error": float(pred[i] / y[i] - 1), "loo_rel_error": loo[i]} for i, p in enumerate(points)]
+    abs_err = sorted(abs(r["rel_error"]) for r in residuals if r["fit"])
+    abs_loo = sorted(abs(loo[i]) for i in rows)
     return {"schema_version": SCHEMA_VERSION, "kind": KIND, "name": name, "hardware": hw.key,
             "cost_model": cost.name, "window": window, "sink": sink, "batch": 1,
             "terms": terms, "per_model": per_model,
             "unconstrained": [n for n, c in constrained.items() if not c],
-            "fit": {"points": len(points), "parameters": len(names),
+            "fit": {"points": len(points), "fit_points": int(len(rows)), "parameters": len(names),
                     "median_abs_rel_error": abs_err[len(abs_err) // 2], "max_abs_rel_error": abs_err[-1],
                     "loo_median_abs_rel_error": abs_loo[len(abs_loo) // 2], "loo_max_abs_rel_error": abs_loo[-1]},
             "residuals": residuals}

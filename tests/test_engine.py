@@ -85,6 +85,24 @@ def test_fit_recovers_known_terms():
     assert out["fit"]["max_abs_rel_error"] < 1e-9 and out["unconstrained"] == []
 
 
+def test_v1_fit_holds_out_rows_marked_no():
+    """A v1 fit (no structure file) fits only the rows marked fit = yes: a held-out row whose value is wildly off
+    leaves the recovered terms exact, is reported with its own error, and counts in neither in-sample statistic."""
+    shared = {"dense_step_ms": 1.5, "index_ns_per_token": 5.0, "draft_attn_factor": 1.6}
+    per = {"q35": {"step_ms": 2.0, "fwd_ms": 0.4, "verify_attn_factor": 2.1},
+           "nem": {"step_ms": 3.0, "fwd_ms": 0.7, "verify_attn_factor": 3.5}}
+    pts = [{**p, "fit": True} for p in _synthetic_points(shared, per)]
+    pts.append({**pts[0], "value_ms": pts[0]["value_ms"] * 3.0, "fit": False})  # held out: 3x the truth
+    out = fit(pts, H200, SOL, "synthetic")
+    for k, v in shared.items():
+        assert out["terms"][k] == pytest.approx(v, rel=1e-6)
+    assert out["fit"]["fit_points"] == len(pts) - 1 and out["fit"]["max_abs_rel_error"] < 1e-9
+    held = out["residuals"][-1]
+    assert held["fit"] is False and held["rel_error"] == pytest.approx(1 / 3 - 1, rel=1e-6)
+    with pytest.raises(WmtpError, match="marked fit = yes"):
+        fit([{**p, "fit": False} for p in pts], H200, SOL, "synthetic")
+
+
 def test_shipped_preset_is_the_fit_of_its_points(tmp_path):
     """The shipped preset must be reproducible from its committed points (no hand edits)."""
     shipped = load_preset("sglang-b200-paper")
