@@ -305,3 +305,41 @@ def test_a_one_line_json_with_num_spec_tokens_keeps_its_other_fields(tmp_path):
                                                 "num_spec_steps": 43, "num_accepted_draft_tokens": 10,
                                                 "num_spec_tokens": 3}}}
     assert _logs(_write(tmp_path, json.dumps(doc), "s.json"))["accept_length"] == pytest.approx(1 + 10 / 43)
+
+
+SGL_LINES = ["[2025-02-27 04:37:{s:02d} TP0] Decode batch. #running-req: 8, #token: 67724, token usage: 0.13, accept len: "
+             "2.90, cuda graph: True, gen throughput (token/s): {thr}, #queue-req: 0".format(s=s, thr=thr)
+             for s, thr in ((29, "180.00"), (31, "160.00"), (33, "200.00"))]
+V1_LINES = ["(APIServer pid=1) INFO 09-09 11:51:35 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg "
+            "generation throughput: 40.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix "
+            "cache hit rate: 0.0%",
+            "(APIServer pid=1) INFO 09-09 11:51:35 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.50, "
+            "Accepted throughput: 4.37 tokens/s, Drafted throughput: 4.92 tokens/s, Accepted: 300 tokens, Drafted: 600 "
+            "tokens, Per-position acceptance rate: 0.600, 0.400, 0.200, Avg Draft acceptance rate: 50.0%"]
+
+
+@pytest.mark.parametrize("width", [72, 88, 100])
+def test_engine_lines_wrapped_at_spaces(tmp_path, width):
+    """An editor's or mail client's wrap (at spaces, the space dropped, pieces of any length up to the width): the
+    pieces are joined back. SGLang: 8 requests / median(180, 160, 200) tok/s = 8/180 s = 44.4 ms, accept len 2.90;
+    vLLM V1: 2/40 s = 50 ms, AL = 1 + 300/(600/3) = 2.5."""
+    import textwrap
+    for lines, tpot, al in ((SGL_LINES, 8 / 180 * 1e3, 2.90), (V1_LINES, 2 / 40 * 1e3, 2.5)):
+        text = "".join(w + "\n" for ln in lines for w in textwrap.wrap(ln, width, break_on_hyphens=False))
+        assert any(len(w) < width - 2 for w in text.splitlines()[:-1])  # pieces of several lengths
+        out = _logs(_write(tmp_path, text))
+        assert out["tpot_ms"] == pytest.approx(tpot, rel=0.01) and out["accept_length"] == pytest.approx(al)
+
+
+def test_a_terminal_cut_inside_a_word_is_glued_back_and_a_dropped_space_put_back(tmp_path):
+    """Lines of one layout wrapped at spaces all have the same length, as a terminal's cut would: `accept len:` then
+    `2.90` gets its space back (SGLang needs `accept len: `), `gen` then `throughput` too (both engine words), while
+    `Running: 2 r` then `eqs` is glued (`r` is no word)."""
+    cut = SGL_LINES[0].index("accept len:") + len("accept len:")  # the same place in each line
+    sgl = [ln[:cut] + "\n" + ln[cut:].lstrip() + "\n" for ln in SGL_LINES]
+    out = _logs(_write(tmp_path, "".join(sgl)))
+    assert out["accept_length"] == pytest.approx(2.90) and out["tpot_ms"] == pytest.approx(8 / 180 * 1e3, rel=0.01)
+    v1 = V1_LINES[0]
+    i = v1.index("Running: 2 r") + len("Running: 2 r")
+    out = _logs(_write(tmp_path, (v1[:i] + "\n" + v1[i:] + "\n") * 3))
+    assert out["tpot_ms"] == pytest.approx(50.0, rel=0.01)

@@ -2,7 +2,9 @@
 pieces of exactly the terminal's width. `wrap_width` finds that width in a file's first 64 KiB (the longest
 line, at least 60 characters, with the pieces after it not starting like a line of their own); `Unwrapped`
 joins each run of full-width pieces with the piece after it, and leaves a blank line in place of every piece
-it joined, so the joined line keeps the line number of its first piece and the lines after it keep theirs."""
+it joined, so the joined line keeps the line number of its first piece and the lines after it keep theirs.
+Lines wrapped at a space instead (an editor's or mail client's wrap, `soft_wrapped`) are joined by `SoftJoined`: an
+engine line that stops before its last needed field, with the lines that complete it."""
 
 from __future__ import annotations
 
@@ -29,60 +31,32 @@ def starts_a_line(piece: str, before: str, likely: bool = False) -> bool:
             or piece[:8].translate(_ZERO) == before[:8].translate(_ZERO))
 
 
-def wrap_width(head: str, whole: bool) -> int | None:
+def wrap_width(head: str, whole: bool, strict: bool = False) -> int | None:
     """The width the lines of `head` (a file's first characters; `whole`: all of it) were cut at, or None:
     the length (60 to 512) of most lines that another line continues, if at least half the lines of that
-    length are continued, and either two are or the length is a usual terminal width (longer lines, such
-    as a comment added to the paste, may stand among them)."""
+    length are continued, and either two are or (not `strict`: the file shows a wrap at spaces) the length is a usual
+    terminal width (longer lines, such as a comment added to the paste, may stand among them), and fewer lines of
+    lengths within 20 of it are continued (many such: a wrap at spaces, `soft_wrapped`, not a terminal's cut)."""
     lines = head.split("\n")
     if not whole:
         lines.pop()  # cut by the head's end, not by the terminal
     lines = [ln.rstrip("\r") for ln in lines]
     cut: dict[int, int] = {}
-    for a, b in zip(lines, lines[1:]):
-        if MIN_WIDTH <= len(a) <= MAX_WIDTH and not starts_a_line(b, a, likely=True):
+    for a, b in zip(lines, lines[1:]):  # (a `# ` heading or comment followed by text is no cut line)
+        if MIN_WIDTH <= len(a) <= MAX_WIDTH and not a.startswith("# ") and not starts_a_line(b, a, likely=True):
             cut[len(a)] = cut.get(len(a), 0) + 1
     if not cut:
         return None
     for width in sorted(cut, key=lambda w: (cut[w], w), reverse=True):  # (a long comment line, such as a paste's
         full = sum(1 for ln in lines if len(ln) == width)  # heading, may look continued too: the next width is tried)
-        if 2 * cut[width] >= full and (cut[width] >= 2 or width in _TERMINAL):
+        near = sum(c for w, c in cut.items() if 0 < abs(w - width) <= 20)
+        if 2 * cut[width] >= full and (cut[width] >= 2 or width in _TERMINAL and not strict) and near < cut[width]:
             return width
     return None
 
 
-class Unwrapped(FileView):
-    """A text file whose pieces of exactly `width` characters are joined with the pieces that continue them."""
-
-    def __init__(self, f, width: int) -> None:
-        self.f, self.width = f, width
-        self._it = self._lines()
-
-    def _lines(self):
-        held, blanks = None, 0
-        for line in self.f:
-            piece = line.rstrip("\r\n")
-            if held is not None:
-                if not starts_a_line(piece, held):
-                    held, blanks = held + piece, blanks + 1
-                    if len(piece) == self.width:
-                        continue
-                    yield held + (line[len(piece):] or "\n")
-                    yield "\n" * blanks
-                    held, blanks = None, 0
-                    continue
-                yield held + "\n"
-                if blanks:
-                    yield "\n" * blanks
-                held, blanks = None, 0
-            if len(piece) == self.width:
-                held = piece
-            else:
-                yield line
-        if held is not None:
-            yield held + "\n"
-            if blanks:
-                yield "\n" * blanks
+class _Joined(FileView):
+    """A text file read through `_lines` (lines, and after a joined line one chunk of the blank lines it leaves)."""
 
     def __iter__(self):
         for chunk in self._it:  # a joined line's blank lines come as one chunk
@@ -99,3 +73,143 @@ class Unwrapped(FileView):
             if 0 <= size <= n:
                 break
         return "".join(out)
+
+
+class Unwrapped(_Joined):
+    """A text file whose pieces of exactly `width` characters are joined with the pieces that continue them."""
+
+    def __init__(self, f, width: int) -> None:
+        self.f, self.width = f, width
+        self._it = self._lines()
+
+    def _lines(self):
+        held: list = []  # the full-width pieces of a line, then the piece that ends it
+        for line in self.f:
+            piece = line.rstrip("\r\n")
+            if held:
+                if not starts_a_line(piece, held[0]):
+                    held.append(piece)
+                    if len(piece) == self.width:
+                        continue
+                    yield _join(held) + (line[len(piece):] or "\n")
+                    yield "\n" * (len(held) - 1)
+                    held = []
+                    continue
+                yield _join(held) + "\n"
+                if len(held) > 1:
+                    yield "\n" * (len(held) - 1)
+                held = []
+            if len(piece) == self.width:
+                held = [piece]
+            else:
+                yield line
+        if held:
+            yield _join(held) + "\n"
+            if len(held) > 1:
+                yield "\n" * (len(held) - 1)
+
+
+# the words of engine lines: between two of them a cut took a space away, inside one (`r|eqs`, `acc|ept`) nothing
+_WORDS = frozenset("""gen throughput token tokens usage accept acceptance len length rate cuda npu graph queue running
+    prompt generation avg cache hit prefix gpu cpu kv per position number of speculative emitted system efficiency
+    mean eval time total ms second draft drafted accepted reqs waiting swapped pending full mamba swa batch decode
+    prefill new seq cached input engine engines aggregated deferred preemptions external metrics specdecoding
+    retracted transfer prealloc pre allocated largest statistics acc gen drafts calls dur""".split())
+_GROUP = re.compile(r"\d{3}(?![\d.])")  # the rest of a number's thousands group (`1,010`)
+_TAIL, _HEAD = re.compile(r"[A-Za-z]+$"), re.compile(r"[A-Za-z]+")
+
+
+def _sep(out: str, p: str) -> str:
+    """What a cut between `out` and `p` took away: a space where the line had one for sure (after `,` or `:`, not in
+    a number's thousands or a time; between `%`, `]`, `)` or a digit and a word; before `(`, `[`, `#`), or between two
+    engine-line words (`_WORDS`) that glued make none; else nothing (a terminal cuts inside words)."""
+    a, b = out[-1:], p[:1]
+    if not a or not b or a.isspace() or b.isspace():
+        return ""
+    if a == "," or a == ":":
+        return "" if out[-2:-1].isdigit() and (b.isdigit() if a == ":" else _GROUP.match(p)) else " "
+    if (a in "%])" or a.isdigit()) and (b.isalpha() or b in "#([\"") or a in "%])" and b.isdigit():
+        return " "
+    if b in "([#\"" and (a.isalnum() or a in "%])"):
+        return " "
+    if a.isalpha() and b.isalpha():
+        w1, w2 = _TAIL.search(out).group(0).lower(), _HEAD.match(p).group(0).lower()
+        return " " if w1 in _WORDS and w2 in _WORDS and w1 + w2 not in _WORDS else ""
+    return ""
+
+
+def _join(pieces: list) -> str:
+    """The line a terminal or a wrap at spaces cut into `pieces` (`_sep` puts back what each cut took away)."""
+    out = pieces[0]
+    for p in pieces[1:]:
+        out += _sep(out, p) + p
+    return out
+
+
+# engine lines (by a word that a wrap does not split off the line's start) and the field each cannot end before
+_DONE = (("Decode batch", re.compile(r"gen throughput \(token/s\): *\d")),
+         ("Avg prompt", re.compile(r"Running: *\d+ reqs")),
+         ("SpecDecoding", re.compile(r"Drafted: *\d+ tokens|Mean acceptance length: *\d(?!.*Accepted)")),
+         ("peculative metrics", re.compile(r"[Ee]mitted tokens: *\d")),
+         ("eval time", re.compile(r"ms per token")), ("draft acceptance", re.compile(r"generated\)")),
+         ("#calls(b,g,a)", re.compile(r"#acc tokens *= *\d")), ("Engine 0", re.compile(r"Running: *\d+ reqs")),
+         ("Engines Aggregated", re.compile(r"Running: *\d+ reqs")), ("] Avg", re.compile(r"Running: *\d+ reqs")))
+
+
+def incomplete(line: str) -> bool:
+    """Whether `line` starts an engine line (`_DONE`) but stops before its last needed field, on a `:`, or (a spec
+    line, whose per-position rates may go on) on a `,`."""
+    for mark, done in _DONE:
+        if mark in line:
+            end = line.rstrip()[-1:]
+            return done.search(line) is None or end == ":" or (end == "," and mark == "SpecDecoding")
+    return False
+
+
+def soft_wrapped(head: str) -> set:
+    """The lengths of the engine lines of `head` (a file's first characters) wrapped where a space was, or at one: an
+    `incomplete` line that the next ones (up to five, none a line of its own) complete, with no cut inside a word
+    between them (that, a terminal's cut at a width, is `wrap_width`'s to find). Lengths other than a terminal's width
+    show a wrap at spaces (an editor's or a mail client's)."""
+    lines, out = head.split("\n"), set()
+    for i, a in enumerate(lines):
+        if incomplete(a):
+            joined = a.rstrip("\r")
+            for b in lines[i + 1:i + 6]:  # up to five pieces after it
+                b = b.rstrip("\r")
+                if starts_a_line(b, a) or (joined[-1:].isalnum() and b[:1].isalnum() and not _sep(joined, b)):
+                    break
+                joined += _sep(joined, b) + b
+                if not incomplete(joined):
+                    out.add(len(a.rstrip("\r")))
+                    break
+    return out
+
+
+class SoftJoined(_Joined):
+    """A text file whose `incomplete` engine lines are joined (`_join`) with up to five lines after them that complete
+    them and do not start lines of their own; an incomplete line that nothing completes is left as it is."""
+
+    def __init__(self, f) -> None:
+        self.f = f
+        self._it = self._lines()
+
+    def _lines(self):
+        pending: list = []  # an incomplete line and the pieces after it
+        for line in self.f:
+            if pending and (starts_a_line(line.rstrip("\r\n"), pending[0]) or len(pending) > 5):
+                yield from pending  # not continued
+                pending = []
+            if not pending:
+                if incomplete(line):
+                    pending.append(line)
+                else:
+                    yield line
+                continue
+            pending.append(line)
+            joined = _join([q.rstrip("\r\n") for q in pending])
+            if not incomplete(joined):
+                yield joined + "\n"
+                yield "\n" * (len(pending) - 1)
+                pending = []
+        yield from pending

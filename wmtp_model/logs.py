@@ -38,7 +38,7 @@ from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
 from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_spec_k, parse_step,
                                parse_table_row, strip_collector)
-from wmtp.log_wrap import Unwrapped, wrap_width
+from wmtp.log_wrap import SoftJoined, Unwrapped, soft_wrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, day_seconds, finite, num, ungroup)
 
@@ -362,8 +362,10 @@ def _open(path: Path):
         raise WmtpError(f"{path}: binary data, not a text log")
     f = NoAnsi(opener())  # colour codes may first appear anywhere (a chunk without ESC costs one scan)
     text = head.decode("utf-8", "replace")
-    width = wrap_width(ANSI.sub("", text) if "\x1b" in text else text, len(head) < 65536)
-    return Unwrapped(f, width) if width else f
+    text = ANSI.sub("", text) if "\x1b" in text else text
+    soft = soft_wrapped(text)  # wrapped engine lines' lengths (then one full-width line continued shows no cut)
+    width = wrap_width(text, len(head) < 65536, strict=bool(soft))
+    return SoftJoined(f) if soft else Unwrapped(f, width) if width else f  # (engine lines: joined either way)
 
 
 def open_text(path: str | Path):
