@@ -4,6 +4,7 @@ pipe that named the temporary copy. Each as a user runs it (a subprocess of the 
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import signal
 import subprocess
@@ -70,3 +71,24 @@ def test_sigterm_is_one_line_and_exit_143():
         p.kill()
     assert p.returncode == 128 + signal.SIGTERM, err
     assert err.strip().splitlines() == ["error: terminated"]
+
+
+def test_underscore_numbers_are_garbage_on_every_path(tmp_path):
+    """float() reads `1_000` as 1000; no engine prints one. The fast decode path (one regex, values by float) read
+    `#queue-req: 1_000,` as 1000 and the general path as 1 (CI's hypothesis run found it): both now treat such a
+    field as garbage. A required field (running) garbles the line; an optional one (queue) reads as absent."""
+    from wmtp.logs import _parse_sglang_general, parse_sglang
+
+    q = ("Decode batch, #running-req: 2, #full token: 9, full token usage: 0.4, accept len: 3.5, cuda graph: True, "
+         "gen throughput (token/s): 50.0, #queue-req: 1_000,")
+    for rec in (parse_sglang(q, 1), _parse_sglang_general(q, 1)):
+        assert rec is not None and rec.queue is None and rec.running == 2 and rec.gen_throughput == 50.0
+    bad = "Decode batch, #running-req: 1_0, #token: 5, token usage: 0.1, gen throughput (token/s): 3.0, #queue-req: 0"
+    assert parse_sglang(bad, 1) is None and _parse_sglang_general(bad, 1) is None
+    log = tmp_path / "u.log"
+    log.write_text(bad + "\n" + q.replace("#running-req: 2", "#running-req: 1") + "\n")
+    r = _run(["logs", str(log), "--json"])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)[0]
+    assert doc["garbled"] == 1 and doc["records"]["sglang_decode"] == 1
+    assert doc["tpot_ms"] == pytest.approx(1000 * 1 / 50.0, rel=1e-3)  # 1 request at 50 tok/s: 20 ms a token

@@ -114,6 +114,8 @@ def decode_columns(run_t: list, tok_t: list, al_t: list, rate_t: list, thr_t: li
     the per-line parsers)."""
     n = len(run_t)
     dense_al, dense_rate = al_t.count(""), rate_t.count("")
+    if any("_" in "".join(c) for c in (run_t, tok_t, al_t, rate_t, thr_t)):
+        return None  # `1_000`: float() and int() read it, the per-line parsers do not
     try:
         run = list(map(_RUN.__getitem__, run_t))
         al = [None] * n if dense_al == n else list(map(_AL.__getitem__, al_t))

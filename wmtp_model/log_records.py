@@ -101,6 +101,8 @@ class CheckedField(dict):
         self.lo, self.hi, self.to_int, self.else_none = lo, hi, to_int, else_none
 
     def __missing__(self, text: str):
+        if "_" in text:  # float() reads `1_000` as 1000; a log never prints one: garbage, as on the general path
+            raise ValueError(text)
         x = float(text)
         if self.lo <= x <= self.hi:
             x = int(x) if self.to_int else x

@@ -79,11 +79,16 @@ def _prefix(prefix: str) -> tuple[str | None, float | None, str | None, int | No
     return out
 
 
+def _flt(t: str) -> float:
+    """float(t), but `1_000` (float() reads 1000; no engine prints it) is a ValueError."""
+    return float(t if "_" not in t else "_")
+
+
 def _opt(v: str | None) -> float | None:
     """An optional field: None when absent, NaN when present but not a finite, sane number."""
     if v is None:
         return None
-    x = _num(v)
+    x = None if isinstance(v, str) and "_" in v else _num(v)
     return x if x is not None and 0 <= x <= _MAX else math.nan
 
 
@@ -117,7 +122,7 @@ def _decode_fast(line: str, d: int, make, n: int, ts: str | None, secs: float | 
         return _GENERAL
     running, tokens, full, al, rate, cg, thr, queue = m.groups()
     try:
-        running, thr, tokens = _RUNNING[running], float(thr), float(full if tokens is None else tokens)
+        running, thr, tokens = _RUNNING[running], _flt(thr), _flt(full if tokens is None else tokens)
         al = None if al is None else _AL[al]
         rate = None if rate is None else _RATE[rate]
         queue = None if queue is None else _QUEUE[queue]
@@ -157,8 +162,8 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
     i += 26
     e = body.find(", ", i)
     try:
-        running = float(ungroup(body[:j] if j >= 0 else body))
-        thr = float(ungroup(body[i:e] if e >= 0 else body[i:]))
+        running = _flt(ungroup(body[:j] if j >= 0 else body))
+        thr = _flt(ungroup(body[i:e] if e >= 0 else body[i:]))
     except ValueError:
         return None
     if not (0 <= running <= 1e7 and 0 <= thr <= _MAX):
@@ -176,11 +181,11 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
     if tokens is None:
         tokens = full
     try:
-        tokens = None if tokens is None else float(tokens)
-        al = None if al is None else float(al)
-        rate = None if rate is None else float(rate)
-        retr = None if retr is None else float(retr)
-        queue = None if queue is None else float(queue)
+        tokens = None if tokens is None else _flt(tokens)
+        al = None if al is None else _flt(al)
+        rate = None if rate is None else _flt(rate)
+        retr = None if retr is None else _flt(retr)
+        queue = None if queue is None else _flt(queue)
     except ValueError:
         tokens, al, rate, retr, queue = _opt(tokens), _opt(al), _opt(rate), _opt(retr), _opt(queue)
     if ((tokens is not None and not 0 <= tokens <= _MAX) or (al is not None and not 1 <= al <= 1000)
