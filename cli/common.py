@@ -16,7 +16,7 @@ import typer
 
 from wmtp import defaults
 from wmtp.errors import WmtpError  # noqa: F401  (re-exported for command modules)
-from wmtp.units import ascii_number
+from wmtp.units import ascii_number, first_repeat
 
 
 def _within_largest_context(value: int | None) -> int | None:
@@ -150,7 +150,7 @@ def comma_list(text: str, opt: str | None = None) -> list[str]:
     keys = [k.strip() for k in text.split(",") if k.strip()]
     if opt is not None and not keys:
         raise WmtpError(f"{opt} is empty; give one or more comma-separated registry keys")
-    twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+    twice = first_repeat(keys)
     if opt is not None and twice is not None:  # 'q35,q35' swept (on the GPU) the same model twice
         raise WmtpError(f"{opt} lists {twice[:40]!r} twice; give each key once")
     return keys

@@ -11,6 +11,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from test_log_formats5 import _logs, _refused, _write  # the same CLI helpers
 from wmtp.cli.main import app
 from wmtp.log_analysis import analyse
 
@@ -44,25 +45,6 @@ GENAI_PERF = """\
 │        Acceptance Length │   2.91 │   1.00 │   4.00 │
 └──────────────────────────┴────────┴────────┴────────┘
 """
-
-
-def _write(tmp_path, text: str, name: str = "x.log"):
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def _logs(path) -> dict:
-    r = CliRunner().invoke(app, ["logs", str(path), "--json"])
-    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
-    return json.loads(r.output)[0]
-
-
-def _refused(path) -> str:
-    r = CliRunner().invoke(app, ["logs", str(path)])
-    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
-    assert r.output.startswith("error: ") and r.output.count("\n") == 1, r.output
-    return r.output
 
 
 def test_vllm_prometheus_counters_pool_engines_and_skip_created_gauges(tmp_path):

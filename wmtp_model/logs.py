@@ -40,9 +40,9 @@ from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prome
                                parse_table_row, strip_collector)
 from wmtp.log_wrap import SoftJoined, Unwrapped, soft_wrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
-                              VllmSpecLine, VllmThroughput, after, day_seconds, finite, num, ungroup)
+                              VllmSpecLine, VllmThroughput, after, day_seconds, finite, num, strict_float, ungroup)
 
-_MAX, _num, _finite, _after = MAX_VALUE, num, finite, after  # the parsers' short local names
+_MAX, _num, _finite, _after, _flt = MAX_VALUE, num, finite, after, strict_float  # the parsers' short local names
 
 _TIME = re.compile(r"(?:(\d{4})-(\d\d)-(\d\d)[ T]|(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)")
 _PID = re.compile(r"pid=(\d+)|INFO (\d+) \[")
@@ -77,11 +77,6 @@ def _prefix(prefix: str) -> tuple[str | None, float | None, str | None, int | No
     out = (ts, secs, (p.group(1) or p.group(2)) if p else None, int(dp.group(1)) if dp else None)
     _prefix_cache[0], _prefix_cache[1] = prefix, out
     return out
-
-
-def _flt(t: str) -> float:
-    """float(t), but `1_000` (float() reads 1000; no engine prints it) is a ValueError."""
-    return float(t if "_" not in t else "_")
 
 
 def _opt(v: str | None) -> float | None:

@@ -90,7 +90,17 @@ def parse_int_list(text: str, *, what: str) -> list[int]:
     if len(parts) > 1000:
         raise WmtpError(f"{what}: at most 1000 values, got {len(parts)}")
     values = [parse_tokens(p, what) for p in parts]
-    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    twice = first_repeat(values)
     if twice is not None:  # '1M,1M' measured (on the GPU) and reported the same point twice
         raise WmtpError(f"{what} lists {format_tokens(twice)} twice; give each value once")
     return values
+
+
+def first_repeat(items):
+    """The first item of `items` that an earlier one equals, or None: a list option that names a value twice."""
+    seen = set()
+    for v in items:
+        if v in seen:
+            return v
+        seen.add(v)
+    return None

@@ -57,7 +57,7 @@ _ROUTE_IN_KERNEL_MAX = 256  # pairs up to which grouped GEMMs route in the kerne
 GEMV_MAX_M = {"fp8_block": 1, "int4_group": 8}
 # fp8 GEMV: activation division (`quant_formats.fp8_group_quant`) 'nodiv' (h200-quant-v9: 1.20-1.37x faster above 18 MB)
 # or 'rn' (IEEE: the same codes); GEMV_FP8_WIDE: 64-wide tiles, not 16, where 32 leave SMs idle (h200-quant-v10)
-GEMV_ACT_DIV, GEMV_FP8_WIDE, GEMV_FP8_G = "nodiv", True, 4  # G: 128-groups per step of the fp8 GEMV
+GEMV_ACT_DIV, GEMV_FP8_WIDE = "nodiv", True
 GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 # programs per SM the GEMV plan aims for (split-K) with dense int4 up to 2 rows (None: `_CTAS_PER_SM`): 2, from
 # measure/results/h200-quant-v6 ([pk-c2]: geomean 1.08x / 1.06x faster at M = 1 / 2, at most 6 % slower on a shape)
@@ -233,7 +233,7 @@ def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt, c
     leave SMs idle; fp8 with GEMV_FP8_WIDE: 64 there, with more split-K), steps of 512 K
     (int4 <= 2 rows: 1024; round 4's step 1024 / rows, >= 128), split-K as `_split_plan` with each split a whole
     number of steps when automatic."""
-    groups, g_step = triton.cdiv(k, GROUP), (8 if rows <= 2 else 4) if fmt == "int4_group" else GEMV_FP8_G
+    groups, g_step = triton.cdiv(k, GROUP), 8 if fmt == "int4_group" and rows <= 2 else 4
     if fmt == "int4_group" and INT4_GEMV_STEP != "words":  # round 4's step: 8 / 4 / 2 / 1 for 1 / 2 / 4 / 8+ rows
         g_step = max(1, 8 // triton.next_power_of_2(rows))
     sm = _sm_count(device)

@@ -10,7 +10,7 @@ kernels against fp32 torch on the first dense shape of each model at every M and
 before each replay, the 2 GiB copy ceiling of the same run), writing quant_bench's outputs.
 Kernel names: `wmtp_fp8_block` the tensor-core kernel (path 'dot', activations quantized by a separate launch);
 `_gemv` the GEMV kernel (M <= 16, one launch; `[bnB]` B-wide tiles, `[w32]` the 32 / 16-wide plan before
-h200-quant-v10, `[w8]` 8 warps, `[g8]` / `[g2]` 8 / 2 groups of 128 per step instead of 4); `_swap[...]` the
+h200-quant-v10, `[w8]` 8 warps; `[g8]` / `[g2]`, 8 / 2 groups per step, were timed at d69f66a); `_swap[...]` the
 swap-AB kernel with the launcher's plan and:
 `pre` activations quantized by `quantize_act_fp8` first (two launches), `pro` in a prologue of the kernel, `loop`
 in its K loop (one launch each); `st2/3/4` pipeline stages (default 4); `w8` 8 warps (default 4); `bn64` 64-wide
@@ -38,7 +38,6 @@ PEERS = ("torch_bf16", "torch_scaled_mm_rowwise")
 _SW = dict(path="swap")
 FP8 = {"": dict(path="dot"), "_gemv": dict(path="gemv"), "_gemv[sk1]": dict(path="gemv", split_k=1),
        "_gemv[w32]": dict(path="gemv", fp8_wide=False), "_gemv[w8]": dict(path="gemv", num_warps=8),
-       "_gemv[g8]": dict(path="gemv", fp8_g=8), "_gemv[g2]": dict(path="gemv", fp8_g=2),
        "_gemv[bn64]": dict(path="gemv", block_n=64),
        "_gemv[bn64-w8]": dict(path="gemv", block_n=64, num_warps=8), "_gemv[bn128]": dict(path="gemv", block_n=128),
        "_gemv[bn128-w8]": dict(path="gemv", block_n=128, num_warps=8),
@@ -59,14 +58,14 @@ TINY = {"n128k128": (128, 128), "n1024k1024": (1024, 1024)}
 def call(launch, args, cfg):
     """launch(*args, **cfg) with the swap kernel's activation quantization and the programs per SM set for the call."""
     cfg = dict(cfg)
-    saved = qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE, qg.GEMV_FP8_G  # a named ctas: every M
+    saved = qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE  # a named ctas holds for every M
     qg.INT4_GEMV_CTAS = None if "ctas" in cfg else saved[2]
     qg.SWAP_ACT, qg._CTAS_PER_SM = cfg.pop("act", saved[0]), cfg.pop("ctas", saved[1])
-    qg.GEMV_FP8_WIDE, qg.GEMV_FP8_G = cfg.pop("fp8_wide", saved[3]), cfg.pop("fp8_g", saved[4])
+    qg.GEMV_FP8_WIDE = cfg.pop("fp8_wide", saved[3])
     try:
         return launch(*args, **cfg)
     finally:
-        qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE, qg.GEMV_FP8_G = saved
+        qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE = saved
 
 
 def dense_calls(x, m):
