@@ -1,0 +1,254 @@
+"""Paged split-KV attention, warp-specialized ("ws", Hopper only; Gluon): the loads and the MMAs of one program
+run in different warps, so the K/V stream need not stop while the tensor cores work (issue 18: the rows kernel's
+verify at 16 x d rows costs the decode's read *plus* its MMA time, one after the other).
+
+One program per (request, KV head, row block, split), as the rows kernel (`paged_attention._rows_split_kernel`),
+whose partial-output format (MidO, MidL: base-2 log-sum-exp) and merge kernel it shares. Inside a program:
+- a producer partition (`P_WARPS` warps) gathers K/V tiles of `BLOCK_N` keys through the page table into a ring of
+  `STAGES` shared-memory buffers with `cp.async`; each thread's copies arrive on the buffer's `ready` barrier when
+  they land (`cp.async.mbarrier.arrive.noinc`, so the barrier counts the producer's threads); the next tile's slots
+  are loaded while the current tile's copies fly;
+- the default partition (one or two warpgroups: 64 or 128 query rows) waits on `ready`, runs S = Q K^T and
+  O += P V on the warpgroup MMA (Q from shared memory, P from registers) with an online softmax (base 2), and
+  releases the buffer on its `empty` barrier.
+bf16 / fp16 K/V only; head dim 64, 128 or 256; query rows packed as in the rows kernel (row g of the KV group:
+query head g // n_q, query token g % n_q).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+
+LOG2E = 1.4426950408889634
+
+
+@gluon.jit
+def _ws_producer(K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh,
+                 k_bufs, v_bufs, ready, empty,
+                 BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr):
+    """Gather K/V tiles of [lo, hi) into the ring; the slots of tile i + 1 load while tile i's copies fly."""
+    TPW_D: gl.constexpr = HEAD_DIM // 8 if HEAD_DIM // 8 < 32 else 32
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_D, TPW_D], [P_WARPS, 1], [1, 0])
+    rows_l: gl.constexpr = gl.SliceLayout(1, layout)
+    dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    n_tiles = gl.cdiv(hi - lo, BLOCK_N)
+    offs = lo + gl.arange(0, BLOCK_N, layout=rows_l)
+    slots = gl.load(kv_indices + kv_start + offs, mask=offs < hi, other=0).to(gl.int64)
+    for i in range(n_tiles):
+        s = i % STAGES
+        ok = offs < hi
+        nxt = offs + BLOCK_N
+        slots_next = gl.load(kv_indices + kv_start + nxt, mask=nxt < hi, other=0).to(gl.int64)
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+        k_ptrs = K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :]
+        v_ptrs = V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :]
+        async_copy.async_copy_global_to_shared(k_bufs.index(s), k_ptrs, mask=ok[:, None])
+        async_copy.async_copy_global_to_shared(v_bufs.index(s), v_ptrs, mask=ok[:, None])
+        async_copy.mbarrier_arrive(ready.index(s), increment_count=False)
+        offs = nxt
+        slots = slots_next
+
+
+@gluon.jit
+def _ws_consumer(q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group,
+                 split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh,
+                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                 DECODE: gl.constexpr):
+    """Online softmax over the ring's tiles; writes the split's partial output and base-2 log-sum-exp."""
+    nw: gl.constexpr = gl.num_warps()
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[nw, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[nw, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    g = mb * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
+    if DECODE:
+        qi = g * 0
+    else:
+        qi = g % n_q
+    limit = n_kv - n_q + qi  # last key each row may see
+    full_hi = gl.minimum(hi, n_kv - n_q + 1)  # keys below this are seen by every row
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    n_tiles = gl.cdiv(hi - lo, BLOCK_N)
+    for i in range(n_tiles):
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        fence_async_shared()  # cp.async wrote through the generic proxy; the MMA reads through the async proxy
+        sc = warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
+        sc = sc * qk_scale
+        start = lo + i * BLOCK_N
+        if start + BLOCK_N > full_hi:
+            keys = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+            see = (keys[None, :] < hi) & (keys[None, :] <= limit[:, None])
+            sc = gl.where(see, sc, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(sc, 1))
+        m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+        p = gl.exp2(sc - m_safe[:, None])
+        alpha = gl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + gl.sum(p, 1)
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        p16 = gl.convert_layout(p.to(q_smem.dtype), p_layout)
+        acc = warpgroup_mma(p16, v_bufs.index(s), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        mbarrier.arrive(empty.index(s), count=1)
+        m_i = m_new
+
+    g_o = mb * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_o)
+    if DECODE:
+        h_local = g_o
+        qi_o = g_o * 0
+    else:
+        h_local = g_o // n_q
+        qi_o = g_o % n_q
+    row_ok = g_o < group * n_q
+    head = kvh * group + h_local
+    t = (q_start + qi_o).to(gl.int64)
+    l_o = gl.convert_layout(l_i, row_o)
+    l_safe = gl.where(l_o == 0.0, 1.0, l_o)
+    lse = gl.where(l_o == 0.0, float("-inf"), gl.convert_layout(m_i, row_o) + gl.log2(l_safe))
+    dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    o_ptrs = MidO + t[:, None] * stride_ot + head[:, None] * stride_oh + split * stride_os + dims[None, :]
+    gl.store(o_ptrs, acc * (v_scale / l_safe)[:, None], mask=row_ok[:, None])
+    gl.store(MidL + t * stride_lt + head * stride_lh + split, lse, mask=row_ok)
+
+
+@gluon.jit
+def _ws_split_kernel(
+    Q, K, V, qo_indptr, kv_indptr, kv_indices, MidO, MidL,
+    qk_scale, v_scale, num_splits, group,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+    stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
+    M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+    STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
+):
+    """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel."""
+    mb = gl.program_id(0) % M_BLOCKS
+    kvh = gl.program_id(0) // M_BLOCKS
+    split = gl.program_id(1)
+    b = gl.program_id(2)
+    if DECODE:
+        q_start = b
+        n_q = 1
+    else:
+        q_start = gl.load(qo_indptr + b)
+        n_q = gl.load(qo_indptr + b + 1) - q_start
+    kv_start = gl.load(kv_indptr + b)
+    n_kv = gl.load(kv_indptr + b + 1) - kv_start
+    split_len = gl.cdiv(gl.cdiv(n_kv, num_splits), BLOCK_N) * BLOCK_N
+    lo = split * split_len
+    hi = gl.minimum(lo + split_len, n_kv)
+    hi = gl.maximum(hi, lo)  # an empty split walks no tile and writes lse = -inf
+
+    nw: gl.constexpr = gl.num_warps()
+    TPW_D: gl.constexpr = HEAD_DIM // 8 if HEAD_DIM // 8 < 32 else 32
+    q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_D, TPW_D], [nw, 1], [1, 0])
+    g = mb * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, q_layout))
+    if DECODE:
+        h_local = g
+        qi = g * 0
+    else:
+        h_local = g // n_q
+        qi = g % n_q
+    row_ok = g < group * n_q
+    head = kvh * group + h_local
+    dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, q_layout))
+    q = gl.load(Q + (q_start + qi)[:, None].to(gl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :],
+                mask=row_ok[:, None], other=0.0)
+    dtype: gl.constexpr = Q.dtype.element_ty
+    q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_sl, q)
+    k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_sl)
+    v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_sl)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=32 * P_WARPS)
+        mbarrier.init(empty.index(s), count=1)
+    fence_async_shared()
+
+    gl.warp_specialize([
+        (_ws_consumer, (q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh,
+                        group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh,
+                        BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE)),
+        (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh,
+                        k_bufs, v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
+    ], [P_WARPS], [P_REGS])
+
+
+def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int | None = None,
+              max_rows: int = 128) -> tuple:
+    """(BLOCK_M, m_blocks, BLOCK_N, STAGES, consumer warps): 64-row tiles up to 64 rows (or with max_rows = 64),
+    else 128-row tiles (two consumer warpgroups); the ring takes as many stages (2..6) as fit beside Q in 227 KiB of
+    shared memory."""
+    if max_rows not in (64, 128):
+        raise ValueError(f"max_rows must be 64 or 128, got {max_rows}")
+    block_m = 64 if rows <= 64 or max_rows == 64 else 128
+    m_blocks = -(-rows // block_m)
+    bn = block_n or (64 if head_dim >= 128 else 128)
+    elem = 2
+    q_bytes = block_m * head_dim * elem
+    stage_bytes = 2 * bn * head_dim * elem
+    fit = (227 * 1024 - 1024 - q_bytes) // stage_bytes
+    ns = stages or max(2, min(6, fit))
+    return block_m, m_blocks, bn, ns, block_m // 16
+
+
+def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int, max_kv: int,
+                 sm_scale: float | None = None, out: torch.Tensor | None = None, num_splits: int | None = None,
+                 block_n: int | None = None, stages: int | None = None, p_warps: int = 4, p_regs: int = 80,
+                 waves: int = 1, max_rows: int = 128, sm_count: int | None = None) -> torch.Tensor:
+    """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V."""
+    from wmtp.measure.kernels.paged_attention import MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, _merge_kernel
+    decode = qo_indptr is None
+    total_q, hq, hd = q.shape
+    hkv = k_pool.shape[1]
+    group = hq // hkv
+    bsz = kv_indptr.numel() - 1
+    if k_pool.dtype != q.dtype or v_pool.dtype != q.dtype or q.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError("the ws kernel takes bf16 / fp16 q, K and V of one dtype")
+    if hd not in (64, 128, 256):
+        raise ValueError(f"head_dim {hd} not supported by the ws kernel (64, 128, 256)")
+    rows = group * max_q
+    if rows > 256:
+        raise ValueError(f"{rows} rows per KV group: the ws kernel takes at most 256")
+    block_m, m_blocks, bn, ns, nw = ws_tiling(rows, hd, block_n, stages, max_rows)
+    if num_splits is None:
+        sm = sm_count or torch.cuda.get_device_properties(q.device).multi_processor_count
+        per = max(1, waves * sm // max(1, bsz * hkv * m_blocks))
+        num_splits = max(1, min(per, -(-max_kv // (4 * bn))))
+    sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
+    out = torch.empty_like(q) if out is None else out
+    if total_q == 0:
+        return out
+    mid_o = torch.empty((total_q, hq, num_splits, hd), dtype=torch.float32, device=q.device)
+    mid_l = torch.empty((total_q, hq, num_splits), dtype=torch.float32, device=q.device)
+    qo = kv_indptr if decode else qo_indptr
+    _ws_split_kernel[(m_blocks * hkv, num_splits, bsz)](
+        q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l,
+        sm_scale * LOG2E, 1.0, num_splits, group,
+        q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
+        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
+        M_BLOCKS=m_blocks, BLOCK_M=block_m, BLOCK_N=bn, HEAD_DIM=hd, STAGES=ns, P_WARPS=p_warps, P_REGS=p_regs,
+        DECODE=decode, num_warps=nw)
+    block_d = min(hd, MERGE_BLOCK_D)
+    _merge_kernel[(total_q, hq, hd // block_d)](
+        mid_o, mid_l, out, num_splits,
+        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
+        out.stride(0), out.stride(1), BLOCK_D=block_d, SPLIT_BLOCK=MERGE_SPLIT_BLOCK, num_warps=4)
+    return out

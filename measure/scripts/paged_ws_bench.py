@@ -1,0 +1,141 @@
+"""Warp-specialized paged attention (`measure/kernels/paged_ws.py`, issue 18): is the verify at 16 x d rows still
+decode + MMA once loads and MMAs run in different warps? Times the ws kernel's variants beside the shipped default
+(`kernel=None`) and the rows kernel at one context and batch, d = 1..N, for the q35 / q122 / nem attention shapes.
+
+Every variant is first checked against fp64 torch (three requests of 5000 / 700 / d + 2 keys, NaN-poisoned output,
+twice; and once more with 64 forced splits, so that most splits are empty); a failing variant is not timed. Method
+as the v2-v4 benches: the harness's CUDA-graph replay with the L2 flushed before each replay, random permuted
+page-size-1 slots; every replay one row of OUT/paged_ws.csv.
+
+    python3 measure/scripts/paged_ws_bench.py --out $OUT/r        # on a Hopper GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from wmtp.measure.kernels.paged_attention import decode_attention, verify_attention
+from wmtp.measure.kernels.paged_ws import ws_attention
+from wmtp.measure.scripts import paged_v2_bench as v2
+
+VARIANTS = {
+    "ws": {},
+    "ws-bn32": dict(block_n=32),
+    "ws-r96": dict(p_regs=96),
+    "ws-w2": dict(waves=2),
+    "ws-m64": dict(max_rows=64),
+}
+
+
+class Run(v2.Run):
+    def __init__(self, out: Path, deadline_s: float, tag: str):
+        self.CSV = f"paged_ws_{tag}.csv"
+        super().__init__(out, deadline_s, False)
+
+
+def _inputs(dev, model, d, seed):
+    hq, hkv, hd = v2.SHAPES[model]
+    n_kv = [5000, 700, d + 2]
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    slots = sum(n_kv) + 11
+    k = torch.randn(slots, hkv, hd, generator=g).bfloat16().to(dev)
+    v = torch.randn(slots, hkv, hd, generator=g).bfloat16().to(dev)
+    ind = torch.randperm(slots, generator=g)[: sum(n_kv)].to(torch.int32).to(dev)
+    ptr = torch.tensor([0, n_kv[0], n_kv[0] + n_kv[1], sum(n_kv)], dtype=torch.int32, device=dev)
+    qo = torch.arange(4, dtype=torch.int32, device=dev) * d
+    q = torch.randn(3 * d, hq, hd, generator=g).bfloat16().to(dev)
+    return q, k, v, ptr, ind, qo
+
+
+def check(r: Run, model: str, d: int, name: str, kw: dict) -> bool:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+    from kernel_refs import ref_attention
+    q, k, v, ptr, ind, qo = _inputs(r.dev, model, d, 1000 * d + len(model))
+    ref = ref_attention(q, k.float(), v.float(), ptr, ind, qo)
+    errs = []
+    try:
+        for extra in ({}, {}, dict(num_splits=64)):
+            out = torch.full_like(q, float("nan"))
+            ws_attention(q, k, v, ptr, ind, None if d == 1 else qo, d, 5000, out=out, **kw, **extra)
+            torch.cuda.synchronize()
+            errs.append(float((out.double() - ref).norm() / ref.norm()) if not torch.isnan(out).any()
+                        else float("nan"))
+        ok, note = all(e < 2e-2 for e in errs), f"rel_err={max(errs):.2e}"
+    except Exception as e:
+        ok, note = False, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    r.w.writerow(dict(kernel="check", impl=name, model=model, ctx=5000, batch=3, d=d, kv="bf16",
+                      config=";".join([f"{a}={c}" for a, c in sorted(kw.items())] + [note]),
+                      status="ok" if ok else "FAILED"))
+    r.f.flush()
+    print(f"check {name} {model} d={d}: {'ok' if ok else 'FAILED'} {note}", flush=True)
+    return ok
+
+
+def timed(r: Run, name: str, model: str, n: int, batch: int, d: int, kw: dict, ws: bool) -> float:
+    hq, hkv, hd = v2.SHAPES[model]
+    k, v = r.pool(model, n * batch + 16)
+    ptr, ind = r.index(k.shape[0], n, batch)
+    q = torch.randn(batch * d, hq, hd, device=r.dev, dtype=torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    qo = None if d == 1 else torch.arange(batch + 1, device=r.dev, dtype=torch.int32) * d
+    if ws:
+        call = lambda: ws_attention(q, k, v, ptr, ind, qo, d, n, out=out, **kw)  # noqa: E731
+    elif d == 1:
+        call = lambda: decode_attention(q, k, v, ptr, ind, n, out=out, **kw)  # noqa: E731
+    else:
+        call = lambda: verify_attention(q, k, v, ptr, ind, qo, d, n, out=out, **kw)  # noqa: E731
+    nbytes = batch * n * hkv * hd * 2 * 2
+    base = dict(kernel="decode" if d == 1 else "verify", impl=name, model=model, ctx=n, batch=batch, d=d, kv="bf16",
+                config=";".join(f"{a}={b}" for a, b in sorted(kw.items())) or "default", bytes=nbytes)
+    ms = r.time(base, call, nbytes / 3.5e9)
+    print(f"{name:10s} {model:5s} n={n} B={batch} d={d:2d} {ms:.4f} ms", flush=True)
+    return ms
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--models", default="q122,nem,q35")
+    p.add_argument("--ds", default="1,2,3,4,5,6,7,8,9,10")
+    p.add_argument("--ctx", type=int, default=1 << 20)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--deadline-s", type=float, default=300.0)
+    p.add_argument("--phase", choices=("check", "time", "both"), default="both",
+                   help="check: correctness only (run one per model in parallel to compile); time: time every variant "
+                        "(the check rows of the same OUT say which are valid); both: time the variants that pass")
+    a = p.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    tag = f"{a.phase}_{a.models.replace(',', '-')}"
+    r = Run(a.out, a.deadline_s, tag)
+    models, ds, names = a.models.split(","), [int(x) for x in a.ds.split(",")], a.variants.split(",")
+    meta = dict(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), torch=torch.__version__,
+                device=torch.cuda.get_device_name(), argv=sys.argv[1:])
+    (a.out / f"paged_ws_{tag}.meta.json").write_text(json.dumps(meta, indent=1))
+    if a.phase == "time":
+        good = {(m, d, nm) for m in models for d in ds for nm in names}
+    else:
+        good = {(m, d, nm) for m in models for d in ds for nm in names if check(r, m, d, nm, VARIANTS[nm])}
+    if a.phase == "check":
+        return 0
+    for m in models:
+        for d in ds:
+            if r.late():
+                print("deadline reached", flush=True)
+                return 0
+            timed(r, "default", m, a.ctx, a.batch, d, {}, False)
+            timed(r, "rows", m, a.ctx, a.batch, d, dict(kernel="rows"), False)
+            for nm in names:
+                if (m, d, nm) in good:
+                    timed(r, nm, m, a.ctx, a.batch, d, VARIANTS[nm], True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
