@@ -270,7 +270,7 @@ STRUCTURE_KEYS = {"engine", "kernel_profile", "counts", "shared", "per_model", "
 
 def read_structure(path: str | Path) -> dict:
     """An engine structure (JSON): kernel profile, structural counts, fitted host terms, memory settings."""
-    from wmtp.engine import COUNTS, NAMED, TERMS
+    from wmtp.engine import COUNTS, NAMED, REQUIRED, TERMS
     from wmtp.fileio import read_json
 
     doc = read_json(Path(path), "engine structure", WmtpError)
@@ -279,6 +279,10 @@ def read_structure(path: str | Path) -> dict:
                         f"(and engine, memory, sources)")
     if set(doc["counts"]) - set(COUNTS) or (set(doc.get("shared", [])) | set(doc.get("per_model", []))) - set(TERMS):
         raise WmtpError(f"engine structure {path}: counts from {', '.join(COUNTS)}, terms from {', '.join(TERMS)}")
+    missing = [t for t in REQUIRED if t not in set(doc.get("shared", [])) | set(doc.get("per_model", []))]
+    if missing:  # its preset would not load (wmtp.engine.load_preset)
+        raise WmtpError(f"engine structure {path}: fits no {', '.join(missing)} (every preset names "
+                        f"{', '.join(REQUIRED)}, shared or per model)")
     named = doc.get("named", {})
     if not isinstance(named, dict) or any(not isinstance(v, dict) or set(v) - set(NAMED) for v in named.values()):
         raise WmtpError(f"engine structure {path}: named is an object of model -> {{{', '.join(NAMED)}}}")

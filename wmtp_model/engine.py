@@ -75,6 +75,11 @@ COUNTS = ("verify_index_walks", "draft_index_walks")
 #   moe_call_ms   per MoE layer call: routing, activation quantization, both grouped GEMMs and the finalize (ms)
 #   moe_tbps      rate at which it reads the routed experts' bytes (TB/s)
 NAMED = ("moe_call_ms", "moe_tbps")
+# The terms every preset names (in `terms` or in every `per_model` row): what the engine adds to each speculative step,
+# to each draft forward and to the verify attention. Every engine_fit generation fits them (v1 per model, v2
+# engine-wide); a term left out of a preset is zero (a factor: one), which for these would silently price the engine's
+# speculative step as the bare kernels'.
+REQUIRED = ("step_ms", "fwd_ms", "verify_attn_factor")
 
 
 class NegativeTime(WmtpError):
@@ -216,10 +221,26 @@ def load_preset(name_or_path: str | Path, doc: dict | None = None) -> dict:
     except (KeyError, TypeError, ValueError, AttributeError, WmtpError):
         raise WmtpError(f"engine preset {p} is corrupt: missing, unknown or non-numeric terms (or no name, hardware or "
                         "per-model terms)") from None
+    _check_complete(prof, p)
     kp = prof.get("kernel_profile")
     if kp is not None and (not isinstance(kp, str) or not kp.replace("-", "").replace("_", "").isalnum()):
         raise WmtpError(f"engine preset {p}: kernel_profile must name a shipped profile, got {kp!r}")
     return prof
+
+
+def _check_complete(prof: dict, p: Path) -> None:
+    """Every per-model row names the same terms (a model without a row gets their mean), and the required terms are
+    named engine-wide or per model."""
+    rows = prof["per_model"]
+    names = set().union(*(set(per) for per in rows.values()))
+    for key, per in rows.items():
+        if names - set(per):
+            raise WmtpError(f"engine preset {p}: per_model.{key} lacks {', '.join(sorted(names - set(per)))}, which "
+                            "another model's row names (every per_model row names the same terms)")
+    missing = [t for t in REQUIRED if t not in prof["terms"] and t not in names]
+    if missing:
+        raise WmtpError(f"engine preset {p} is incomplete: no {', '.join(missing)} in terms or per_model (required: "
+                        f"{', '.join(REQUIRED)}; other terms left out are zero)")
 
 
 def overheads_from_preset(prof: dict, model_key: str, hw_key: str) -> tuple[dict[str, EngineOverhead], list[str]]:
