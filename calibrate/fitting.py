@@ -81,7 +81,46 @@ def read_raw(path: Path) -> pd.DataFrame:
         raise WmtpError(f"{path}: a successful measurement needs a positive, finite time_ms in "
                         f"[{MIN_TIME_MS:g}, {MAX_TIME_MS:g}] ms; data row {int(t[bad].index[0]) + 1} has "
                         f"{_cell(df['time_ms'], t[bad].index[0])}")
+    copy = _first_copied_measurement(df)
+    if copy is not None:
+        row, first, n = copy
+        what = f"{str(df['kernel'].iloc[row - 1])[:40]}, {str(df['config'].iloc[row - 1])[:60]}"
+        raise WmtpError(f"{path}: data row {row} repeats data row {first} ({n} row(s), the same shape and the same "
+                        f"time rep by rep: {what}): a measurement copied into the CSV would weigh twice in the fit; "
+                        "remove the copy")
     return df
+
+
+def _first_copied_measurement(df: pd.DataFrame) -> tuple[int, int, int] | None:
+    """(data row, data row it repeats, rows) of the first successful measurement the CSV holds twice, or None.
+    A measurement is a block: consecutive rows of one shape (every column but rep and time_ms), its replays' rep
+    rising. The same shape measured again (another call site, a --resume) has other times and is kept; a timer's
+    coarse ticks make single rows tie (the shipped h200 sweep holds two such pairs), a whole block does not. A row
+    equal to the one before it, rep included, is a copy too (rows pasted one by one)."""
+    import numpy as np
+    from wmtp.units import first_repeat
+
+    ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return None
+    shape = pd.util.hash_pandas_object(ok[[c for c in ok.columns if c not in ("rep", "time_ms")]], index=False)
+    shape, row = shape.to_numpy(), pd.util.hash_pandas_object(ok, index=False).to_numpy()
+    new = np.ones(len(ok), dtype=bool)
+    new[1:] = shape[1:] != shape[:-1]
+    if "rep" in ok.columns:
+        rep = pd.to_numeric(ok["rep"], errors="coerce").to_numpy()
+        new[1:] |= rep[1:] <= rep[:-1]
+        same = np.flatnonzero(row[1:] == row[:-1])
+        if len(same):
+            return int(ok.index[same[0] + 1]) + 1, int(ok.index[same[0]]) + 1, 1
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(ok))
+    blocks = [row[a:b].tobytes() for a, b in zip(starts, ends)]  # 64-bit row hashes: a collision is not a concern
+    again = first_repeat(blocks)
+    if again is None:
+        return None
+    first, second = [i for i, b in enumerate(blocks) if b == again][:2]
+    return int(ok.index[starts[second]]) + 1, int(ok.index[starts[first]]) + 1, int(ends[first] - starts[first])
 
 
 def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str = "h200") -> Path:

@@ -54,7 +54,10 @@ def calibrate(
     quick: Annotated[bool, typer.Option("--quick", help="Corners of the grid only (about 2 minutes on an H200).")] = False,
     out: Annotated[Path, typer.Option("--out", help="Output folder: raw.csv, raw.meta.json, profile.json, profile.md.")] = Path("calibration"),
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out.")] = False,
-    from_raw: Annotated[Optional[Path], typer.Option("--from-raw", help="Refit an existing raw.csv (no GPU needed).")] = None,
+    from_raw: Annotated[Optional[Path], typer.Option(
+        "--from-raw", help="Refit an existing raw.csv (no GPU needed). A measurement it holds twice (a block of "
+                           "replays copied, every time equal) is an error; the same shape measured again is "
+                           "kept.")] = None,
     add_tp: Annotated[Optional[Path], typer.Option(
         "--add-tp", help="Merge the all-reduce fit of a tp_bench run (its --out folder) into --out/profile.json.")] = None,
     from_logs: Annotated[Optional[list[str]], typer.Option(
