@@ -37,6 +37,8 @@ def check_output_path(path: str | Path, what: str = "output file") -> Path:
     followed); anything else raises `WriteError` before any work is done."""
     if str(path).strip() == "":
         raise WriteError(f"{what} path is empty")
+    if str(path).strip() == "-":  # no wmtp output streams to stdout: '-' was written as a file of that name
+        raise WriteError(f"{what} path '-': wmtp writes a file, not to stdout; give a file name")
     p = Path(path)
     try:
         if p.is_symlink():
