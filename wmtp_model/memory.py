@@ -38,7 +38,7 @@ class RequestMemory:
 class MemoryReport:
     ctx: int
     weights_bytes: dict  # per method
-    budget_bytes: dict  # KV budget per method
+    budget_bytes: dict  # KV budget per method, >= 0 (0 where the weights do not fit: `weights_fit`)
     per_request: dict  # method -> RequestMemory
     max_batch: dict  # method -> int
     draft_pool_share: float  # draft KV / all KV, native, at ctx
@@ -47,6 +47,7 @@ class MemoryReport:
     engine: dict | None = None  # method -> wmtp.engine_memory.EngineMemory, when an engine's accounting is used
     engine_source: str = ""
     engine_max: dict | None = None  # method -> EngineMemory at its largest mem_fraction_static (None: fits at none)
+    weights_fit: dict | None = None  # method -> whether its weights fit where the memory model puts them
 
     @property
     def extra_requests_window(self) -> int:
@@ -106,6 +107,20 @@ def weights_fit_warning(gpu_spec: ModelSpec, hw: HardwareSpec, mem_fraction: flo
             "times are shown as if memory allowed them (try more --tp or a smaller --weight-dtype)"]
 
 
+def weights_overflow_warning(mem: MemoryReport, hw_key: str, mem_fraction: float = DEFAULT_MEM_FRACTION,
+                             workspace_bytes: float = DEFAULT_WORKSPACE_BYTES) -> list[str]:
+    """One warning naming the methods whose weights do not fit (`mem.weights_fit`): their KV budget is 0. An
+    engine's accounting says why a method does not fit in its own warning (`EngineMemory.why_not`)."""
+    over = [m for m, ok in (mem.weights_fit or {}).items() if not ok]
+    if not over or mem.engine:
+        return []
+    sizes = ", ".join(f"{m} {mem.weights_bytes[m] / 2**30:.1f} GiB" for m in over)
+    return [f"the weights do not fit on {hw_key} ({sizes} per GPU) within {mem_fraction:g} x HBM less a "
+            f"{workspace_bytes / 2**30:g} GiB workspace: no KV budget is left (kv_budget_bytes 0, "
+            "weights_fit false), no request fits, and the times are shown as if memory allowed them (try more --tp or "
+            "a smaller --weight-dtype)"]
+
+
 def memory_report(
     spec: ModelSpec,
     hw: HardwareSpec,
@@ -129,11 +144,13 @@ def memory_report(
         raise WmtpError(f"mem_fraction must be in (0, 1], got {mem_fraction}")
     if tree_width < 1:
         raise WmtpError("tree width k must be >= 1")
-    weights, budget, per_req, max_b = {}, {}, {}, {}
+    weights, budget, per_req, max_b, fit = {}, {}, {}, {}, {}
     for method in ("dense", "native", "window"):
         w = weights_bytes(spec, with_mtp=method != "dense") / tp
         weights[method] = w
-        budget[method] = mem_fraction * hw.hbm_bytes - w - workspace_bytes
+        left = mem_fraction * hw.hbm_bytes - w - workspace_bytes  # below zero: the weights (and workspace) overflow
+        fit[method] = left > 0
+        budget[method] = max(0.0, left)
         req = request_memory(spec, method, ctx, window, sink, depth, tree_width)
         per_req[method] = req
         per_gpu = req.total_bytes / tp
@@ -148,6 +165,9 @@ def memory_report(
         max_b = {m: e.max_batch for m, e in detail.items()}
         budget = {m: e.kv_pool_tokens * e.kv_cell_bytes for m, e in detail.items()}
         weights = {m: e.weights_target + e.weights_draft for m, e in detail.items()}
+        # the engine keeps the target's weights inside mem_fraction_static and the draft's in the rest
+        fit = {m: e.weights_target < e.mem_fraction_static * e.m0 and e.weights_draft <= e.slack
+               for m, e in detail.items()}
     native = per_req["native"]
     share = native.draft_kv_bytes / (native.draft_kv_bytes + native.target_kv_bytes)
     return MemoryReport(
@@ -162,4 +182,5 @@ def memory_report(
         engine=detail,
         engine_source=engine.engine if engine is not None else "",
         engine_max=at_max,
+        weights_fit=fit,
     )

@@ -13,7 +13,7 @@ from wmtp.engine import resolve as resolve_engine
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.latency import CostModel, SpeedOfLight, StepCost, combine_sources
-from wmtp.memory import MemoryReport, memory_report
+from wmtp.memory import MemoryReport, memory_report, weights_overflow_warning
 from wmtp.profile import framework_warnings
 from wmtp.provenance import Origin
 from wmtp.specs import ModelSpec
@@ -131,6 +131,7 @@ class Prediction:
                 },
                 "weights_bytes": m.weights_bytes,
                 "kv_budget_bytes": m.budget_bytes,
+                "weights_fit": m.weights_fit,
                 "max_batch": m.max_batch,
             },
             "decisions": {
@@ -200,8 +201,10 @@ def predict(
         if not e.fits:
             warnings.append(f"{method} does not fit on {hw.key} at ctx {ctx} and d {e.method != 'dense' and mem_depth or 1}"
                             f" in the engine's accounting: {e.why_not}")
+    overflow = [m for m, ok in memory.weights_fit.items() if not ok]
+    warnings += weights_overflow_warning(memory, hw.key, mem_fraction)
     for method, n in memory.max_batch.items():
-        if n < batch and (memory.engine is None or memory.engine[method].fits):
+        if n < batch and method not in overflow and (memory.engine is None or memory.engine[method].fits):
             warnings.append(
                 f"{method}: only {n} request(s) of {ctx} tokens fit on {hw.key} "
                 f"(asked for batch {batch}); its latency is shown as if memory allowed it")
