@@ -29,8 +29,10 @@ def test_tiling_fits_shared_memory(rows, hd, block_n):
 def test_tiling_by_hand():
     # 112 rows (16 heads x d = 7), head dim 256: one 128-row tile; 64 KiB of Q + two 64 KiB stages of 64 keys
     assert ws.ws_tiling(112, 256) == (128, 1, 64, 2, 8)
-    # same rows in 64-row tiles: two programs; 32 KiB of Q leave room for three stages
-    assert ws.ws_tiling(112, 256, max_rows=64) == (64, 2, 64, 3, 4)
+    # same rows in 64-row tiles: two programs of 32-key tiles (16 KiB each of K and V); 32 KiB of Q leave room for six
+    assert ws.ws_tiling(112, 256, max_rows=64) == (64, 2, 32, 6, 4)
+    # 64-key tiles at 64 rows (asked for): 64 KiB stages, three fit beside 32 KiB of Q
+    assert ws.ws_tiling(40, 256, block_n=64) == (64, 1, 64, 3, 4)
     # head dim 128: 32 KiB stages, six fit beside 32 KiB of Q
     assert ws.ws_tiling(112, 128) == (128, 1, 64, 6, 8)
     with pytest.raises(ValueError):
@@ -52,7 +54,8 @@ def _case(hq, hkv, hd, d, n_kv, seed):
 @pytest.mark.skipif(not HOPPER, reason="warp specialization needs a Hopper (or newer) GPU")
 @pytest.mark.parametrize("shape", [(16, 2, 256), (32, 2, 256), (32, 2, 128), (8, 1, 64)])
 @pytest.mark.parametrize("d", [1, 2, 5, 7, 9])
-@pytest.mark.parametrize("kw", [{}, dict(block_n=32), dict(max_rows=64), dict(num_splits=37)])
+@pytest.mark.parametrize("kw", [{}, dict(block_n=32), dict(max_rows=64), dict(num_splits=37), dict(consumers=2),
+                                dict(consumers=2, block_n=32)])
 def test_ws_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     n_kv = [3001, 64, d, 700]  # a tile-aligned request, one with only the new tokens

@@ -320,6 +320,13 @@ def paged_attention(
             GROUP=group, HEADS_PER_BLOCK=plan.heads_per_block, Q_PAD=max_q, M_BLOCKS=plan.m_blocks,
             BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=upcast,
             DECODE=decode, num_warps=plan.num_warps, num_stages=plan.num_stages)
+    return merge_splits(mid_o, mid_l, out)
+
+
+def merge_splits(mid_o: torch.Tensor, mid_l: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """Stage 2: merge the splits' partial outputs `mid_o` [total_q, Hq, splits, D] (each normalized by its own
+    sum) by their base-2 log-sum-exps `mid_l` [total_q, Hq, splits] into `out` [total_q, Hq, D]."""
+    total_q, hq, splits, hd = mid_o.shape
     block_d = min(hd, MERGE_BLOCK_D)
     _merge_kernel[(total_q, hq, hd // block_d)](
         mid_o, mid_l, out, splits,

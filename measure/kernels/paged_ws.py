@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, warpgroup_mma,
@@ -61,8 +60,9 @@ def _ws_producer(K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, 
 def _ws_consumer(q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group,
                  split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh,
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                 DECODE: gl.constexpr):
-    """Online softmax over the ring's tiles; writes the split's partial output and base-2 log-sum-exp."""
+                 DECODE: gl.constexpr, ROW_OFF: gl.constexpr, SUB_M: gl.constexpr):
+    """Online softmax over the ring's tiles for rows ROW_OFF .. ROW_OFF + SUB_M of the row block (q_smem holds
+    those rows); writes the split's partial output and base-2 log-sum-exp."""
     nw: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[nw, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -72,17 +72,17 @@ def _ws_consumer(q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q,
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    g = mb * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
+    g = mb * BLOCK_M + ROW_OFF + gl.arange(0, SUB_M, layout=row_s)
     if DECODE:
         qi = g * 0
     else:
         qi = g % n_q
     limit = n_kv - n_q + qi  # last key each row may see
     full_hi = gl.minimum(hi, n_kv - n_q + 1)  # keys below this are seen by every row
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
-    l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
-    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
-    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    m_i = gl.full([SUB_M], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([SUB_M], gl.float32, layout=row_s)
+    acc = gl.zeros([SUB_M, HEAD_DIM], gl.float32, layout=o_layout)
+    zero_s = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout=s_layout)
     n_tiles = gl.cdiv(hi - lo, BLOCK_N)
     for i in range(n_tiles):
         s = i % STAGES
@@ -108,7 +108,7 @@ def _ws_consumer(q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q,
         mbarrier.arrive(empty.index(s), count=1)
         m_i = m_new
 
-    g_o = mb * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_o)
+    g_o = mb * BLOCK_M + ROW_OFF + gl.arange(0, SUB_M, layout=row_o)
     if DECODE:
         h_local = g_o
         qi_o = g_o * 0
@@ -135,8 +135,11 @@ def _ws_split_kernel(
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
+    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr,
 ):
-    """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel."""
+    """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2: the row block's two halves are
+    two partitions of one warpgroup each (the default one and a worker of C_REGS registers), each with its own
+    softmax, both reading every K/V tile: the ring's `empty` barriers count both."""
     mb = gl.program_id(0) % M_BLOCKS
     kvh = gl.program_id(0) // M_BLOCKS
     split = gl.program_id(1)
@@ -179,28 +182,42 @@ def _ws_split_kernel(
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=32 * P_WARPS)
-        mbarrier.init(empty.index(s), count=1)
+        mbarrier.init(empty.index(s), count=CONSUMERS)
     fence_async_shared()
 
-    gl.warp_specialize([
-        (_ws_consumer, (q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh,
-                        group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh,
-                        BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE)),
-        (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh,
-                        k_bufs, v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
-    ], [P_WARPS], [P_REGS])
+    SUB: gl.constexpr = BLOCK_M // CONSUMERS
+    if CONSUMERS == 1:
+        gl.warp_specialize([
+            (_ws_consumer, (q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh,
+                            group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh,
+                            BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
+            (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
+                            v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
+    else:
+        q_lo = q_smem.slice(0, SUB)
+        q_hi = q_smem.slice(SUB, SUB)
+        gl.warp_specialize([
+            (_ws_consumer, (q_lo, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
+                            hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
+                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
+            (_ws_consumer, (q_hi, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
+                            hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
+                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
+            (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
+                            v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
 
 
 def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int | None = None,
               max_rows: int = 128) -> tuple:
     """(BLOCK_M, m_blocks, BLOCK_N, STAGES, consumer warps): 64-row tiles up to 64 rows (or with max_rows = 64),
-    else 128-row tiles (two consumer warpgroups); the ring takes as many stages (2..6) as fit beside Q in 227 KiB of
-    shared memory."""
+    else 128-row tiles (two consumer warpgroups); keys per tile 32 for 64-row tiles of head dim 256 (first H200 run,
+    1M: 0.99-1.00x the decode against 1.15-1.22x with 64), else 64 (128 below head dim 128); the ring takes as many
+    stages (2..6) as fit beside Q in 227 KiB of shared memory."""
     if max_rows not in (64, 128):
         raise ValueError(f"max_rows must be 64 or 128, got {max_rows}")
     block_m = 64 if rows <= 64 or max_rows == 64 else 128
     m_blocks = -(-rows // block_m)
-    bn = block_n or (64 if head_dim >= 128 else 128)
+    bn = block_n or (128 if head_dim < 128 else 32 if head_dim == 256 and block_m == 64 else 64)
     elem = 2
     q_bytes = block_m * head_dim * elem
     stage_bytes = 2 * bn * head_dim * elem
@@ -212,9 +229,12 @@ def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int 
 def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int, max_kv: int,
                  sm_scale: float | None = None, out: torch.Tensor | None = None, num_splits: int | None = None,
                  block_n: int | None = None, stages: int | None = None, p_warps: int = 4, p_regs: int = 80,
-                 waves: int = 1, max_rows: int = 128, sm_count: int | None = None) -> torch.Tensor:
-    """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V."""
-    from wmtp.measure.kernels.paged_attention import MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, _merge_kernel
+                 waves: int = 1, max_rows: int = 128, consumers: int = 1, c_regs: int = 208,
+                 sm_count: int | None = None) -> torch.Tensor:
+    """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V. consumers = 2:
+    a 128-row block's halves run as two partitions with their own softmax (the second a worker of c_regs
+    registers); 64-row blocks always have one."""
+    from wmtp.measure.kernels.paged_attention import merge_splits
     decode = qo_indptr is None
     total_q, hq, hd = q.shape
     hkv = k_pool.shape[1]
@@ -228,6 +248,9 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     if rows > 256:
         raise ValueError(f"{rows} rows per KV group: the ws kernel takes at most 256")
     block_m, m_blocks, bn, ns, nw = ws_tiling(rows, hd, block_n, stages, max_rows)
+    if consumers not in (1, 2):
+        raise ValueError(f"consumers must be 1 or 2, got {consumers}")
+    consumers = consumers if block_m == 128 else 1
     if num_splits is None:
         sm = sm_count or torch.cuda.get_device_properties(q.device).multi_processor_count
         per = max(1, waves * sm // max(1, bsz * hkv * m_blocks))
@@ -245,10 +268,5 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         M_BLOCKS=m_blocks, BLOCK_M=block_m, BLOCK_N=bn, HEAD_DIM=hd, STAGES=ns, P_WARPS=p_warps, P_REGS=p_regs,
-        DECODE=decode, num_warps=nw)
-    block_d = min(hd, MERGE_BLOCK_D)
-    _merge_kernel[(total_q, hq, hd // block_d)](
-        mid_o, mid_l, out, num_splits,
-        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
-        out.stride(0), out.stride(1), BLOCK_D=block_d, SPLIT_BLOCK=MERGE_SPLIT_BLOCK, num_warps=4)
-    return out
+        DECODE=decode, CONSUMERS=consumers, C_REGS=c_regs, num_warps=nw // consumers)
+    return merge_splits(mid_o, mid_l, out)

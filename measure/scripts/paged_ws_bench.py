@@ -26,11 +26,13 @@ from wmtp.measure.scripts import paged_v2_bench as v2
 
 VARIANTS = {
     "ws": {},
-    "ws-bn32": dict(block_n=32),
-    "ws-r96": dict(p_regs=96),
-    "ws-w2": dict(waves=2),
+    "ws2": dict(consumers=2),
+    "ws2-bn32": dict(consumers=2, block_n=32),
     "ws-m64": dict(max_rows=64),
+    "ws-w2": dict(waves=2),
+    "ws-bn64": dict(block_n=64),
 }
+DECODE = {"ws": {}, "ws-w2": dict(waves=2), "ws-w4": dict(waves=4), "ws-bn64": dict(block_n=64)}
 
 
 class Run(v2.Run):
@@ -98,16 +100,32 @@ def timed(r: Run, name: str, model: str, n: int, batch: int, d: int, kw: dict, w
     return ms
 
 
+def decode_phase(r: Run, models) -> int:
+    """Decode (d = 1) where the rows kernel was short of its targets or nearly so: 64K and a 4096-key window at
+    B = 1 beside contiguous torch SDPA, and 1M at B = 16."""
+    for n, batch in ((65536, 1), (4096, 1), (1 << 20, 16)):
+        for m in models:
+            if r.late():
+                print("deadline reached", flush=True)
+                return 0
+            timed(r, "default", m, n, batch, 1, {}, False)
+            for nm, kw in DECODE.items():
+                timed(r, nm, m, n, batch, 1, kw, True)
+            if batch == 1:
+                v2.sdpa(r, m, n, batch, 1)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--models", default="q122,nem,q35")
-    p.add_argument("--ds", default="1,2,3,4,5,6,7,8,9,10")
+    p.add_argument("--ds", default=",".join(str(d) for d in range(1, 17)))
     p.add_argument("--ctx", type=int, default=1 << 20)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--deadline-s", type=float, default=300.0)
-    p.add_argument("--phase", choices=("check", "time", "both"), default="both",
+    p.add_argument("--phase", choices=("check", "time", "both", "decode"), default="both",
                    help="check: correctness only (run one per model in parallel to compile); time: time every variant "
                         "(the check rows of the same OUT say which are valid); both: time the variants that pass")
     a = p.parse_args(argv)
@@ -118,6 +136,8 @@ def main(argv=None) -> int:
     meta = dict(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), torch=torch.__version__,
                 device=torch.cuda.get_device_name(), argv=sys.argv[1:])
     (a.out / f"paged_ws_{tag}.meta.json").write_text(json.dumps(meta, indent=1))
+    if a.phase == "decode":
+        return decode_phase(r, models)
     if a.phase == "time":
         good = {(m, d, nm) for m in models for d in ds for nm in names}
     else:
