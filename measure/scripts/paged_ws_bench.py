@@ -31,6 +31,9 @@ VARIANTS = {
     "ws-m64": dict(max_rows=64),
     "ws-w2": dict(waves=2),
     "ws-bn64": dict(block_n=64),
+    "ws2-bn128": dict(consumers=2, block_n=128, c_regs=232, p_regs=56),
+    "ws-bn128": dict(block_n=128),
+    "ws2-p56": dict(consumers=2, c_regs=232, p_regs=56),
 }
 DECODE = {"ws": {}, "ws-w2": dict(waves=2), "ws-w4": dict(waves=4), "ws-bn64": dict(block_n=64)}
 
@@ -121,8 +124,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--models", default="q122,nem,q35")
     p.add_argument("--ds", default=",".join(str(d) for d in range(1, 17)))
-    p.add_argument("--ctx", type=int, default=1 << 20)
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--ctxs", default=str(1 << 20))
+    p.add_argument("--batches", default="1")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--deadline-s", type=float, default=300.0)
     p.add_argument("--phase", choices=("check", "time", "both", "decode"), default="both",
@@ -130,7 +133,7 @@ def main(argv=None) -> int:
                         "(the check rows of the same OUT say which are valid); both: time the variants that pass")
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    tag = f"{a.phase}_{a.models.replace(',', '-')}"
+    tag = f"{a.phase}_{a.models.replace(',', '-')}_{a.ctxs.replace(',', '-')}_{a.batches.replace(',', '-')}"
     r = Run(a.out, a.deadline_s, tag)
     models, ds, names = a.models.split(","), [int(x) for x in a.ds.split(",")], a.variants.split(",")
     meta = dict(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), torch=torch.__version__,
@@ -144,16 +147,18 @@ def main(argv=None) -> int:
         good = {(m, d, nm) for m in models for d in ds for nm in names if check(r, m, d, nm, VARIANTS[nm])}
     if a.phase == "check":
         return 0
-    for m in models:
-        for d in ds:
-            if r.late():
-                print("deadline reached", flush=True)
-                return 0
-            timed(r, "default", m, a.ctx, a.batch, d, {}, False)
-            timed(r, "rows", m, a.ctx, a.batch, d, dict(kernel="rows"), False)
-            for nm in names:
-                if (m, d, nm) in good:
-                    timed(r, nm, m, a.ctx, a.batch, d, VARIANTS[nm], True)
+    for n in [int(x) for x in a.ctxs.split(",")]:
+        for batch in [int(x) for x in a.batches.split(",")]:
+            for m in models:
+                for d in ds:
+                    if r.late():
+                        print("deadline reached", flush=True)
+                        return 0
+                    timed(r, "default", m, n, batch, d, {}, False)
+                    timed(r, "rows", m, n, batch, d, dict(kernel="rows"), False)
+                    for nm in names:
+                        if (m, d, nm) in good:
+                            timed(r, nm, m, n, batch, d, VARIANTS[nm], True)
     return 0
 
 
