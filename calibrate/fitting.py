@@ -13,6 +13,7 @@ import pandas as pd
 
 from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
 from wmtp.calibrate.profile import build_profile, save_profile
+from wmtp.kernel_plan import feature_backend
 from wmtp.fileio import atomic_write_text, check_output_path, open_without_waiting, read_json
 from wmtp.errors import WmtpError
 from wmtp.models import MODELS
@@ -172,11 +173,13 @@ def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[s
     df = read_raw(raw)
     sm = sm_count_of(meta)
     backend = str(meta.get("backend") or "wmtp")
-    fits = fit_all(df, sm, backend)
-    loop = draft_loop_check(df, fits, dict(MODELS), sm, backend)
+    kernels = meta.get("attention_kernels")
+    fits = fit_all(df, sm, feature_backend(backend, kernels))
+    loop = draft_loop_check(df, fits, dict(MODELS), sm, feature_backend(backend, kernels))
     hw = hardware_key(meta)
     prof = build_profile(fits, hw, meta, ceilings(df), raw, models,
                          extra={"draft_loop_check": loop, "backend": backend, "moe_backend": moe_backend_of(meta),
+                                **({"attention_kernels": kernels} if kernels else {}),
                                 "backend_versions": meta.get("backend_versions", {})})
     check_output_path(profile_path.with_suffix(".md"), "profile summary")  # both writable, or neither is written
     save_profile(prof, profile_path)
@@ -268,7 +271,7 @@ def merge_kv_dtype(profile_path: Path, bench_csv: Path, kv_dtype: str = "fp8") -
     backend = str(prof.get("backend") or prof.get("provenance", {}).get("backend") or "wmtp")
     sm = int(prof.get("provenance", {}).get("gpu_sm_count") or sm_count_of(prof.get("provenance", {})))
     rows = kv_dtype_rows(read_raw(bench_csv), backend, kv_dtype)
-    fits = fit_all(rows, sm, backend)
+    fits = fit_all(rows, sm, feature_backend(backend, prof.get("attention_kernels")))
     added = []
     for kind, f in fits.items():
         comp = build_profile({kind: f}, prof["hardware"], {}, {}, bench_csv, [])["components"][kind]

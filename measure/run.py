@@ -12,7 +12,9 @@ TIMER = "cuda-graph replay, CUDA events, L2 flushed (256 MiB read) before each r
 
 def backend_provenance(backend) -> dict:
     """What a run records about its attention backend: name, plan, library versions."""
-    return {"backend": backend.name, "backend_plan": backend.describe(), "backend_versions": backend.versions()}
+    out = {"backend": backend.name, "backend_plan": backend.describe(), "backend_versions": backend.versions()}
+    kernels = backend.kernel_set()
+    return out | ({"attention_kernels": kernels} if kernels else {})
 
 
 def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out_dir: Path, *, variants: bool = True,

@@ -8,6 +8,8 @@ import torch
 
 from kernel_refs import ref_attention
 
+from wmtp.kernel_plan import WS_SET, attention_features, default_kernel, feature_backend, ws_default, ws_plan, ws_tiling
+
 ws = pytest.importorskip("wmtp.measure.kernels.paged_ws")
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
@@ -18,7 +20,7 @@ SMEM = 227 * 1024  # bytes a Hopper block may use
 @pytest.mark.parametrize("hd", [64, 128, 256])
 @pytest.mark.parametrize("block_n", [None, 32])
 def test_tiling_fits_shared_memory(rows, hd, block_n):
-    bm, mb, bn, ns, nw = ws.ws_tiling(rows, hd, block_n)
+    bm, mb, bn, ns, nw = ws_tiling(rows, hd, block_n)
     assert bm in (64, 128) and mb * bm >= rows and (mb - 1) * bm < rows  # fewest row blocks that cover the rows
     assert nw == bm // 16  # one warpgroup per 64 rows
     q_bytes, stage = bm * hd * 2, 2 * bn * hd * 2  # Q tile; K and V tiles of one stage (bf16)
@@ -28,15 +30,58 @@ def test_tiling_fits_shared_memory(rows, hd, block_n):
 
 def test_tiling_by_hand():
     # 112 rows (16 heads x d = 7), head dim 256: one 128-row tile; 64 KiB of Q + two 64 KiB stages of 64 keys
-    assert ws.ws_tiling(112, 256) == (128, 1, 64, 2, 8)
+    assert ws_tiling(112, 256) == (128, 1, 64, 2, 8)
     # same rows in 64-row tiles: two programs of 32-key tiles (16 KiB each of K and V); 32 KiB of Q leave room for six
-    assert ws.ws_tiling(112, 256, max_rows=64) == (64, 2, 32, 6, 4)
+    assert ws_tiling(112, 256, max_rows=64) == (64, 2, 32, 6, 4)
     # 64-key tiles at 64 rows (asked for): 64 KiB stages, three fit beside 32 KiB of Q
-    assert ws.ws_tiling(40, 256, block_n=64) == (64, 1, 64, 3, 4)
+    assert ws_tiling(40, 256, block_n=64) == (64, 1, 64, 3, 4)
     # head dim 128: 32 KiB stages, six fit beside 32 KiB of Q
-    assert ws.ws_tiling(112, 128) == (128, 1, 64, 6, 8)
+    assert ws_tiling(112, 128) == (128, 1, 64, 6, 8)
     with pytest.raises(ValueError):
-        ws.ws_tiling(112, 256, max_rows=32)
+        ws_tiling(112, 256, max_rows=32)
+
+
+def test_plan_by_hand():
+    # q122 verify d = 7 at 1M, B = 1 on 132 SMs: 112 rows, one 128-row block per KV head; one program per SM,
+    # so 66 splits per KV head (each 15,888 keys, far above 4 tiles); head dim 256 keeps one consumer
+    p = ws_plan(1, 2, 16, 7, 256, 1 << 20, 132)
+    assert (p.kernel, p.block_m, p.m_blocks, p.splits, p.block_n, p.num_stages, p.consumers) == \
+        ("ws", 128, 1, 66, 64, 2, 1)
+    # nem (head dim 128) at the same d: two consumer partitions of 64 rows
+    assert ws_plan(1, 2, 16, 7, 128, 1 << 20, 132).consumers == 2
+    # a short context caps the splits at 4 tiles each: 1000 keys / (4 x 32) -> 8 splits (64-row block, 32 keys)
+    assert ws_plan(1, 2, 8, 1, 256, 1000, 132).splits == 8
+    # B = 8 decode of 16-head groups: 8 x 2 programs per split column, 132 // 16 = 8 splits
+    assert ws_plan(8, 2, 16, 1, 256, 1 << 20, 132).splits == 8
+    with pytest.raises(ValueError):
+        ws_plan(1, 2, 16, 17, 256, 1000, 132)  # 272 rows: more than two 128-row blocks
+    with pytest.raises(ValueError):
+        ws_plan(1, 2, 16, 1, 96, 1000, 132)  # head dim 96: no tile
+
+
+def test_default_rule():
+    # B <= 2: every shape the kernel takes, decode too
+    assert all(ws_default(b, g, d, hd) for b in (1, 2) for g in (8, 16) for d in (1, 3, 9) for hd in (128, 256))
+    # B = 3..8: verifies of more than 64 rows per KV group only (16 x 5 = 80 yes; 8 x 8 = 64 no; decode no)
+    assert ws_default(4, 16, 5, 256) and not ws_default(4, 8, 8, 256) and not ws_default(8, 16, 1, 128)
+    assert not ws_default(16, 16, 7, 256)  # B >= 16: the rows kernel
+    assert not ws_default(1, 16, 17, 256) and not ws_default(1, 8, 1, 96)  # rows or head dim it cannot take
+    # default_kernel offers ws only when told it can run; otherwise its earlier answers stand
+    assert default_kernel(1, 16, 7, 256, ws=True) == "ws"
+    assert default_kernel(1, 16, 7, 256) == "rows" and default_kernel(1, 16, 3, 256) == "v1"
+
+
+def test_features_follow_the_kernel_set():
+    kw = dict(batch=1, kv_heads=2, group=16, q_len=7, head_dim=256, keys=1 << 20, sm_count=132)
+    bf16 = 4 * 256 * 2  # K and V, two bytes each, two KV heads, per token
+    old = attention_features(**kw, kv_bytes_per_token=bf16, backend="wmtp")
+    new = attention_features(**kw, kv_bytes_per_token=bf16, backend="wmtp+ws")
+    fp8 = attention_features(**kw, kv_bytes_per_token=bf16 / 2, backend="wmtp+ws")
+    assert old["tiling"] == "128x1" and new["tiling"] == "ws128x1"
+    assert new["splits"] == 66.0  # one program per SM (ws_plan), against the rows kernel's 4 waves
+    assert fp8["tiling"] == old["tiling"]  # fp8 K/V: the ws kernel does not run it
+    assert feature_backend("wmtp", WS_SET) == "wmtp+ws"
+    assert feature_backend("wmtp", None) == "wmtp" and feature_backend("flashinfer", WS_SET) == "flashinfer"
 
 
 def _case(hq, hkv, hd, d, n_kv, seed):

@@ -28,8 +28,10 @@ class AttentionPlan:
     block_n: int
     num_warps: int
     num_stages: int
-    kernel: str = "v1"  # v1: heads_per_block heads x Q_PAD rows per tile; rows: packed rows; sub: sub-blocks
+    kernel: str = "v1"  # v1: heads_per_block heads x Q_PAD rows per tile; rows: packed rows; sub: sub-blocks;
+    # ws: packed rows, warp-specialized (loads and MMAs in different warps; Hopper, bf16 / fp16 K/V)
     subs: tuple[int, ...] = ()  # sub: row sub-block sizes of a row block of block_m rows (powers of two)
+    consumers: int = 1  # ws: MMA partitions of a row block (one warpgroup of 64 rows each when 2)
 
 
 def _next_pow2(x: int) -> int:
@@ -173,16 +175,78 @@ def sub_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, m
                          subs)
 
 
+WS_ROWS_MAX = 256  # a KV group's rows the ws kernel takes (row blocks of <= 128)
+WS_SMEM = 227 * 1024  # shared memory a Hopper block may use
+WS_HEAD_DIMS = (64, 128, 256)
+WS_SET = "v1+rows+ws"  # the kernel set a profile measured with the ws kernel records (`attention_kernels`)
+
+
+def feature_backend(backend: str, attention_kernels: str | None) -> str:
+    """The tiling a profile's attention features follow: its backend's, and for wmtp's own kernels the set it
+    was measured with (`wmtp+ws` where its sweep ran the ws kernel)."""
+    return "wmtp+ws" if backend == "wmtp" and attention_kernels == WS_SET else backend
+
+
+def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int | None = None,
+              max_rows: int = 128) -> tuple[int, int, int, int, int]:
+    """ws kernel tile: (block_m, m_blocks, block_n, stages, consumer warps). 64-row blocks up to 64 rows (or with
+    max_rows = 64), else 128-row blocks (two warpgroups); 32-key tiles for 64-row blocks of head dim 256 (H200, 1M:
+    0.99-1.00x the decode against 1.15-1.22x with 64: measure/results/h200-ws), else 64 (128 below head dim 128);
+    the K/V ring takes as many stages (2..6) as fit beside the Q tile in 227 KiB of shared memory (bf16)."""
+    if max_rows not in (64, 128):
+        raise ValueError(f"max_rows must be 64 or 128, got {max_rows}")
+    block_m = 64 if rows <= 64 or max_rows == 64 else 128
+    bn = block_n or (128 if head_dim < 128 else 32 if head_dim == 256 and block_m == 64 else 64)
+    fit = (WS_SMEM - 1024 - block_m * head_dim * 2) // (2 * bn * head_dim * 2)
+    return block_m, -(-rows // block_m), bn, stages or max(2, min(6, fit)), block_m // 16
+
+
+def ws_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, max_kv: int, sm_count: int,
+            num_splits: int | None = None, block_n: int | None = None, num_stages: int | None = None,
+            waves: int = 1, max_rows: int = 128, consumers: int | None = None) -> AttentionPlan:
+    """The ws kernel's plan: one program per SM (its ring fills shared memory), so `waves` x SMs programs in all,
+    each split at least 4 tiles long; two consumer partitions for 128-row blocks below head dim 256 (nem 1M, d = 5..8:
+    0.316-0.331 ms against 0.335-0.346 with one)."""
+    rows = group * q_len
+    if rows > WS_ROWS_MAX or head_dim not in WS_HEAD_DIMS:
+        raise ValueError(f"the ws kernel takes up to {WS_ROWS_MAX} rows per KV group and head dim "
+                         f"{WS_HEAD_DIMS}, got {rows} rows, head dim {head_dim}")
+    block_m, m_blocks, bn, ns, nw = ws_tiling(rows, head_dim, block_n, num_stages, max_rows)
+    if consumers is None:
+        consumers = 2 if block_m == 128 and head_dim < 256 else 1
+    if consumers not in (1, 2):
+        raise ValueError(f"consumers must be 1 or 2, got {consumers}")
+    consumers = consumers if block_m == 128 else 1
+    if num_splits is None:
+        per = max(1, waves * sm_count // max(1, batch * kv_heads * m_blocks))
+        num_splits = max(1, min(per, -(-max_kv // (4 * bn))))
+    return AttentionPlan(0, m_blocks, block_m, num_splits, bn, nw, ns, "ws", consumers=consumers)
+
+
+def ws_default(batch: int, group: int, q_len: int, head_dim: int) -> bool:
+    """Where the ws kernel is the default (bf16 K/V on Hopper; measure/results/h200-ws, 64K-1M): every shape at
+    B <= 2 (verify 2-54 % faster than the kernel before it, decode within 2 %); at B = 3..8 verifies of more than 64
+    rows per KV group, where the other kernels run their MMAs after the loads (B = 4 / 8, d = 5..9: 2-25 % faster,
+    one shape 2 % slower); smaller tiles and decode at B >= 4 keep the older kernels (ws up to 22 % slower there)."""
+    rows = group * q_len
+    if rows > WS_ROWS_MAX or head_dim not in WS_HEAD_DIMS:
+        return False
+    return batch <= 2 or (batch <= 8 and q_len > 1 and rows > 64)
+
+
 def kv_passes(kernel: str, group: int, q_len: int, head_dim: int) -> int:
     """How many times a request's K/V is read per KV head (its row blocks): `v1` cuts a group's heads into blocks of
-    at most 64 rows, `rows` packs all `group * q_len` rows into tiles of up to 128."""
+    at most 64 rows, `rows` packs all `group * q_len` rows into tiles of up to 128, `ws` too."""
     if kernel == "rows":
         return rows_tiling(group, q_len, head_dim)[1]
+    if kernel == "ws":
+        return ws_tiling(group * q_len, head_dim)[1]
     return attention_plan(1, 1, group, q_len, head_dim, 1, 1).m_blocks
 
 
-def default_kernel(batch: int, group: int, q_len: int, head_dim: int) -> str:
+def default_kernel(batch: int, group: int, q_len: int, head_dim: int, ws: bool = False) -> str:
     """Which paged-attention kernel a shape runs by default (H200):
+    - with `ws` (the warp-specialized kernel can run: Hopper, bf16 / fp16 K/V), ws where `ws_default` says;
     - at B >= 16 the rows kernel, decode and verify (measure/results/h200-kernels-v2: decode 27 % faster at B = 16,
       where v1's rounded-up split count leaves a tail wave; verify up to 1.5x faster);
     - below, the rows kernel where it reads K/V fewer times than v1 (a verify whose group x d rows v1 cuts into more
@@ -193,6 +257,8 @@ def default_kernel(batch: int, group: int, q_len: int, head_dim: int) -> str:
     - v1 elsewhere: where both read K/V once, v1 was as fast or faster alone (q122 d = 3 / 4 0.558 vs 0.615 ms, q35
       d = 5..8 0.56 vs 0.62), and as the decode default rows made the dense q35 step at 1M slower inside composed
       steps, 12.27 against 10.53 ms (measure/results/h200-remeasure-rows)."""
+    if ws and ws_default(batch, group, q_len, head_dim):
+        return "ws"
     if batch >= 16:
         return "rows"
     if q_len > 1 and kv_passes("rows", group, q_len, head_dim) < kv_passes("v1", group, q_len, head_dim):
@@ -243,17 +309,22 @@ def flashinfer_attention_features(batch: int, kv_heads: int, group: int, q_len: 
 def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, keys: int,
                        sm_count: int, kv_bytes_per_token: float, backend: str = "wmtp") -> dict:
     """Work features the profile fits for paged attention (per launch, all requests), following the tiling of
-    the backend that was measured (`wmtp`: the project's kernel; `flashinfer`: FA2 as SGLang plans it)."""
+    the backend that was measured (`wmtp`: the project's kernels before the ws kernel; `wmtp+ws`: with it, which
+    runs bf16 K/V only; `flashinfer`: FA2 as SGLang plans it)."""
     if backend == "flashinfer":
         return flashinfer_attention_features(batch, kv_heads, group, q_len, head_dim, keys, sm_count,
                                              kv_bytes_per_token)
-    if default_kernel(batch, group, q_len, head_dim) == "rows":
+    kv_fp8 = kv_bytes_per_token < 3 * head_dim * kv_heads  # K and V of one byte per element, not two
+    kernel = default_kernel(batch, group, q_len, head_dim, ws=backend == "wmtp+ws" and not kv_fp8)
+    if kernel == "ws":
+        plan = ws_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
+    elif kernel == "rows":
         plan = rows_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
     else:
         plan = attention_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
     kv_bytes = batch * keys * kv_bytes_per_token
     return {
-        "tiling": f"{plan.block_m}x{plan.m_blocks}",
+        "tiling": f"{'ws' if plan.kernel == 'ws' else ''}{plan.block_m}x{plan.m_blocks}",
         "merge_iters": float(-(-plan.splits // MERGE_SPLIT_BLOCK)),
         "padded_flops": 4.0 * batch * kv_heads * plan.block_m * plan.m_blocks * keys * head_dim,
         "extra_pass_bytes": kv_bytes * (plan.m_blocks - 1),

@@ -20,6 +20,7 @@ from wmtp.errors import ProfileError, WmtpError
 from wmtp.fileio import read_versioned_json
 from wmtp.features import FEATURES, call_rows, fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
+from wmtp.kernel_plan import feature_backend
 from wmtp.provenance import Origin, Source
 from wmtp.work import Priced, Work
 from wmtp.specs import ModelSpec
@@ -61,6 +62,9 @@ def check_profile(prof: dict, p: Path) -> dict:
                        ("provenance backend", prov.get("backend")), ("provenance moe_impl", prov.get("moe_impl"))):
         if value is not None and not (isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", value)):
             raise ProfileError(f"profile {p} is corrupt: {key} must name a kernel backend, got {repr(value)[:40]}")
+    kernels = prof.get("attention_kernels")
+    if kernels is not None and not (isinstance(kernels, str) and re.fullmatch(r"[A-Za-z0-9_.+-]{1,40}", kernels)):
+        raise ProfileError(f"profile {p} is corrupt: attention_kernels must name a kernel set, got {repr(kernels)[:40]}")
     return prof
 
 
@@ -214,6 +218,7 @@ class ProfileCostModel:
         self._hw_ref = None
         # The attention kernels the profile measured (features follow their tiling); older profiles: wmtp's own.
         self.backend = str(profile.get("backend") or profile.get("provenance", {}).get("backend") or "wmtp")
+        self.feature_backend = feature_backend(self.backend, profile.get("attention_kernels"))
         self._cache: dict = {}
 
     @classmethod
@@ -339,7 +344,7 @@ class ProfileCostModel:
 
         same_gpu = hw.key == self.hw_key
         sm = int(self.profile.get("provenance", {}).get("gpu_sm_count") or hw.sm_count) if same_gpu else hw.sm_count
-        feats = work_features(work, spec, sm, self.backend)
+        feats = work_features(work, spec, sm, self.feature_backend)
         feats["const"] = launches(work, comp)
         coef = dict(zip(comp["features"], comp["coef_ms"]))
         # A call's M outside every measured M regime (or a fit of another dtype) is extrapolated, whatever its bytes.

@@ -61,6 +61,10 @@ class AttentionBackend(ABC):
     def versions(self) -> dict[str, str]:
         """Library versions that decide its kernels (recorded in a profile's provenance)."""
 
+    def kernel_set(self) -> str | None:
+        """Which of the backend's own kernel versions the features of its attention rows follow (`wmtp` only)."""
+        return None
+
     def describe(self) -> str:
         """One line on how the backend plans its kernels (recorded beside the versions)."""
         return self.name

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 import triton
 
+from wmtp.kernel_plan import WS_SET
 from wmtp.measure.backends.base import AttentionBackend, Paged
 from wmtp.measure.kernels.index_build import build_kv_indices
 from wmtp.measure.kernels.paged_attention import decode_attention, verify_attention
@@ -18,6 +19,16 @@ class WmtpBackend(AttentionBackend):
 
     def versions(self) -> dict[str, str]:
         return {"torch": torch.__version__, "triton": triton.__version__}
+
+    def kernel_set(self) -> str:
+        """`v1+rows+ws` where the warp-specialized kernel runs (Hopper, Gluon), else `v1+rows`
+        (`wmtp.kernel_plan.default_kernel`)."""
+        try:
+            from wmtp.measure.kernels.paged_ws import ws_available
+        except ImportError:
+            return "v1+rows"
+        probe = torch.empty(1, 1, 64, dtype=torch.bfloat16, device="cuda" if torch.cuda.is_available() else "cpu")
+        return WS_SET if ws_available(probe, probe) else "v1+rows"
 
     def describe(self) -> str:
         return "wmtp Triton kernels: split-KV paged attention (tiling from wmtp.kernel_plan), parallel index build"

@@ -21,8 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from wmtp.kernel_plan import (MERGE_BLOCK_D, MERGE_SPLIT_BLOCK, AttentionPlan, attention_plan, default_kernel,
-                              rows_plan, sub_plan)
+from wmtp.kernel_plan import AttentionPlan, attention_plan, default_kernel, rows_plan, sub_plan, ws_plan
+from wmtp.measure.kernels.paged_merge import merge_splits
 from wmtp.measure.kernels.paged_rows import kv_tile, softmax_tile_step, split_bounds, sub_attention
 
 LOG2E = 1.4426950408889634
@@ -168,34 +168,6 @@ def _rows_split_kernel(
     tl.store(MidL + t * stride_lt + head * stride_lh + split, lse, mask=row_ok)
 
 
-@triton.jit
-def _merge_kernel(
-    MidO, MidL, Out, num_splits,
-    stride_ot, stride_oh, stride_os, stride_lt, stride_lh, stride_outt, stride_outh,
-    BLOCK_D: tl.constexpr, SPLIT_BLOCK: tl.constexpr,
-):
-    t = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1)
-    dims = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D)
-    m = tl.full([1], float("-inf"), tl.float32)
-    den = tl.zeros([1], tl.float32)
-    acc = tl.zeros([BLOCK_D], tl.float32)
-    for s0 in range(0, num_splits, SPLIT_BLOCK):
-        sp = s0 + tl.arange(0, SPLIT_BLOCK)
-        ok = sp < num_splits
-        lse = tl.load(MidL + t * stride_lt + h * stride_lh + sp, mask=ok, other=float("-inf"))
-        m_new = tl.maximum(m, tl.max(lse, 0))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        w = tl.math.exp2(lse - m_safe)
-        scale = tl.math.exp2(m - m_safe)
-        o = tl.load(MidO + t * stride_ot + h * stride_oh + sp[:, None] * stride_os + dims[None, :],
-                    mask=ok[:, None] & (w[:, None] > 0), other=0.0)
-        acc = acc * scale + tl.sum(w[:, None] * o, 0)
-        den = den * scale + tl.sum(w, 0)
-        m = m_new
-    tl.store(Out + t * stride_outt + h * stride_outh + dims, (acc / den).to(Out.dtype.element_ty))
-
-
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
         idx = device.index or 0
@@ -232,9 +204,24 @@ def _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr):
         raise ValueError("head_dim must be the contiguous (last) dimension")
 
 
-def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict, kv_fp8: bool = False) -> AttentionPlan:
-    """The launch plan of `kernel` ("v1", "rows", "sub", or None: the default for the shape)."""
-    kernel = kernel or default_kernel(bsz, group, max_q, hd)
+def _ws_ok(q, k_pool) -> bool:
+    """Whether the warp-specialized kernel (`paged_ws`, Gluon) can run here."""
+    try:
+        from wmtp.measure.kernels.paged_ws import ws_available
+    except ImportError:  # a Triton without Gluon's Hopper language
+        return False
+    return ws_available(q, k_pool)
+
+
+def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict, kv_fp8: bool = False,
+          ws: bool = False) -> AttentionPlan:
+    """The launch plan of `kernel` ("v1", "rows", "sub", "ws", or None: the default for the shape; `ws`: whether
+    the ws kernel can run here)."""
+    kernel = kernel or default_kernel(bsz, group, max_q, hd, ws=ws)
+    if kernel == "ws":
+        if "min_keys" in tune or "part_max" in tune or "pow2" in tune:
+            raise ValueError("min_keys / part_max / pow2 do not apply to the ws kernel")
+        return ws_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **{k: v for k, v in tune.items() if v is not None})
     if kernel == "sub":
         return sub_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
     if "part_max" in tune or "pow2" in tune:
@@ -242,7 +229,7 @@ def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict, kv_fp8: bo
     if kernel == "rows":
         return rows_plan(bsz, hkv, group, max_q, hd, max_kv, sm, kv_fp8=kv_fp8, **tune)
     if kernel != "v1":
-        raise ValueError(f"unknown attention kernel {kernel!r} (v1, rows, sub)")
+        raise ValueError(f"unknown attention kernel {kernel!r} (v1, rows, sub, ws)")
     tune = {k: v for k, v in tune.items() if v is not None}
     if "waves" in tune or "min_keys" in tune:
         raise ValueError("waves / min_keys apply to the rows kernel only")
@@ -282,7 +269,10 @@ def paged_attention(
     group = hq // hkv
     bsz = kv_indptr.numel() - 1
     kv_fp8 = k_pool.dtype in FP8
-    plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune, kv_fp8)
+    ws_ok = _ws_ok(q, k_pool)
+    plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune, kv_fp8, ws_ok)
+    if plan.kernel == "ws" and (not ws_ok or k_scale != 1.0 or v_scale != 1.0):
+        raise ValueError("the ws kernel needs a Hopper GPU (no interpreter) and bf16 / fp16 K/V without scales")
     if plan.kernel == "v1" and (k_pool.dtype in FP8 or k_scale != 1.0 or v_scale != 1.0):
         raise ValueError("fp8 KV (and KV scales) need the rows kernel (or the sub kernel)")
     if fp8_dot not in ("auto", "bf16", "f16"):
@@ -301,6 +291,10 @@ def paged_attention(
         return out
     upcast = _INTERPRET and q.dtype == torch.bfloat16
     qo = kv_indptr if decode else qo_indptr
+    if plan.kernel == "ws":
+        from wmtp.measure.kernels.paged_ws import ws_attention
+        return ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, None if decode else qo_indptr, max_q, max_kv,
+                            sm_scale, out, plan=plan)
     if plan.kernel == "sub":
         return sub_attention(q, k_pool, v_pool, qo, kv_indptr, kv_indices, out, plan, sm_scale * k_scale * LOG2E,
                              v_scale, decode, upcast, merge, prefetch=prefetch)
@@ -321,19 +315,6 @@ def paged_attention(
             BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=upcast,
             DECODE=decode, num_warps=plan.num_warps, num_stages=plan.num_stages)
     return merge_splits(mid_o, mid_l, out)
-
-
-def merge_splits(mid_o: torch.Tensor, mid_l: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """Stage 2: merge the splits' partial outputs `mid_o` [total_q, Hq, splits, D] (each normalized by its own
-    sum) by their base-2 log-sum-exps `mid_l` [total_q, Hq, splits] into `out` [total_q, Hq, D]."""
-    total_q, hq, splits, hd = mid_o.shape
-    block_d = min(hd, MERGE_BLOCK_D)
-    _merge_kernel[(total_q, hq, hd // block_d)](
-        mid_o, mid_l, out, splits,
-        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
-        out.stride(0), out.stride(1), BLOCK_D=block_d, SPLIT_BLOCK=MERGE_SPLIT_BLOCK, num_warps=4,
-    )
-    return out
 
 
 def decode_attention(q, k_pool, v_pool, kv_indptr, kv_indices, max_kv: int, **kw) -> torch.Tensor:

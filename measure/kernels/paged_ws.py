@@ -18,6 +18,7 @@ query head g // n_q, query token g % n_q).
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 from triton.experimental import gluon
@@ -26,7 +27,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
+from wmtp.kernel_plan import AttentionPlan, ws_plan
+from wmtp.measure.kernels.paged_merge import merge_splits
+
 LOG2E = 1.4426950408889634
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @gluon.jit
@@ -207,66 +212,45 @@ def _ws_split_kernel(
                             v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
 
 
-def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int | None = None,
-              max_rows: int = 128) -> tuple:
-    """(BLOCK_M, m_blocks, BLOCK_N, STAGES, consumer warps): 64-row tiles up to 64 rows (or with max_rows = 64),
-    else 128-row tiles (two consumer warpgroups); keys per tile 32 for 64-row tiles of head dim 256 (first H200 run,
-    1M: 0.99-1.00x the decode against 1.15-1.22x with 64), else 64 (128 below head dim 128); the ring takes as many
-    stages (2..6) as fit beside Q in 227 KiB of shared memory."""
-    if max_rows not in (64, 128):
-        raise ValueError(f"max_rows must be 64 or 128, got {max_rows}")
-    block_m = 64 if rows <= 64 or max_rows == 64 else 128
-    m_blocks = -(-rows // block_m)
-    bn = block_n or (128 if head_dim < 128 else 32 if head_dim == 256 and block_m == 64 else 64)
-    elem = 2
-    q_bytes = block_m * head_dim * elem
-    stage_bytes = 2 * bn * head_dim * elem
-    fit = (227 * 1024 - 1024 - q_bytes) // stage_bytes
-    ns = stages or max(2, min(6, fit))
-    return block_m, m_blocks, bn, ns, block_m // 16
+def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
+    """Whether the ws kernel can run these tensors: a Hopper (or newer) GPU, not Triton's interpreter, bf16 / fp16
+    q and K/V of one dtype."""
+    return (q.is_cuda and not _INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 9
+            and q.dtype in (torch.bfloat16, torch.float16) and k_pool.dtype == q.dtype)
 
 
 def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int, max_kv: int,
-                 sm_scale: float | None = None, out: torch.Tensor | None = None, num_splits: int | None = None,
-                 block_n: int | None = None, stages: int | None = None, p_warps: int = 4, p_regs: int = 80,
-                 waves: int = 1, max_rows: int = 128, consumers: int = 1, c_regs: int = 208,
-                 sm_count: int | None = None) -> torch.Tensor:
-    """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V. consumers = 2:
-    a 128-row block's halves run as two partitions with their own softmax (the second a worker of c_regs
-    registers); 64-row blocks always have one."""
-    from wmtp.measure.kernels.paged_attention import merge_splits
+                 sm_scale: float | None = None, out: torch.Tensor | None = None, plan: AttentionPlan | None = None,
+                 p_warps: int = 4, p_regs: int = 80, c_regs: int = 208, sm_count: int | None = None,
+                 **tune) -> torch.Tensor:
+    """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V. `plan`
+    (`wmtp.kernel_plan.ws_plan`) or its options in `tune` (num_splits, block_n, num_stages, waves, max_rows,
+    consumers); p_warps / p_regs: the producer partition's warps and registers; c_regs: the second consumer's."""
     decode = qo_indptr is None
     total_q, hq, hd = q.shape
     hkv = k_pool.shape[1]
-    group = hq // hkv
     bsz = kv_indptr.numel() - 1
     if k_pool.dtype != q.dtype or v_pool.dtype != q.dtype or q.dtype not in (torch.bfloat16, torch.float16):
         raise ValueError("the ws kernel takes bf16 / fp16 q, K and V of one dtype")
-    if hd not in (64, 128, 256):
-        raise ValueError(f"head_dim {hd} not supported by the ws kernel (64, 128, 256)")
-    rows = group * max_q
-    if rows > 256:
-        raise ValueError(f"{rows} rows per KV group: the ws kernel takes at most 256")
-    block_m, m_blocks, bn, ns, nw = ws_tiling(rows, hd, block_n, stages, max_rows)
-    if consumers not in (1, 2):
-        raise ValueError(f"consumers must be 1 or 2, got {consumers}")
-    consumers = consumers if block_m == 128 else 1
-    if num_splits is None:
+    if plan is None:
         sm = sm_count or torch.cuda.get_device_properties(q.device).multi_processor_count
-        per = max(1, waves * sm // max(1, bsz * hkv * m_blocks))
-        num_splits = max(1, min(per, -(-max_kv // (4 * bn))))
+        plan = ws_plan(bsz, hkv, hq // hkv, max_q, hd, max_kv, sm, **tune)
+    elif tune:
+        raise ValueError("give a plan or its options, not both")
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     out = torch.empty_like(q) if out is None else out
     if total_q == 0:
         return out
-    mid_o = torch.empty((total_q, hq, num_splits, hd), dtype=torch.float32, device=q.device)
-    mid_l = torch.empty((total_q, hq, num_splits), dtype=torch.float32, device=q.device)
+    splits = plan.splits
+    mid_o = torch.empty((total_q, hq, splits, hd), dtype=torch.float32, device=q.device)
+    mid_l = torch.empty((total_q, hq, splits), dtype=torch.float32, device=q.device)
     qo = kv_indptr if decode else qo_indptr
-    _ws_split_kernel[(m_blocks * hkv, num_splits, bsz)](
+    _ws_split_kernel[(plan.m_blocks * hkv, splits, bsz)](
         q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l,
-        sm_scale * LOG2E, 1.0, num_splits, group,
+        sm_scale * LOG2E, 1.0, splits, hq // hkv,
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
-        M_BLOCKS=m_blocks, BLOCK_M=block_m, BLOCK_N=bn, HEAD_DIM=hd, STAGES=ns, P_WARPS=p_warps, P_REGS=p_regs,
-        DECODE=decode, CONSUMERS=consumers, C_REGS=c_regs, num_warps=nw // consumers)
+        M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, STAGES=plan.num_stages,
+        P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs,
+        num_warps=plan.num_warps // plan.consumers)
     return merge_splits(mid_o, mid_l, out)
