@@ -100,8 +100,7 @@ def _case(hq, hkv, hd, d, n_kv, seed):
 @pytest.mark.parametrize("shape", [(16, 2, 256), (32, 2, 256), (32, 2, 128), (8, 1, 64)])
 @pytest.mark.parametrize("d", [1, 2, 5, 7, 9])
 @pytest.mark.parametrize("kw", [{}, dict(block_n=32), dict(max_rows=64), dict(num_splits=37), dict(consumers=2),
-                                dict(consumers=2, block_n=32), dict(pipe=True), dict(consumers=2, pipe=True),
-                                dict(pipe=True, num_splits=37)])
+                                dict(consumers=2, block_n=32)])
 def test_ws_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     n_kv = [3001, 64, d, 700]  # a tile-aligned request, one with only the new tokens

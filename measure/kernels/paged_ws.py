@@ -24,7 +24,7 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, warpgroup_mma,
-                                                              warpgroup_mma_init, warpgroup_mma_wait)
+                                                              warpgroup_mma_wait)
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 from wmtp.kernel_plan import AttentionPlan, ws_plan
@@ -83,11 +83,11 @@ def _ws_softmax(sc, m_i, l_i, start, full_hi, hi, limit, qk_scale, s_layout: gl.
 def _ws_consumer(q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group,
                  split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh,
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                 DECODE: gl.constexpr, ROW_OFF: gl.constexpr, SUB_M: gl.constexpr, PIPE: gl.constexpr):
+                 DECODE: gl.constexpr, ROW_OFF: gl.constexpr, SUB_M: gl.constexpr):
     """Online softmax over the ring's tiles for rows ROW_OFF .. ROW_OFF + SUB_M of the row block (q_smem holds
-    those rows); writes the split's partial output and base-2 log-sum-exp. PIPE: the next tile's S = Q K^T is
-    issued before this tile's softmax, and this tile's P V is waited for only after the next tile's softmax, so the
-    tensor cores work while the softmax runs."""
+    those rows); writes the split's partial output and base-2 log-sum-exp. (Issuing the next tile's S = Q K^T before
+    this tile's softmax was measured and dropped: 28 % slower at 64 rows, and hung at 128 rows in one partition:
+    measure/results/h200-ws, run 5.)"""
     nw: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[nw, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -110,47 +110,17 @@ def _ws_consumer(q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q,
     acc = gl.zeros([SUB_M, HEAD_DIM], gl.float32, layout=o_layout)
     zero_s = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout=s_layout)
     n_tiles = gl.cdiv(hi - lo, BLOCK_N)
-    if PIPE:
-        if n_tiles > 0:
-            mbarrier.wait(ready.index(0), 0)
-            fence_async_shared()
-            sc = warpgroup_mma(q_smem, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
-            acc_tok = warpgroup_mma_init(acc)
-            for i in range(n_tiles - 1):
-                s = i % STAGES
-                s1 = (i + 1) % STAGES
-                mbarrier.wait(ready.index(s1), ((i + 1) // STAGES) & 1)
-                fence_async_shared()
-                nxt = warpgroup_mma(q_smem, k_bufs.index(s1).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-                p16, alpha, m_i, l_i = _ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
-                                                   s_layout, row_o, p_layout, dtype, BLOCK_N)
-                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc_tok, ))  # the previous tile's P V is done
-                if i > 0:
-                    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1)
-                acc_tok = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
-                sc = warpgroup_mma_wait(num_outstanding=1, deps=(nxt, ))  # the next tile's scores are done
-            last = n_tiles - 1
-            p16, alpha, m_i, l_i = _ws_softmax(sc, m_i, l_i, lo + last * BLOCK_N, full_hi, hi, limit, qk_scale,
-                                               s_layout, row_o, p_layout, dtype, BLOCK_N)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc_tok, ))
-            if last > 0:
-                mbarrier.arrive(empty.index((last + STAGES - 1) % STAGES), count=1)
-            acc = warpgroup_mma(p16, v_bufs.index(last % STAGES), acc * alpha[:, None], is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
-            mbarrier.arrive(empty.index(last % STAGES), count=1)
-    else:
-        for i in range(n_tiles):
-            s = i % STAGES
-            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            fence_async_shared()  # cp.async wrote through the generic proxy; the MMA reads through the async proxy
-            sc = warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
-            p16, alpha, m_i, l_i = _ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
-                                               s_layout, row_o, p_layout, dtype, BLOCK_N)
-            acc = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
-            mbarrier.arrive(empty.index(s), count=1)
+    for i in range(n_tiles):
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        fence_async_shared()  # cp.async wrote through the generic proxy; the MMA reads through the async proxy
+        sc = warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
+        p16, alpha, m_i, l_i = _ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale, s_layout,
+                                           row_o, p_layout, dtype, BLOCK_N)
+        acc = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        mbarrier.arrive(empty.index(s), count=1)
 
     g_o = mb * BLOCK_M + ROW_OFF + gl.arange(0, SUB_M, layout=row_o)
     if DECODE:
@@ -179,7 +149,7 @@ def _ws_split_kernel(
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
-    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, PIPE: gl.constexpr = False,
+    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr,
 ):
     """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2: the row block's two halves are
     two partitions of one warpgroup each (the default one and a worker of C_REGS registers), each with its own
@@ -234,7 +204,7 @@ def _ws_split_kernel(
         gl.warp_specialize([
             (_ws_consumer, (q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh,
                             group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh,
-                            BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB, PIPE)),
+                            BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
             (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
                             v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
     else:
@@ -243,10 +213,10 @@ def _ws_split_kernel(
         gl.warp_specialize([
             (_ws_consumer, (q_lo, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
                             hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
-                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB, PIPE)),
+                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
             (_ws_consumer, (q_hi, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
                             hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
-                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB, PIPE)),
+                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
             (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
                             v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
 
@@ -260,12 +230,11 @@ def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
 
 def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int, max_kv: int,
                  sm_scale: float | None = None, out: torch.Tensor | None = None, plan: AttentionPlan | None = None,
-                 p_warps: int = 4, p_regs: int = 80, c_regs: int = 208, pipe: bool = False,
-                 sm_count: int | None = None, **tune) -> torch.Tensor:
+                 p_warps: int = 4, p_regs: int = 80, c_regs: int = 208, sm_count: int | None = None,
+                 **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V. `plan`
     (`wmtp.kernel_plan.ws_plan`) or its options in `tune` (num_splits, block_n, num_stages, waves, max_rows,
-    consumers); p_warps / p_regs: the producer partition's warps and registers; c_regs: the second consumer's; pipe:
-    each consumer issues the next tile's scores before this tile's softmax (`_ws_consumer`)."""
+    consumers); p_warps / p_regs: the producer partition's warps and registers; c_regs: the second consumer's."""
     decode = qo_indptr is None
     total_q, hq, hd = q.shape
     hkv = k_pool.shape[1]
@@ -291,6 +260,6 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, STAGES=plan.num_stages,
-        P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs, PIPE=pipe,
+        P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs,
         num_warps=plan.num_warps // plan.consumers)
     return merge_splits(mid_o, mid_l, out)

@@ -34,10 +34,6 @@ VARIANTS = {
     "ws2-bn128": dict(consumers=2, block_n=128, c_regs=232, p_regs=56),
     "ws-bn128": dict(block_n=128),
     "ws2-p56": dict(consumers=2, c_regs=232, p_regs=56),
-    "ws-pipe": dict(pipe=True),
-    "ws2-pipe": dict(consumers=2, pipe=True),
-    "ws-pipe-bn32": dict(pipe=True, block_n=32),
-    "ws2-pipe-bn32": dict(consumers=2, pipe=True, block_n=32),
 }
 DECODE = {"ws": {}, "ws-w2": dict(waves=2), "ws-w4": dict(waves=4), "ws-bn64": dict(block_n=64)}
 
