@@ -92,6 +92,10 @@ def read_raw(path: Path) -> pd.DataFrame:
     return df
 
 
+COPY_MIN_ROWS = 4  # replays a block needs before a repeat of it is called a copy
+COPY_MIN_TIMES = 3  # distinct times among them
+
+
 def _first_copied_measurement(df: pd.DataFrame) -> tuple[int, int, int] | None:
     """(data row, data row it repeats, rows) of the first successful measurement the CSV holds twice, or None.
     A measurement is a block: consecutive rows of one shape (every column but rep and time_ms), its replays' rep
@@ -116,7 +120,12 @@ def _first_copied_measurement(df: pd.DataFrame) -> tuple[int, int, int] | None:
             return int(ok.index[same[0] + 1]) + 1, int(ok.index[same[0]]) + 1, 1
     starts = np.flatnonzero(new)
     ends = np.append(starts[1:], len(ok))
-    blocks = [row[a:b].tobytes() for a, b in zip(starts, ends)]  # 64-bit row hashes: a collision is not a concern
+    times = ok["time_ms"].to_numpy()
+    # Only a block with a fingerprint counts: at least COPY_MIN_ROWS replays of at least COPY_MIN_TIMES distinct times.
+    # The same shape timed at two call sites can tie in every replay where the times carry no spread (a stable short
+    # kernel on a coarse timer; a test's stand-in timer), and that is a measurement, not a copy.
+    blocks = [row[a:b].tobytes() if b - a >= COPY_MIN_ROWS and len(set(times[a:b])) >= COPY_MIN_TIMES else (a,)
+              for a, b in zip(starts, ends)]  # 64-bit row hashes: a collision is not a concern
     again = first_repeat(blocks)
     if again is None:
         return None

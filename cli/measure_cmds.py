@@ -56,8 +56,8 @@ def calibrate(
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out.")] = False,
     from_raw: Annotated[Optional[Path], typer.Option(
         "--from-raw", help="Refit an existing raw.csv (no GPU needed). A measurement it holds twice (a block of "
-                           "replays copied, every time equal) is an error; the same shape measured again is "
-                           "kept.")] = None,
+                           ">= 4 replays, >= 3 distinct times, copied with every time equal) is an error; the same "
+                           "shape measured again is kept.")] = None,
     add_tp: Annotated[Optional[Path], typer.Option(
         "--add-tp", help="Merge the all-reduce fit of a tp_bench run (its --out folder) into --out/profile.json.")] = None,
     from_logs: Annotated[Optional[list[str]], typer.Option(

@@ -121,3 +121,51 @@ def test_ws_rejects_what_it_cannot_run():
     q2, k2, v2, ptr2, ind2, qo2 = _case(16, 2, 32, 1, [100], seed=2)
     with pytest.raises(ValueError):
         ws.ws_attention(q2, k2, v2, ptr2, ind2, None, 1, 100)
+
+
+
+@pytest.mark.parametrize("rows, head_dim, decode, consumers", [(112, 256, False, 1), (112, 128, False, 2),
+                                                                 (16, 256, True, 1)])
+def test_compiles_for_hopper(rows, head_dim, decode, consumers):
+    """Catches a Triton whose Gluon API moved (3.6 on the lent H200, 3.9 in CI): the kernel must build for sm_90
+    (in a process without Triton's interpreter), warp-specialized (register reallocation between partitions), with
+    cp.async loads that arrive on the stage's barrier and warpgroup MMAs, in the shared memory its plan budgets: the
+    Q tile and the K/V ring, plus a few barriers."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    probe = Path(__file__).with_name("ws_compile_probe.py")
+    run = subprocess.run([sys.executable, str(probe), str(rows), str(head_dim), str(int(decode)), str(consumers)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["setmaxnreg"] and got["cp_async"] and got["wgmma"] and got["arrive_noinc"]
+    bm, mb, bn, ns, nw = ws_tiling(rows, head_dim)
+    planned = bm * head_dim * 2 + ns * 2 * bn * head_dim * 2  # bf16 Q tile + K and V tiles per stage
+    assert planned <= got["shared"] <= planned + 1024 <= SMEM
+
+
+def test_a_triton_that_cannot_compile_it_falls_back(monkeypatch):
+    """A Triton whose Gluon no longer builds the kernel: a default choice falls back (once warned, and every later
+    shape skips ws), a kernel asked for by name is an error naming the reason."""
+    from triton.compiler.errors import CompilationError
+
+    from wmtp.measure.kernels import paged_attention as pa
+
+    def broken(*a, **k):
+        raise CompilationError("src", None, "async_copy_global_to_shared has been removed")
+
+    monkeypatch.setattr(ws, "ws_attention", broken)
+    monkeypatch.setattr(ws, "_BROKEN", [])
+    args = (None,) * 11
+    with pytest.warns(RuntimeWarning, match="does not compile"):
+        assert pa._try_ws(False, *args) is False
+    assert ws._BROKEN and "async_copy_global_to_shared has been removed" in ws._BROKEN[0]
+    with pytest.raises(ValueError, match="does not compile here"):
+        pa._try_ws(True, *args)
+    q = torch.zeros(1, 8, 64, dtype=torch.bfloat16)
+    assert not ws.ws_available(q, q)  # and ws is no longer offered

@@ -24,11 +24,10 @@ class WmtpBackend(AttentionBackend):
         """`v1+rows+ws` where the warp-specialized kernel runs (Hopper, Gluon), else `v1+rows`
         (`wmtp.kernel_plan.default_kernel`)."""
         try:
-            from wmtp.measure.kernels.paged_ws import ws_available
+            from wmtp.measure.kernels.paged_ws import ws_probe
         except ImportError:
             return "v1+rows"
-        probe = torch.empty(1, 1, 64, dtype=torch.bfloat16, device="cuda" if torch.cuda.is_available() else "cpu")
-        return WS_SET if ws_available(probe, probe) else "v1+rows"
+        return WS_SET if torch.cuda.is_available() and ws_probe("cuda") else "v1+rows"
 
     def describe(self) -> str:
         return "wmtp Triton kernels: split-KV paged attention (tiling from wmtp.kernel_plan), parallel index build"

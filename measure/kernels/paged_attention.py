@@ -213,6 +213,41 @@ def _ws_ok(q, k_pool) -> bool:
     return ws_available(q, k_pool)
 
 
+def _options(plan, ws_ok: bool, kv_fp8: bool, decode: bool, scaled: bool, fp8_dot: str, merge: str,
+             prefetch: bool) -> str:
+    """Check the options against the planned kernel; returns the fp8 dot type ("auto" resolved)."""
+    if plan.kernel == "ws" and (not ws_ok or scaled):
+        raise ValueError("the ws kernel needs a Hopper GPU (no interpreter) and bf16 / fp16 K/V without scales")
+    if plan.kernel == "v1" and (kv_fp8 or scaled):
+        raise ValueError("fp8 KV (and KV scales) need the rows kernel (or the sub kernel)")
+    if fp8_dot not in ("auto", "bf16", "f16"):
+        raise ValueError(f"fp8_dot must be 'auto', 'bf16' or 'f16', got {fp8_dot!r}")
+    if fp8_dot == "auto":  # fp16 dots for the rows kernel's fp8 decode (measure/results/h200-kernels-v4, round 3)
+        fp8_dot = "f16" if plan.kernel == "rows" and kv_fp8 and decode else "bf16"
+    if fp8_dot == "f16" and (plan.kernel != "rows" or not kv_fp8):
+        raise ValueError("fp8_dot='f16' applies to the rows kernel with fp8 KV only")
+    if (merge != "kernel" or prefetch) and plan.kernel != "sub":
+        raise ValueError("merge='pdl' / 'fused' and prefetch apply to the sub kernel only")
+    return fp8_dot
+
+
+def _try_ws(asked: bool, q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q, max_kv, sm_scale, out,
+            plan) -> bool:
+    """Run the ws kernel into `out`; False where it does not compile with this Triton (its Gluon differs from the
+    one the kernel was written for) and it was the default choice (asked for by name: an error)."""
+    from triton.compiler.errors import CompilationError
+
+    from wmtp.measure.kernels.paged_ws import ws_attention, ws_broken
+    try:
+        ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q, max_kv, sm_scale, out, plan=plan)
+    except CompilationError as e:
+        why = ws_broken(e)
+        if asked:
+            raise ValueError(f"the ws kernel does not compile here: {why}") from None
+        return False
+    return True
+
+
 def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict, kv_fp8: bool = False,
           ws: bool = False) -> AttentionPlan:
     """The launch plan of `kernel` ("v1", "rows", "sub", "ws", or None: the default for the shape; `ws`: whether
@@ -271,18 +306,7 @@ def paged_attention(
     kv_fp8 = k_pool.dtype in FP8
     ws_ok = _ws_ok(q, k_pool)
     plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune, kv_fp8, ws_ok)
-    if plan.kernel == "ws" and (not ws_ok or k_scale != 1.0 or v_scale != 1.0):
-        raise ValueError("the ws kernel needs a Hopper GPU (no interpreter) and bf16 / fp16 K/V without scales")
-    if plan.kernel == "v1" and (k_pool.dtype in FP8 or k_scale != 1.0 or v_scale != 1.0):
-        raise ValueError("fp8 KV (and KV scales) need the rows kernel (or the sub kernel)")
-    if fp8_dot not in ("auto", "bf16", "f16"):
-        raise ValueError(f"fp8_dot must be 'auto', 'bf16' or 'f16', got {fp8_dot!r}")
-    if fp8_dot == "auto":  # fp16 dots for the rows kernel's fp8 decode (measure/results/h200-kernels-v4, round 3)
-        fp8_dot = "f16" if plan.kernel == "rows" and kv_fp8 and decode else "bf16"
-    if fp8_dot == "f16" and (plan.kernel != "rows" or k_pool.dtype not in FP8):
-        raise ValueError("fp8_dot='f16' applies to the rows kernel with fp8 KV only")
-    if (merge != "kernel" or prefetch) and plan.kernel != "sub":
-        raise ValueError("merge='pdl' / 'fused' and prefetch apply to the sub kernel only")
+    fp8_dot = _options(plan, ws_ok, kv_fp8, decode, k_scale != 1.0 or v_scale != 1.0, fp8_dot, merge, prefetch)
     splits = plan.splits
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     if out is None:
@@ -292,9 +316,11 @@ def paged_attention(
     upcast = _INTERPRET and q.dtype == torch.bfloat16
     qo = kv_indptr if decode else qo_indptr
     if plan.kernel == "ws":
-        from wmtp.measure.kernels.paged_ws import ws_attention
-        return ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, None if decode else qo_indptr, max_q, max_kv,
-                            sm_scale, out, plan=plan)
+        if _try_ws(kernel == "ws", q, k_pool, v_pool, kv_indptr, kv_indices, None if decode else qo_indptr, max_q,
+                   max_kv, sm_scale, out, plan):
+            return out
+        plan = _plan(None, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune, kv_fp8, False)
+        splits = plan.splits
     if plan.kernel == "sub":
         return sub_attention(q, k_pool, v_pool, qo, kv_indptr, kv_indices, out, plan, sm_scale * k_scale * LOG2E,
                              v_scale, decode, upcast, merge, prefetch=prefetch)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 
 import torch
 from triton.experimental import gluon
@@ -32,6 +33,9 @@ from wmtp.measure.kernels.paged_merge import merge_splits
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# cp.async into shared memory: `async_copy_global_to_shared` in Triton 3.6 (the lent H200's), `async_load` later
+async_load = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
+_BROKEN: list[str] = []  # why the kernel cannot compile with this Triton, once a launch found out
 
 
 @gluon.jit
@@ -54,8 +58,8 @@ def _ws_producer(K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, 
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
         k_ptrs = K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :]
         v_ptrs = V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :]
-        async_copy.async_copy_global_to_shared(k_bufs.index(s), k_ptrs, mask=ok[:, None])
-        async_copy.async_copy_global_to_shared(v_bufs.index(s), v_ptrs, mask=ok[:, None])
+        async_load(k_bufs.index(s), k_ptrs, mask=ok[:, None])
+        async_load(v_bufs.index(s), v_ptrs, mask=ok[:, None])
         async_copy.mbarrier_arrive(ready.index(s), increment_count=False)
         offs = nxt
         slots = slots_next
@@ -122,6 +126,8 @@ def _ws_consumer(q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q,
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
         mbarrier.arrive(empty.index(s), count=1)
 
+    # the row -> (query head, query token) mapping is spelled out here and in the kernel body, not shared: a Gluon
+    # helper for it compiled to other SASS than the kernel the shipped profile measured (dc575be)
     g_o = mb * BLOCK_M + ROW_OFF + gl.arange(0, SUB_M, layout=row_o)
     if DECODE:
         h_local = g_o
@@ -223,9 +229,42 @@ def _ws_split_kernel(
 
 def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
     """Whether the ws kernel can run these tensors: a Hopper (or newer) GPU, not Triton's interpreter, bf16 / fp16
-    q and K/V of one dtype."""
-    return (q.is_cuda and not _INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 9
+    q and K/V of one dtype, and no launch has found that it does not compile with this Triton."""
+    return (not _BROKEN and q.is_cuda and not _INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 9
             and q.dtype in (torch.bfloat16, torch.float16) and k_pool.dtype == q.dtype)
+
+
+def ws_probe(device) -> bool:
+    """Whether the ws kernel compiles and runs on `device` with this Triton: one tiny launch (a sweep records the
+    kernel set it measured only after this)."""
+    from triton.compiler.errors import CompilationError
+
+    q = torch.zeros(1, 8, 64, dtype=torch.bfloat16, device=device)
+    k = torch.zeros(64, 1, 64, dtype=torch.bfloat16, device=device)
+    if not ws_available(q, k):
+        return False
+    ptr = torch.tensor([0, 64], dtype=torch.int32, device=device)
+    ind = torch.arange(64, dtype=torch.int32, device=device)
+    try:
+        ws_attention(q, k, k, ptr, ind, None, 1, 64)
+    except CompilationError as e:
+        ws_broken(e)
+        return False
+    return True
+
+
+def ws_broken(err: Exception) -> str:
+    """Record that the kernel does not compile with this Triton (every later launch takes the other kernels) and
+    warn once; returns the reason in one line."""
+    import triton
+
+    lines = [ln for ln in str(err).splitlines() if ln.strip()]
+    why = f"Triton {triton.__version__}: {type(err).__name__}: {lines[-1][:200] if lines else ''}"
+    if not _BROKEN:
+        warnings.warn(f"the warp-specialized attention kernel does not compile ({why}); using the rows / v1 kernels",
+                      RuntimeWarning, stacklevel=3)
+        _BROKEN.append(why)
+    return why
 
 
 def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int, max_kv: int,

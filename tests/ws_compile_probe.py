@@ -1,0 +1,37 @@
+"""Compile the ws kernel for sm_90 with the installed Triton (no GPU needed) and print what the PTX holds as JSON:
+`python tests/ws_compile_probe.py ROWS HEAD_DIM DECODE CONSUMERS` (run by tests/test_kernels_ws.py in a process
+without Triton's interpreter, which cannot compile Gluon)."""
+
+import inspect
+import json
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+
+from wmtp.kernel_plan import ws_tiling
+from wmtp.measure.kernels.paged_ws import _ws_split_kernel
+
+
+def main(rows: int, head_dim: int, decode: bool, consumers: int) -> dict:
+    params = list(inspect.signature(_ws_split_kernel.fn).parameters)
+    bm, mb, bn, ns, nw = ws_tiling(rows, head_dim)
+    const = dict(M_BLOCKS=mb, BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=head_dim, STAGES=ns, P_WARPS=4, P_REGS=80,
+                 DECODE=decode, CONSUMERS=consumers, C_REGS=208)
+    ptrs = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "qo_indptr": "*i32", "kv_indptr": "*i32", "kv_indices": "*i32",
+            "MidO": "*fp32", "MidL": "*fp32", "qk_scale": "fp32", "v_scale": "fp32"}
+    sig = {p: "constexpr" if p in const else ptrs.get(p, "i32") for p in params}
+    div = [p for p in params if p.startswith("stride") or sig[p].startswith("*")]  # as a launch specializes them
+    src = GluonASTSource(_ws_split_kernel, sig, constexprs={(params.index(k),): v for k, v in const.items()},
+                         attrs={(params.index(p),): [["tt.divisibility", 16]] for p in div})
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": nw // consumers})
+    ptx = kernel.asm["ptx"]
+    return {"shared": kernel.metadata.shared, "setmaxnreg": "setmaxnreg" in ptx, "cp_async": "cp.async.cg" in ptx
+            or "cp.async.ca" in ptx, "wgmma": "wgmma.mma_async" in ptx,
+            "arrive_noinc": "cp.async.mbarrier.arrive.noinc" in ptx}
+
+
+if __name__ == "__main__":
+    r, h, d, c = (int(x) for x in sys.argv[1:5])
+    print(json.dumps(main(r, h, bool(d), c)))
