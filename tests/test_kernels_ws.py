@@ -12,7 +12,7 @@ from wmtp.kernel_plan import WS_SET, attention_features, default_kernel, feature
 
 ws = pytest.importorskip("wmtp.measure.kernels.paged_ws")
 
-HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+HOPPER = torch.cuda.is_available() and ws.hopper(torch.device("cuda"))
 SMEM = 227 * 1024  # bytes a Hopper block may use
 
 
@@ -96,7 +96,7 @@ def _case(hq, hkv, hd, d, n_kv, seed):
     return q, k, v, ptr, ind, qo
 
 
-@pytest.mark.skipif(not HOPPER, reason="warp specialization needs a Hopper (or newer) GPU")
+@pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
 @pytest.mark.parametrize("shape", [(16, 2, 256), (32, 2, 256), (32, 2, 128), (8, 1, 64)])
 @pytest.mark.parametrize("d", [1, 2, 5, 7, 9])
 @pytest.mark.parametrize("kw", [{}, dict(block_n=32), dict(max_rows=64), dict(num_splits=37), dict(consumers=2),
@@ -113,7 +113,7 @@ def test_ws_against_fp64(shape, d, kw):
     assert err < 1e-2, err  # bf16 inputs and P: about 3e-3 (the rows kernel's level)
 
 
-@pytest.mark.skipif(not HOPPER, reason="warp specialization needs a Hopper (or newer) GPU")
+@pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
 def test_ws_rejects_what_it_cannot_run():
     q, k, v, ptr, ind, qo = _case(16, 2, 256, 1, [100], seed=1)
     with pytest.raises(ValueError):
@@ -169,3 +169,52 @@ def test_a_triton_that_cannot_compile_it_falls_back(monkeypatch):
         pa._try_ws(True, *args)
     q = torch.zeros(1, 8, 64, dtype=torch.bfloat16)
     assert not ws.ws_available(q, q)  # and ws is no longer offered
+
+
+@pytest.mark.parametrize("cap, hip, want", [((9, 0), None, True),  # H100 / H200
+                                            ((10, 0), None, False), ((12, 0), None, False),  # Blackwell: no wgmma
+                                            ((8, 0), None, False),  # Ampere
+                                            ((9, 4), "6.2", False)])  # ROCm's MI300X reports gfx942 as 9.4
+def test_only_hopper_runs_it(monkeypatch, cap, hip, want):
+    """Blackwell has no warpgroup MMA: Triton 3.9 compiling the kernel for sm_100 aborts the process (LLVM ERROR:
+    Cannot select: intrinsic %llvm.nvvm.wgmma...), so a `>= 9` test would take down a B200 sweep at its probe."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: cap)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    assert ws.hopper(0) is want
+
+
+def test_plan_names_options_the_ws_kernel_lacks():
+    """The sweep's tuning variants (measure/bench.py: block_n, num_warps, num_stages) at B = 1, where ws is the
+    default on a Hopper: num_warps is no ws option (its warps follow the row block), one ValueError naming it, not
+    ws_plan's TypeError; ws-only options (consumers) on the other kernels likewise."""
+    from wmtp.measure.kernels import paged_attention as pa
+
+    args = (1, 2, 16, 7, 256, 1 << 20, 132)  # q122 verify d = 7 at 1M, B = 1
+    with pytest.raises(ValueError, match="no option num_warps"):
+        pa._plan(None, *args, dict(block_n=32, num_warps=8), False, True)
+    # where ws cannot run, the same options tune the rows kernel (112 rows: one 128-row tile, v1 would cut two)
+    p = pa._plan(None, *args, dict(block_n=32, num_warps=8), False, False)
+    assert (p.kernel, p.block_m, p.m_blocks, p.block_n, p.num_warps) == ("rows", 128, 1, 32, 8)
+    # ws options it has: 64-row blocks -> two blocks of the 112 rows, 32-key tiles at head dim 256
+    p = pa._plan(None, *args, dict(max_rows=64), False, True)
+    assert (p.kernel, p.block_m, p.m_blocks, p.block_n) == ("ws", 64, 2, 32)
+    with pytest.raises(ValueError, match="consumers applies to the ws kernel only"):
+        pa._plan(None, *args, dict(consumers=2), False, False)
+
+
+def test_fp8_kv_never_gets_ws_features():
+    """The KV dtype is the model's: a verify's bytes include its d new tokens' K/V, so fp8 over ctx <= 2 d keys read
+    as more than 3 bytes per K/V element pair and took the ws tiling, a kernel that never runs fp8 K/V."""
+    from wmtp.features import work_features
+    from wmtp.latency import verify_work
+    from wmtp.models import MODELS
+
+    for ctx in (8, 10, 1 << 20):
+        got = {}
+        for dt in ("fp8", "bf16"):
+            spec = MODELS["q35"].with_dtypes(kv_dtype=dt)
+            w = [x for x in verify_work(spec, ctx, 5, 1) if x.kind == "verify_attn"][0]
+            got[dt] = work_features(w, spec, 132, "wmtp+ws")["tiling"]
+        # q35: 8-head groups, head dim 256; d = 5 -> 40 rows. bf16 at B = 1: ws, one 64-row block. fp8: v1 (8 heads
+        # x 5 rows in one block padded to 64; the rows kernel reads K/V no fewer times)
+        assert got == {"fp8": "64x1", "bf16": "ws64x1"}, (ctx, got)

@@ -39,13 +39,15 @@ def group_name(work_name: str, feats: dict | None = None) -> str:
 
 
 def features(kind: str, bytes_: float, flops: float, batch: float, keys: float, q_len: float,
-             kv_heads: int, group: int, head_dim: int, sm_count: int, backend: str = "wmtp") -> dict:
+             kv_heads: int, group: int, head_dim: int, sm_count: int, backend: str = "wmtp",
+             kv_fp8: bool | None = None) -> dict:
+    """`kv_fp8`: whether the KV cache is fp8 (None: from the bytes per key, `attention_features`)."""
     f = {"const": 1.0, "bytes": bytes_, "flops": flops, "batch": batch, "steps": q_len,
          "bytes_per_request": bytes_ / max(batch, 1.0)}
     if fit_kind(kind) in ("decode_attn", "verify_attn"):
         kv_tok = bytes_ / max(batch * keys, 1.0)
         f.update(attention_features(int(batch), kv_heads, group, int(q_len), head_dim, int(keys), sm_count, kv_tok,
-                                    backend))
+                                    backend, kv_fp8))
     return f
 
 
@@ -54,8 +56,10 @@ def work_features(work, spec, sm_count: int, backend: str = "wmtp") -> dict:
     batch = float(shape.get("batch", 1) or 1)
     q_len = float(shape.get("d", 1) or 1)
     keys = float(shape.get("ctx", 0) or 0)
+    # the KV dtype from the model, not from the bytes per key: a work item's bytes include its d new tokens' K/V
+    # (fp8 at ctx <= 2d reads as bf16 per key), and an MLA cache holds one bf16 latent row (reads as fp8)
     return features(work.kind, work.bytes, work.flops, batch, keys, q_len, spec.kv_heads, spec.group_size,
-                    spec.head_dim, sm_count, backend)
+                    spec.head_dim, sm_count, backend, spec.kv_dtype == "fp8")
 
 
 def call_rows(work) -> float:

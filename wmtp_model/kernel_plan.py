@@ -307,14 +307,17 @@ def flashinfer_attention_features(batch: int, kv_heads: int, group: int, q_len: 
 
 
 def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, keys: int,
-                       sm_count: int, kv_bytes_per_token: float, backend: str = "wmtp") -> dict:
+                       sm_count: int, kv_bytes_per_token: float, backend: str = "wmtp",
+                       kv_fp8: bool | None = None) -> dict:
     """Work features the profile fits for paged attention (per launch, all requests), following the tiling of
     the backend that was measured (`wmtp`: the project's kernels before the ws kernel; `wmtp+ws`: with it, which
-    runs bf16 K/V only; `flashinfer`: FA2 as SGLang plans it)."""
+    runs bf16 K/V only; `flashinfer`: FA2 as SGLang plans it). `kv_fp8`: whether the KV cache is fp8; None: taken
+    from `kv_bytes_per_token` (exact for a sweep row, whose bytes are its keys' K/V)."""
     if backend == "flashinfer":
         return flashinfer_attention_features(batch, kv_heads, group, q_len, head_dim, keys, sm_count,
                                              kv_bytes_per_token)
-    kv_fp8 = kv_bytes_per_token < 3 * head_dim * kv_heads  # K and V of one byte per element, not two
+    if kv_fp8 is None:
+        kv_fp8 = kv_bytes_per_token < 3 * head_dim * kv_heads  # K and V of one byte per element, not two
     kernel = default_kernel(batch, group, q_len, head_dim, ws=backend == "wmtp+ws" and not kv_fp8)
     if kernel == "ws":
         plan = ws_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)

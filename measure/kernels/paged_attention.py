@@ -248,15 +248,21 @@ def _try_ws(asked: bool, q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, ma
     return True
 
 
+WS_OPTIONS = ("num_splits", "block_n", "num_stages", "waves", "max_rows", "consumers")  # `ws_plan`'s
+
+
 def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict, kv_fp8: bool = False,
           ws: bool = False) -> AttentionPlan:
     """The launch plan of `kernel` ("v1", "rows", "sub", "ws", or None: the default for the shape; `ws`: whether
     the ws kernel can run here)."""
     kernel = kernel or default_kernel(bsz, group, max_q, hd, ws=ws)
     if kernel == "ws":
-        if "min_keys" in tune or "part_max" in tune or "pow2" in tune:
-            raise ValueError("min_keys / part_max / pow2 do not apply to the ws kernel")
+        bad = [k for k in tune if k not in WS_OPTIONS]
+        if bad:  # num_warps too: the ws kernel's warps follow its row block
+            raise ValueError(f"the ws kernel has no option {' / '.join(bad)} (its options: {', '.join(WS_OPTIONS)})")
         return ws_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **{k: v for k, v in tune.items() if v is not None})
+    if "consumers" in tune:
+        raise ValueError("consumers applies to the ws kernel only")
     if kernel == "sub":
         return sub_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
     if "part_max" in tune or "pow2" in tune:

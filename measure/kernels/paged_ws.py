@@ -227,10 +227,17 @@ def _ws_split_kernel(
                             v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
 
 
+def hopper(device) -> bool:
+    """Whether `device` is an NVIDIA Hopper GPU (compute capability 9.x), the only one whose warpgroup MMAs (wgmma)
+    the kernel uses: Blackwell (10.x, 12.x) has none (Triton 3.9 aborts the process compiling it for sm_100: "LLVM
+    ERROR: Cannot select: intrinsic %llvm.nvvm.wgmma..."), and ROCm reports its gfx9 GPUs as 9.x (MI300X: 9.4)."""
+    return torch.version.hip is None and torch.cuda.get_device_capability(device)[0] == 9
+
+
 def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
-    """Whether the ws kernel can run these tensors: a Hopper (or newer) GPU, not Triton's interpreter, bf16 / fp16
+    """Whether the ws kernel can run these tensors: a Hopper GPU (`hopper`), not Triton's interpreter, bf16 / fp16
     q and K/V of one dtype, and no launch has found that it does not compile with this Triton."""
-    return (not _BROKEN and q.is_cuda and not _INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 9
+    return (not _BROKEN and q.is_cuda and not _INTERPRET and hopper(q.device)
             and q.dtype in (torch.bfloat16, torch.float16) and k_pool.dtype == q.dtype)
 
 
