@@ -133,15 +133,32 @@ def _first_copied_measurement(df: pd.DataFrame) -> tuple[int, int, int] | None:
     return int(ok.index[starts[second]]) + 1, int(ok.index[starts[first]]) + 1, int(ends[first] - starts[first])
 
 
+def raw_sidecar(raw: Path) -> Path:
+    """The provenance sidecar of a raw sweep CSV, as the sweep and the shipped profiles name it: raw.csv ->
+    raw.meta.json, h200.raw.csv.gz -> h200.raw.meta.json (else NAME.csv.meta.json beside a .gz, where that exists)."""
+    name = raw.name
+    base = next((name[: -len(x)] for x in (".csv.gz", ".csv", ".gz") if name.endswith(x) and len(name) > len(x)),
+                raw.stem)
+    plain, other = raw.with_name(base + ".meta.json"), raw.with_name(raw.stem + ".meta.json")
+    return other if not plain.exists() and other.exists() else plain
+
+
+def read_sidecar(raw: Path) -> dict:
+    """The raw CSV's provenance sidecar (`raw_sidecar`) as a dict; {} where it has none."""
+    meta_path = raw_sidecar(raw)
+    meta = read_json(meta_path, "raw-data metadata", WmtpError) if meta_path.exists() else {}
+    if not isinstance(meta, dict):
+        raise WmtpError(f"{meta_path} is not a JSON object")
+    return meta
+
+
 def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str = "h200") -> Path:
     """`wmtp calibrate --from-raw`: refit a raw sweep CSV (its .meta.json sidecar, if any, is the provenance;
     without one, the data is taken to come from GPU `hw_key`)."""
     from wmtp.hardware import get_hardware
 
-    meta_path = raw.with_name(raw.stem + ".meta.json")
-    meta = read_json(meta_path, "raw-data metadata", WmtpError) if meta_path.exists() else {}
-    if not isinstance(meta, dict):
-        raise WmtpError(f"{meta_path} is not a JSON object")
+    meta_path = raw_sidecar(raw)
+    meta = read_sidecar(raw)
     sm = meta.get("gpu_sm_count")
     if sm is not None and (isinstance(sm, bool) or not isinstance(sm, int) or not 1 <= sm <= 100_000):
         raise WmtpError(f"{meta_path}: gpu_sm_count must be a count in 1..100000, got {repr(sm)[:40]}")

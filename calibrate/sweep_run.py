@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from wmtp.calibrate.fitting import fit_raw_to_profile, read_raw
+from wmtp.calibrate.fitting import fit_raw_to_profile, read_raw, read_sidecar
 from wmtp.errors import WmtpError
 from wmtp.fileio import atomic_write_text
 from wmtp.specs import ModelSpec
@@ -53,6 +53,14 @@ def merge_raw(new_raw: Path, base_raw: Path, parts: tuple[str, ...], out: Path, 
     return out, info
 
 
+def kernels_of_base(meta: dict, base_raw: Path) -> dict:
+    """`meta` with the base run's `attention_kernels` (none where its sidecar names none: a sweep before the ws
+    kernel) in place of this run's."""
+    kernels = read_sidecar(base_raw).get("attention_kernels")
+    return {k: v for k, v in meta.items() if k != "attention_kernels"} | (
+        {"attention_kernels": kernels} if kernels else {})
+
+
 def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume: bool = False,
                   backend: str = "wmtp", console=None, parts: tuple[str, ...] | None = None,
                   base_raw: Path | None = None, moe_impl: str = "wmtp") -> Path:
@@ -84,5 +92,7 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
     merged, info = merge_raw(raw, Path(base_raw), parts, out / "raw.merged.csv", base)
     meta = {**meta, "merged_from": info, "command": meta.get("command", "wmtp calibrate")
             + f" --parts {','.join(parts)} --base-raw {base_raw}"}
+    if "attention" not in parts:  # the attention rows are the base's: their features follow its kernel set
+        meta = kernels_of_base(meta, Path(base_raw))
     atomic_write_text(out / "raw.merged.meta.json", json.dumps(meta, indent=1) + "\n")
     return fit_raw_to_profile(merged, out / "profile.json", meta, [s.key for s in specs])
