@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 import torch
 
 from wmtp.defaults import guess_ms
+from wmtp.kernel_plan import default_kernel
 from wmtp.latency import attention_flops, draft_ctx_work, draft_fwd_work, verify_work
 from wmtp.measure import components as comp
 from wmtp.measure.backends import AttentionBackend
@@ -81,12 +82,27 @@ def _attention_row(spec: ModelSpec, n: int, batch: int, d: int, config: str) -> 
     return dict(config=config, bytes=batch * n * kv_tok, flops=batch * attention_flops(spec, d, n))
 
 
+def _pinned(tune: dict, spec: ModelSpec, batch: int, q_len: dict) -> dict:
+    """wmtp's attention tuning variants (block_n, num_warps, ...) tune the kernels chosen before the ws kernel:
+    each names the one `default_kernel` picks without ws, so they run where ws is now the default (it takes
+    none of those options)."""
+    out = {}
+    for (kind, mode), variants in tune.items():
+        if kind in ("decode_attn", "verify_attn", "extend_attn"):
+            k = default_kernel(batch, spec.group_size, q_len.get(kind, 1), spec.head_dim)
+            variants = [v | {"kernel": k} for v in variants]
+        out[(kind, mode)] = variants
+    return out
+
+
 def bench_cases(spec: ModelSpec, backend: str, ctx: int, batch: int, *, depth: int, extend_queries: int,
                 window: int, sink: int, tune: dict | None = None) -> list[AttnCase]:
     """The kernel benchmark at one (ctx, B): index builds (native, window, ring where the backend has
     it), decode over the native and windowed sets, verify (d = depth, native), draft extend
     (window and native). `tune` maps (kernel, mode) to extra variants, timed beside the default."""
     tune = tune or {}
+    if backend == "wmtp":
+        tune = _pinned(tune, spec, batch, {"verify_attn": depth, "extend_attn": extend_queries})
     s_win = min(ctx, window + sink)
     sizes = {"native": ctx, "window": s_win, "ring": s_win}
     cases = []

@@ -218,3 +218,18 @@ def test_fp8_kv_never_gets_ws_features():
         # q35: 8-head groups, head dim 256; d = 5 -> 40 rows. bf16 at B = 1: ws, one 64-row block. fp8: v1 (8 heads
         # x 5 rows in one block padded to 64; the rows kernel reads K/V no fewer times)
         assert got == {"fp8": "64x1", "bf16": "ws64x1"}, (ctx, got)
+
+
+def test_tuning_variants_name_the_kernel_they_tune():
+    """`wmtp measure kernels`' tuning variants (num_warps, block_n, ...) are options of the v1 / rows kernels; where
+    ws is now the default they name the kernel chosen without it (q122: 16-head groups, head dim 256)."""
+    from wmtp.measure.attention import _pinned
+    from wmtp.models import get_model
+
+    tune = {("decode_attn", "native"): [dict(num_warps=8)], ("verify_attn", "native"): [dict(block_n=32)],
+            ("index_build", "native"): [dict(block=256)]}
+    got = _pinned(tune, get_model("q122"), 1, {"verify_attn": 7})
+    assert got[("decode_attn", "native")] == [dict(num_warps=8, kernel="v1")]  # decode: v1 below B = 16
+    assert got[("verify_attn", "native")] == [dict(block_n=32, kernel="rows")]  # 112 rows: rows reads K/V once
+    assert got[("index_build", "native")] == [dict(block=256)]  # not attention: untouched
+    assert _pinned(tune, get_model("q122"), 16, {"verify_attn": 7})[("decode_attn", "native")][0]["kernel"] == "rows"
