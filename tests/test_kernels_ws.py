@@ -169,6 +169,14 @@ def test_a_triton_that_cannot_compile_it_falls_back(monkeypatch):
         pa._try_ws(True, *args)
     q = torch.zeros(1, 8, 64, dtype=torch.bfloat16)
     assert not ws.ws_available(q, q)  # and ws is no longer offered
+    # what counts as a build failure: Triton's own errors and a failed MLIR pipeline; a launch's error does not
+    from triton.runtime.errors import OutOfResources
+    assert ws.build_failure(OutOfResources(300000, 232448, "shared memory"))
+    assert ws.build_failure(RuntimeError("PassManager::run failed"))
+    assert not ws.build_failure(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    monkeypatch.setattr(ws, "ws_attention", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("CUDA error: x")))
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        pa._try_ws(False, *args)  # passed on, not taken for a Triton that cannot build the kernel
 
 
 @pytest.mark.parametrize("cap, hip, want", [((9, 0), None, True),  # H100 / H200

@@ -235,12 +235,12 @@ def _try_ws(asked: bool, q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, ma
             plan) -> bool:
     """Run the ws kernel into `out`; False where it does not compile with this Triton (its Gluon differs from the
     one the kernel was written for) and it was the default choice (asked for by name: an error)."""
-    from triton.compiler.errors import CompilationError
-
-    from wmtp.measure.kernels.paged_ws import ws_attention, ws_broken
+    from wmtp.measure.kernels.paged_ws import build_failure, ws_attention, ws_broken
     try:
         ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q, max_kv, sm_scale, out, plan=plan)
-    except CompilationError as e:
+    except Exception as e:
+        if not build_failure(e):
+            raise
         why = ws_broken(e)
         if asked:
             raise ValueError(f"the ws kernel does not compile here: {why}") from None

@@ -244,8 +244,6 @@ def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
 def ws_probe(device) -> bool:
     """Whether the ws kernel compiles and runs on `device` with this Triton: one tiny launch (a sweep records the
     kernel set it measured only after this)."""
-    from triton.compiler.errors import CompilationError
-
     q = torch.zeros(1, 8, 64, dtype=torch.bfloat16, device=device)
     k = torch.zeros(64, 1, 64, dtype=torch.bfloat16, device=device)
     if not ws_available(q, k):
@@ -254,10 +252,20 @@ def ws_probe(device) -> bool:
     ind = torch.arange(64, dtype=torch.int32, device=device)
     try:
         ws_attention(q, k, k, ptr, ind, None, 1, 64)
-    except CompilationError as e:
+    except Exception as e:
+        if not build_failure(e):
+            raise
         ws_broken(e)
         return False
     return True
+
+
+def build_failure(err: Exception) -> bool:
+    """Whether `err` says the kernel cannot be built with this Triton (front end, MLIR passes, ptxas, resources),
+    not that a launch failed: a fallback takes the first, never the second."""
+    from triton.errors import TritonError
+
+    return isinstance(err, TritonError) or (isinstance(err, RuntimeError) and "PassManager" in str(err))
 
 
 def ws_broken(err: Exception) -> str:
