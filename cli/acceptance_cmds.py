@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_WINDOW, CtxOpt, HwOpt, JsonOpt, ModelOpt, ProfileOpt, SinkOpt,
-                             WindowOpt, check_count, echo_json, handles_errors, refuse_overwriting_inputs)
+                             WindowOpt, check_count, echo_json, file_to_write, handles_errors, refuse_overwriting_inputs)
 from wmtp import defaults
 from wmtp.errors import WmtpError
 
@@ -168,7 +168,8 @@ def calibrate_logs(
     batch: Annotated[Optional[int], typer.Option("--batch", "-B", help="The requested batch size.")] = None,
     window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, profile: ProfileOpt = None,
     min_gamma: Annotated[Optional[int], typer.Option(help="Fit only gamma >= this (past a tiling cliff).")] = None,
-    out: Annotated[Path, typer.Option("--out", help="Framework profile JSON to write.")] = Path("framework.json"),
+    out: Annotated[Path, typer.Option("--out", help="Framework profile JSON to write.", parser=file_to_write)] = Path(
+        "framework.json"),
 ) -> None:
     """Top-down calibration: fit T_iter(gamma) = gamma * t_fwd + c from logs at several d, and the
     framework overhead over the kernel model; `wmtp predict --framework` uses it."""

@@ -207,6 +207,7 @@ def sweep(
         raise WmtpError(f"sweep takes {', '.join(SWEEPS)}, not {what!r}")
     if not (math.isfinite(threshold) and 0 <= threshold <= 10):
         raise WmtpError(f"--threshold is a fraction of the native step (0.05 = 5 %) in [0, 10], got {threshold}")
+    threshold += 0.0  # '-0' is 0: JSON and the footer said -0.0
     for opt, given, applies in (("--al-window", al_window is not None, "window"), ("--threshold", threshold != 0.05, "ctx")):
         if given and what != applies:  # never a silently ignored option
             raise WmtpError(f"{opt} applies to `wmtp sweep {applies}` only, not to a {what} sweep")
@@ -214,6 +215,9 @@ def sweep(
              "batch": ("--batch", batch != 1)}.get(what)
     if swept and swept[1]:  # the sweep runs over its own grid of this variable: the value would be ignored
         raise WmtpError(f"{swept[0]} is what `wmtp sweep {what}` varies (over its own grid); leave it out")
+    if what == "depth" and depth != DEFAULT_DEPTH and accept_length is None:  # the rows were those of d = 7
+        raise WmtpError("--depth is what `wmtp sweep depth` varies (over its own grid); give it only with "
+                        "--accept-length, as the depth that acceptance length was measured at")
     if csv_out is not None:
         from wmtp.fileio import check_output_path
 
@@ -283,6 +287,10 @@ def simulate(
         raise WmtpError(f"--depth takes an integer d in 2..{MAX_DEPTH} or 'adaptive', got {depth!r}")
     if not 1 <= tokens <= MAX_TOKENS:
         raise WmtpError(f"--tokens must lie in 1..{MAX_TOKENS:,}, got {tokens}")
+    for opt, given in (("--window", window != DEFAULT_WINDOW), ("--sink", sink != DEFAULT_SINK)):
+        if method == "native" and given:  # native MTP drafts over the whole context: the result was the same
+            raise WmtpError(f"{opt} sizes the windowed draft, which --method native does not run; leave it out "
+                            "or simulate --method window")
     opts = dict(model=model, config=config, hw=hw, ctx=ctx, window=window, sink=sink, batch=1, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, profile=profile, speed_of_light=speed_of_light, tp=tp, framework=framework)
     if phases is not None and not phases.strip():  # was the preset profile, silently

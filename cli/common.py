@@ -29,6 +29,14 @@ def _within_largest_context(value: int | None) -> int | None:
     return value
 
 
+def file_to_write(text: str) -> Path:
+    """A file output option as typed: a path ending in '/' names a folder, which `Path` would drop the slash of and
+    write a file of that name instead (`--out results/` made a file called `results`)."""
+    if str(text).endswith(("/", os.sep)):
+        raise typer.BadParameter(f"{text!r} ends with '/', so it names a folder; give a file name")
+    return Path(text)
+
+
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Registry key (see `wmtp models`).")]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="A Hugging Face config.json instead of --model.")]
 HwOpt = Annotated[str, typer.Option("--hw", help="Hardware key (see `wmtp hardware`).")]
@@ -52,7 +60,8 @@ FrameworkOpt = Annotated[Optional[list[str]], typer.Option(
                         "repeatable. Default: kernels only.")]
 TaskOpt = Annotated[str, typer.Option("--task", help="Which paper acceptance preset (e.g. cwe, vt, niah_multivalue).")]
 TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (heads, experts and vocabulary split).")]
-CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Also write the rows to this CSV file.")]
+CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Also write the rows to this CSV file.",
+                                                 parser=file_to_write)]
 
 DEFAULT_WINDOW = str(defaults.WINDOW)
 DEFAULT_SINK = defaults.SINK

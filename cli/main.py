@@ -109,6 +109,39 @@ class _Group(TyperGroup):
             typer.echo("error: interrupted", err=True)
         sys.exit(rv if isinstance(rv, int) else 0)
 
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        _refuse_repeated_options(ctx, name, cmd, rest)
+        return name, cmd, rest
+
+
+def _refuse_repeated_options(ctx, name, cmd, args) -> None:
+    """An option that takes one value, given twice (`--ctx 64K --ctx 1M`): click keeps the last one and drops the
+    other silently; here it is one error. Options that take a list (--framework, --histogram) repeat freely."""
+    if cmd is None:
+        return
+    sub = click.Context(cmd, parent=ctx, info_name=name)
+    if hasattr(cmd, "commands"):  # a group (`measure`): the options of the command it runs
+        if args and not args[0].startswith("-"):
+            try:
+                name, cmd, args = cmd.resolve_command(sub, list(args))
+            except click.exceptions.ClickException:
+                return  # the real parse reports it
+            _refuse_repeated_options(sub, name, cmd, args)
+        return
+    try:
+        _, _, order = cmd.make_parser(sub).parse_args(args=list(args))
+    except click.exceptions.ClickException:
+        return  # the real parse reports it
+    seen: dict[str, int] = {}
+    for param in order:
+        if getattr(param, "param_type_name", "") == "option" and not param.multiple and not getattr(param, "count", 0):
+            seen[param.name] = seen.get(param.name, 0) + 1
+            if seen[param.name] == 2:
+                opts = "/".join(sorted(param.opts, key=len, reverse=True)[:1] + list(param.secondary_opts))
+                raise click.exceptions.UsageError(f"{opts} is given more than once; give it once (only the last "
+                                                  "value would count)")
+
 
 app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Windowed-MTP cost model: predict, measure and calibrate speculative decoding at long context.")

@@ -9,8 +9,8 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
                              CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
-                             SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, handles_errors, parse_accept,
-                             parse_depth, refuse_overwriting_inputs, resolve_model)
+                             SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, file_to_write, handles_errors,
+                             parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model)
 
 
 @handles_errors
@@ -115,7 +115,8 @@ def engines(
                       "step|slope, value_ms, source; see calibrate/engines/*.points.csv).")] = None,
     hw: HwOpt = "b200",
     profile: ProfileOpt = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="With --fit: preset JSON to write (and a .md).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="With --fit: preset JSON to write (and a .md).",
+                                                parser=file_to_write)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Serving-engine overhead presets for --framework, or fit one to observed step times (--fit)."""

@@ -9,7 +9,8 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CtxOpt, FrameworkOpt,
                              HwOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, WdOpt, WindowOpt, fail,
-                             handles_errors, parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model)
+                             file_to_write, handles_errors, parse_accept, parse_depth, refuse_overwriting_inputs,
+                             resolve_model)
 from wmtp.errors import WmtpError
 
 
@@ -24,7 +25,7 @@ def report(
         "--histogram", "--logs",
         help="METHOD=FILE (native or window): acceptance data for the per-position figure — a histogram, "
              "sglang meta_info JSON/JSONL, per-step accept lengths, or a vLLM/SGLang log; repeatable.")] = None,
-    out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
+    out: Annotated[Path, typer.Option("--out", help="HTML file to write.", parser=file_to_write)] = Path("report.html"),
 ) -> None:
     """Write one self-contained HTML report (works offline) for a prediction."""
     try:

@@ -201,6 +201,15 @@ def _moe_first_dense(f: _Fields, key: str, name: str, mla: bool) -> ModelSpec:
     return ModelSpec(key=key, name=name, family=f.family, **spec)
 
 
+def _flag(f: _Fields, name: str) -> bool:
+    """A true / false field (absent or null: false); a string or a number is refused, not read by its truth
+    ("false", a non-empty string, read as true: the lm_head's weights were dropped from the count)."""
+    value = f.cfg.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise ConfigError(f"{f.path}: field {name!r} must be true or false, got {_short(value)}")
+    return bool(value)
+
+
 def _dense(f: _Fields, key: str, name: str) -> ModelSpec:
     n_layers = _layer_count(f, f.need("num_hidden_layers"))
     spec = dict(
@@ -209,7 +218,7 @@ def _dense(f: _Fields, key: str, name: str) -> ModelSpec:
         q_heads=f.need("num_attention_heads"), kv_heads=f.get("num_key_value_heads", f.cfg.get("num_attention_heads", 0)),
         head_dim=_head_dim(f), dense_ffn=f.need("intermediate_size"),
         n_mtp=f.get("num_nextn_predict_layers", 1), mtp_moe=False,
-        tied_embeddings=bool(f.cfg.get("tie_word_embeddings", False)),
+        tied_embeddings=_flag(f, "tie_word_embeddings"),
     )
     f.check()
     return ModelSpec(key=key, name=name, family=f.family, **spec)

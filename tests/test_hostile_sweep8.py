@@ -1,0 +1,126 @@
+"""Hostile inputs found by the eighth adversarial sweep (after test_hostile_sweep7.py): an option that takes one value
+given twice (click kept the last one, silently), a file output named with a trailing '/' (written as a file of that
+name), options the command then ignored (`sweep depth --depth` without --accept-length, `simulate --method native`
+with --window / --sink: the same numbers as without them), and a config.json's tie_word_embeddings written as a
+string ("false" read as true: the lm_head's weights dropped from the count). Each bad input ends in exit code 1 and
+exactly one `error:` line; each family has a legal control beside it, so the cases can fail. Expected values come
+from hand arithmetic on the config's fields or from what the user gave, not from the code under test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_checks import assert_one_error, invoke  # noqa: E402
+from test_hostile_sweep5 import MIMO_7B, write  # noqa: E402
+
+ENGINES = Path(__file__).resolve().parents[1] / "wmtp_model" / "data" / "engines"
+POINTS = ENGINES / "sglang-b200-paper.points.csv"
+
+
+def _json(*args) -> dict:
+    r = invoke(*args, "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+# ------------------------------------------------------------------------- 1. one-value options given twice
+@pytest.mark.parametrize("args, opt", [
+    (["predict", "--model", "q35", "--model", "nem"], "--model"),  # priced nem, silently
+    (["predict", "-m", "q35", "--ctx=64K", "--ctx", "1M"], "--ctx"),  # short and --opt=value spellings count too
+    (["sweep", "ctx", "--model", "q35", "--hw", "h200", "--hw", "b200"], "--hw"),
+    (["simulate", "--model", "q35", "--method", "native", "--method", "window"], "--method"),
+    (["predict", "--model", "q35", "--json", "--json"], "--json"),
+    (["measure", "kernels", "--variants", "--no-variants"], "--variants/--no-variants"),  # a sub-group's command
+    (["validate", "--depths", "3", "--depths", "5"], "--depths"),  # before the GPU check
+])
+def test_an_option_given_twice_is_refused(args, opt):
+    assert_one_error(invoke(*args), opt, "more than once")
+
+
+def test_an_option_given_twice_writes_nothing(tmp_path):
+    a, b = tmp_path / "a.html", tmp_path / "b.html"
+    assert_one_error(invoke("report", "--model", "q35", "--out", a, "--out", b), "--out", "more than once")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_repeatable_option_may_repeat():  # the control: --framework takes a list (the same preset twice is one)
+    doc = _json("predict", "--model", "q35", "--hw", "b200", "--framework", "sglang-b200-paper",
+                "--framework", "sglang-b200-paper")
+    assert "sglang-b200-paper" in doc["engine_overhead"]
+
+
+# ------------------------------------------------------------------------- 2. a file output ending in '/'
+@pytest.mark.parametrize("make_args", [
+    lambda d: ["report", "--model", "q35", "--out", f"{d}/"],
+    lambda d: ["sweep", "ctx", "--model", "q35", "--csv", f"{d}/"],
+    lambda d: ["engines", "--fit", POINTS, "--out", f"{d}/"],
+    lambda d: ["calibrate-logs", "x.log:3", "y.log:5", "--model", "q35", "--out", f"{d}/"],
+])
+def test_a_file_output_ending_in_a_slash_is_refused(tmp_path, make_args):
+    """`--out results/` wrote a file named `results` (pathlib drops the trailing slash)."""
+    target = tmp_path / "results"
+    line = assert_one_error(invoke(*make_args(target)), "'--", "names a folder")
+    assert "--out" in line or "--csv" in line
+    assert not target.exists()
+
+
+def test_a_file_output_inside_a_new_folder_is_written(tmp_path):  # the control: a file name after the slash
+    out = tmp_path / "results" / "r.csv"
+    r = invoke("sweep", "ctx", "--model", "q35", "--csv", out)
+    assert r.exit_code == 0, r.output
+    assert out.read_text().startswith("ctx")
+
+
+# ------------------------------------------------------------------------- 3. options the command ignored
+def test_sweep_depth_refuses_a_depth_without_a_measured_accept_length():
+    """The rows were those of the default d = 7's presets whatever --depth said; only a label changed."""
+    assert_one_error(invoke("sweep", "depth", "--model", "q35", "--depth", "3"), "--depth", "varies",
+                     "--accept-length")
+
+
+def test_sweep_depth_reads_a_depth_with_its_accept_length():  # the control: --depth names where AL was measured
+    rows = {r["depth"]: r for r in _json("sweep", "depth", "--model", "q35", "--depth", "3", "--accept-length",
+                                         "2.5")["rows"]}
+    assert rows[3]["native_accept_length"] == pytest.approx(2.5)  # the user's AL, at the user's depth
+    assert rows[3]["window_accept_length"] == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("opt, value", [("--window", "1K"), ("--sink", "0"), ("-W", "8192")])
+def test_simulate_native_refuses_window_options(opt, value):
+    """Native MTP drafts over the whole context: the output was byte-identical with and without them."""
+    assert_one_error(invoke("simulate", "--model", "q35", "--method", "native", opt, value, "--tokens", "64"),
+                     opt if opt != "-W" else "--window", "--method native")
+
+
+def test_simulate_window_reads_window_options():  # the control: the windowed draft is priced with them
+    base = _json("simulate", "--model", "q35", "--tokens", "256")
+    wide = _json("simulate", "--model", "q35", "--tokens", "256", "--window", "256K", "--sink", "0")
+    assert wide["total_ms"] > base["total_ms"]  # same seed, same acceptance draws; a wider window reads more keys
+
+
+# ------------------------------------------------------------------------- 4. config.json true / false fields
+@pytest.mark.parametrize("value", ["false", "true", 1, 0, [], "no"])
+def test_tie_word_embeddings_must_be_a_boolean(tmp_path, value):
+    p = write(tmp_path / "m" / "config.json", {**MIMO_7B, "tie_word_embeddings": value})
+    assert_one_error(invoke("predict", "--config", p), "tie_word_embeddings", "true or false")
+
+
+def test_tied_embeddings_drop_one_vocabulary_matrix(tmp_path):  # the control: real booleans and null
+    def weights(value):
+        p = write(tmp_path / str(value) / "config.json", {**MIMO_7B, "tie_word_embeddings": value})
+        return _json("predict", "--config", p)["memory"]["weights_bytes"]["dense"]
+
+    untied, tied, null = weights(False), weights(True), weights(None)
+    assert null == untied  # HF's default for these families: not tied
+    assert untied - tied == MIMO_7B["vocab_size"] * MIMO_7B["hidden_size"] * 2  # one bf16 [vocab, hidden] matrix
+
+
+# ------------------------------------------------------------------------- 5. negative zero
+def test_threshold_negative_zero_is_zero():
+    """'--threshold -0' was echoed as -0.0 in the JSON and the footer."""
+    r = invoke("sweep", "ctx", "--model", "q35", "--threshold", "-0", "--json")
+    assert r.exit_code == 0, r.output
+    assert '"break_even_threshold": 0.0' in r.stdout and "-0.0" not in r.stdout
