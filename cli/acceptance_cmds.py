@@ -14,7 +14,7 @@ from wmtp.errors import WmtpError
 
 
 def _f(x, p: int = 2) -> str:
-    return "-" if x is None else f"{x:.{p}f}"
+    return "-" if x is None or x != x else f"{x:.{p}f}"  # x != x: NaN, a position the profile does not reach
 
 
 def _render_logs(out: list[dict]) -> None:
@@ -155,7 +155,7 @@ def accept(
         for c in ("j", "native", "window", "z", "significant (5 %)"):
             t.add_column(c, justify="right")
         for row in comparison:
-            t.add_row(str(row["position"]), f"{row['native']:.3f}", f"{row['window']:.3f}",
+            t.add_row(str(row["position"]), _f(row["native"], 3), _f(row["window"], 3),
                       f"{row['z']:.2f}" if "z" in row else "-", str(row.get("significant", "n/a")))
         con.print(t)
 

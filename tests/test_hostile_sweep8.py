@@ -124,3 +124,18 @@ def test_threshold_negative_zero_is_zero():
     r = invoke("sweep", "ctx", "--model", "q35", "--threshold", "-0", "--json")
     assert r.exit_code == 0, r.output
     assert '"break_even_threshold": 0.0' in r.stdout and "-0.0" not in r.stdout
+
+
+# ------------------------------------------------------------------------- 6. NaN in a table
+def test_compare_table_shows_no_nan_where_one_profile_is_shallower(tmp_path):
+    """`accept --compare` of a d = 4 and a d = 2 histogram printed 'nan' for the positions the d = 2 one lacks."""
+    native, window = tmp_path / "n.json", tmp_path / "w.json"
+    native.write_text("[10, 5, 3, 2]")  # d = 4: positions 1..3
+    window.write_text("[4, 6]")  # d = 2: position 1 only
+    r = invoke("accept", native, window, "--compare")
+    assert r.exit_code == 0, r.output
+    assert "nan" not in r.stdout.lower()
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("│ 2 ")]
+    assert len(rows) == 2 and "│      - │" in rows[-1], r.stdout  # the comparison's row 2: window has no value
+    j = json.loads(invoke("accept", native, window, "--compare", "--json").stdout)
+    assert [c["window"] for c in j["comparison"]][1:] == [None, None]
