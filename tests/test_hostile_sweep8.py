@@ -139,3 +139,21 @@ def test_compare_table_shows_no_nan_where_one_profile_is_shallower(tmp_path):
     assert len(rows) == 2 and "│      - │" in rows[-1], r.stdout  # the comparison's row 2: window has no value
     j = json.loads(invoke("accept", native, window, "--compare", "--json").stdout)
     assert [c["window"] for c in j["comparison"]][1:] == [None, None]
+
+
+# ------------------------------------------------------------------------- 7. --tree-width prices the ring only
+@pytest.mark.parametrize("k", ["2", "4", "100"])
+def test_tree_width_says_its_step_costs_are_a_chains(k):
+    """--tree-width k sizes the ring (DESIGN 3) and nothing else: the TPOT was a chain's, shown without a word (and
+    past 64 the warning claimed the tree's verify batch was priced)."""
+    chain = _json("predict", "--model", "q35")
+    tree = _json("predict", "--model", "q35", "--tree-width", k)
+    assert tree["methods"]["window"]["tpot_ms"] == chain["methods"]["window"]["tpot_ms"]
+    said = " ".join(tree["warnings"])
+    assert f"--tree-width {k} sizes the draft ring only" in said and "chain's (k = 1)" in said
+    assert "priced as if it were run" not in said
+    assert tree["memory"]["ring_slots"] == chain["memory"]["ring_slots"] + 7 * (int(k) - 1)  # d*k slots, d = 7
+
+
+def test_chain_width_warns_nothing():  # the control
+    assert _json("predict", "--model", "q35", "--tree-width", "1")["warnings"] == []

@@ -199,9 +199,11 @@ def odd_input_warnings(ctx: int, window: int, sink: int, tree_width: int = 1) ->
     if not out and window + sink >= ctx:
         out.append(f"the window ({window} + sink {sink}) covers the whole context ({ctx} tokens): windowing reads "
                    "the same keys as the native draft")
-    if tree_width > ODD_TREE_WIDTH:
-        out.append(f"--tree-width {tree_width} is far wider than any serving engine's speculation tree "
-                   f"(<= {ODD_TREE_WIDTH}); its verify batch is priced as if it were run")
+    if tree_width > 1:  # DESIGN 3: k sizes the ring; the step costs are a chain's (they were shown without a word)
+        wide = (f"; {tree_width} is also far wider than any serving engine's speculation tree (<= {ODD_TREE_WIDTH})"
+                if tree_width > ODD_TREE_WIDTH else "")
+        out.append(f"--tree-width {tree_width} sizes the draft ring only (n_sink + W + d*k slots): the step costs and "
+                   f"TPOT are a chain's (k = 1), since wmtp does not price a tree's wider verify{wide}")
     return out
 
 
