@@ -10,6 +10,7 @@ import typer
 from wmtp import defaults
 from wmtp.cli.common import CtxOpt, HwOpt, comma_list, fail, handles_errors, refuse_overwriting_inputs
 from wmtp.errors import WmtpError
+from wmtp.fileio import check_output_folder
 
 measure_app = typer.Typer(no_args_is_help=True, help="Run and time the project's kernels on this GPU.")
 BackendOpt = Annotated[str, typer.Option(
@@ -38,6 +39,7 @@ def measure_kernels(
     specs = [get_model(k) for k in comma_list(model, "--model")]
     ctxs = parse_int_list(ctx, what="--ctx")
     batches = parse_int_list(batch, what="--batch")
+    check_output_folder(out, "--out folder")
     from wmtp.measure.run import run_kernels
 
     try:
@@ -121,6 +123,7 @@ def calibrate(
             from wmtp.calibrate.sweep_run import parse_parts, run_calibrate
             from wmtp.measure.backends import check_name
 
+            check_output_folder(out, "--out folder")
             path = run_calibrate(specs, out, quick=quick, resume=resume, backend=check_name(backend, attention=True),
                                  parts=parse_parts(parts), base_raw=base_raw, moe_impl=moe_backend)
     except KeyboardInterrupt:
@@ -182,6 +185,7 @@ def validate(
     bad = [d for d in ds if not 2 <= d <= MAX_DEPTH]
     if bad:
         raise WmtpError(f"--depths must lie in 2..{MAX_DEPTH}, got {bad[0]}")
+    check_output_folder(out, "--out folder")
     require_gpu()
     from wmtp.calibrate.validate import run_validate
 

@@ -157,3 +157,34 @@ def test_tree_width_says_its_step_costs_are_a_chains(k):
 
 def test_chain_width_warns_nothing():  # the control
     assert _json("predict", "--model", "q35", "--tree-width", "1")["warnings"] == []
+
+
+# ------------------------------------------------------------------------- 8. a GPU command's --out folder
+PROFILE = Path(__file__).resolve().parents[1] / "wmtp_model" / "data" / "profiles" / "h200.json"
+
+
+@pytest.mark.parametrize("args", [
+    ["validate", "--profile", PROFILE, "--models", "q35"],
+    ["measure", "kernels"],
+    ["calibrate", "--quick"],
+])
+@pytest.mark.parametrize("where", ["file", "under-a-file"])
+def test_gpu_command_out_that_is_no_folder(tmp_path, args, where):
+    """On a GPU machine `--out FILE` reached mkdir after the device was set up: a FileExistsError traceback (here:
+    'no CUDA GPU', which hid it). Now refused before the GPU is asked for."""
+    f = tmp_path / "f"
+    f.write_text("keep")
+    out = f if where == "file" else f / "sub"
+    assert_one_error(invoke(*args, "--out", out), "--out folder", "not a folder" if where == "file" else str(out))
+    assert f.read_text() == "keep"
+
+
+def test_check_output_folder_takes_new_and_existing_folders(tmp_path):  # the control, on the library
+    from wmtp.fileio import WriteError, check_output_folder
+
+    assert check_output_folder(tmp_path) == tmp_path
+    assert check_output_folder(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+    assert not (tmp_path / "a").exists()  # checked, not created
+    (tmp_path / "x").write_text("")
+    with pytest.raises(WriteError):
+        check_output_folder(tmp_path / "x")

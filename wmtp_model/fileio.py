@@ -63,6 +63,31 @@ def check_output_path(path: str | Path, what: str = "output file") -> Path:
     return p
 
 
+def check_output_folder(path: str | Path, what: str = "output folder") -> Path:
+    """`path` as a folder to write into: an existing writable folder, or a new one under a writable folder;
+    anything else (a file, a path through one) raises `WriteError` before any work is done (a GPU run met it at
+    its first write, after setting up the device: a FileExistsError traceback)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        parent = p.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise WriteError(f"cannot write into {what} {path}: {parent} is a file, not a folder") from None
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise WriteError(f"cannot write into {what} {path}: folder {parent} is not writable") from None
+        return p
+    except OSError as e:  # a path through a file (ENOTDIR), a symlink loop
+        raise WriteError(f"cannot write into {what} {path}: {e.strerror or e}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise WriteError(f"cannot write into {what} {path}: it exists and is not a folder")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise WriteError(f"cannot write into {what} {path}: the folder is not writable")
+    return p
+
+
 def atomic_write_text(path: str | Path, text: str, what: str = "output file") -> None:
     """Write via a temporary file in the same folder, fsync, and rename over the target."""
     p = check_output_path(path, what)
