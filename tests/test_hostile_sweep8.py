@@ -188,3 +188,15 @@ def test_check_output_folder_takes_new_and_existing_folders(tmp_path):  # the co
     (tmp_path / "x").write_text("")
     with pytest.raises(WriteError):
         check_output_folder(tmp_path / "x")
+
+
+# ------------------------------------------------------------------------- 9. a null field is a missing field
+def test_null_full_attention_interval_is_missing_not_zero(tmp_path):
+    """`"full_attention_interval": null` (and no layer_types) said 'must be >= 1, got 0': a value the file never held."""
+    from test_hostile_sweep5 import QWEN3_NEXT
+
+    p = write(tmp_path / "m" / "config.json", {**QWEN3_NEXT, "full_attention_interval": None})
+    line = assert_one_error(invoke("predict", "--config", p), "needs full_attention_interval", "lacks")
+    assert "got 0" not in line
+    p = write(tmp_path / "z" / "config.json", {**QWEN3_NEXT, "full_attention_interval": 0})  # the control: a real 0
+    assert_one_error(invoke("predict", "--config", p), "full_attention_interval must be >= 1", "got 0")

@@ -102,7 +102,7 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
     types = f.cfg.get("layer_types")
     if types is None:
         interval = f.need("full_attention_interval")
-        if "full_attention_interval" in f.cfg and interval < 1:
+        if f.cfg.get("full_attention_interval") is not None and interval < 1:  # null: missing, said by check()
             raise ConfigError(f"{f.path}: full_attention_interval must be >= 1 (every k-th layer is full attention), "
                               f"got {interval}")
         types = ["full_attention" if (i + 1) % max(interval, 1) == 0 else "linear_attention" for i in range(n_layers)]
