@@ -182,6 +182,9 @@ def calibrate_logs(
 
     if not model:
         raise WmtpError("calibrate-logs needs --model")
+    for opt, given in (("--window", window != DEFAULT_WINDOW), ("--sink", sink != DEFAULT_SINK)):
+        if given and method in ("native", "dense"):  # the fit was the same; only the profile's label changed
+            raise WmtpError(f"{opt} sizes the windowed draft, which --method {method} runs do not have; leave it out")
     refuse_overwriting_inputs([("--out", out)], [("--profile", profile)] + [("LOG:D", r.rpartition(":")[0] or r)
                                                                              for r in runs])
     spec, gpu = get_model(model), get_hardware(hw)

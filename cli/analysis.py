@@ -297,6 +297,9 @@ def simulate(
         raise WmtpError("--phases is empty; give ALPHA:TOKENS,... or leave it out for the model's preset")
     if phases and trace is not None:  # a trace fixes every step's accepted count: the phases would be ignored
         raise WmtpError("give one of --phases (acceptance to sample from) or --trace (recorded counts), not both")
+    if trace is not None and seed != 0:  # a trace replays recorded counts: nothing is drawn, the seed changed nothing
+        raise WmtpError("--seed draws sampled acceptance, and --trace replays recorded counts without drawing; "
+                        "leave --seed out")
     ph = parse_phases(phases) if phases else None
     tr = read_trace(trace) if trace is not None else None
     sc, warnings = scenario(opts, DEFAULT_DEPTH)

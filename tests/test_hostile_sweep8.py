@@ -200,3 +200,53 @@ def test_null_full_attention_interval_is_missing_not_zero(tmp_path):
     assert "got 0" not in line
     p = write(tmp_path / "z" / "config.json", {**QWEN3_NEXT, "full_attention_interval": 0})  # the control: a real 0
     assert_one_error(invoke("predict", "--config", p), "full_attention_interval must be >= 1", "got 0")
+
+
+# ------------------------------------------------------------------------- 10. more options that changed nothing
+@pytest.mark.parametrize("cmd", [["predict"], ["sweep", "ctx"], ["sweep", "window"], ["report"]])
+def test_task_beside_a_measured_accept_length_is_refused(tmp_path, cmd):
+    """--task picks a paper preset; a measured --accept-length replaces it: the output was identical with and
+    without --task cwe."""
+    extra = ["--out", tmp_path / "r.html"] if cmd == ["report"] else []
+    assert_one_error(invoke(*cmd, "--model", "q35", "--accept-length", "3", "--task", "cwe", *extra), "--task cwe",
+                     "--accept-length")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_task_alone_picks_its_preset():  # the control: cwe's paper AL differs from the default task's
+    cwe = _json("predict", "--model", "q35", "--task", "cwe")["methods"]["native"]
+    default = _json("predict", "--model", "q35")["methods"]["native"]
+    assert cwe["accept_length"] != default["accept_length"]
+
+
+def test_seed_beside_a_trace_is_refused(tmp_path):
+    """A trace replays recorded counts and draws nothing: --seed 5 gave the same result as no seed."""
+    trace = tmp_path / "t.txt"
+    trace.write_text("3\n4\n2\n")
+    assert_one_error(invoke("simulate", "--model", "q35", "--trace", trace, "--seed", "5"), "--seed", "--trace")
+    doc = _json("simulate", "--model", "q35", "--trace", trace, "--tokens", "12")  # the control: the trace alone
+    assert doc["mean_accept_length"] == pytest.approx((4 + 5 + 3) / 3)  # accepted + 1 bonus per step, d = 7
+
+
+@pytest.mark.parametrize("method", ["native", "dense"])
+@pytest.mark.parametrize("opt, value", [("--window", "1K"), ("--sink", "0")])
+def test_calibrate_logs_window_options_of_runs_without_a_window(tmp_path, method, opt, value):
+    """A native or dense fit was the same with --window 1K; only the profile's "window" label changed (to a value
+    the runs never had)."""
+    from test_hostile_sweep3 import _log
+
+    runs = [f"{_log(tmp_path / f'd{d}.log', 2.5 * (d - 1) + 30.0)}:{d}" for d in (3, 5, 7)]
+    out = tmp_path / "fw.json"
+    assert_one_error(invoke("calibrate-logs", *runs, "--model", "q35", "--method", method, opt, value, "--out", out),
+                     opt, f"--method {method}")
+    assert not out.exists()
+
+
+def test_calibrate_logs_window_runs_record_their_window(tmp_path):  # the control
+    from test_hostile_sweep3 import _log
+
+    runs = [f"{_log(tmp_path / f'd{d}.log', 2.5 * (d - 1) + 30.0)}:{d}" for d in (3, 5, 7)]
+    out = tmp_path / "fw.json"
+    r = invoke("calibrate-logs", *runs, "--model", "q35", "--method", "window", "--window", "1K", "--out", out)
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["window"] == 1024

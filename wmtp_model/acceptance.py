@@ -201,6 +201,9 @@ def choose_acceptance(model_key: str, depth: int, accept_length: tuple[float, fl
                       task: str = DEFAULT_TASK) -> AcceptanceChoice:
     """Explicit `--accept-length` first, then a paper preset for `task`, else matched acceptance with a warning."""
     if accept_length is not None:
+        if task != DEFAULT_TASK:  # the task names a preset the measured AL replaces: it was silently unused
+            raise WmtpError(f"--task {task} picks a paper acceptance preset and --accept-length replaces it; "
+                            "give one of them")
         nat, win = accept_length
         return AcceptanceChoice(geometric(nat, depth, "--accept-length (geometric profile)"),
                                 geometric(win, depth, "--accept-length (geometric profile)"))
