@@ -103,6 +103,7 @@ def accept(
     if compare and len(files) != 2:
         raise WmtpError("--compare takes exactly two files: native, then window")
     profs = [read_acceptance(f, depth) for f in files]
+    _refuse_unread_depth(files, profs, depth)
     if compare and any(p is None for p, _ in profs):
         raise WmtpError("--compare needs per-position profiles; give --depth for files with a mean AL only")
     result = []
@@ -158,6 +159,18 @@ def accept(
             t.add_row(str(row["position"]), _f(row["native"], 3), _f(row["window"], 3),
                       f"{row['z']:.2f}" if "z" in row else "-", str(row.get("significant", "n/a")))
         con.print(t)
+
+
+def _refuse_unread_depth(files, profs, depth: int | None) -> None:
+    """--depth that no file read (each gives its own: histogram bins, per-position rates) and one contradicts: it
+    was ignored, and the AL at other depths extrapolated from the file's own."""
+    own = [(f, p.measured_depth) for f, (p, info) in zip(files, profs)
+           if p is not None and not str(info.get("note", "")).startswith("a mean AL only")]
+    if depth is not None and len(own) == len(files) and any(d != depth for _, d in own):
+        f, d = next((f, d) for f, d in own if d != depth)
+        raise WmtpError(f"{f}: the file gives its own depth, d = {d} (per-position data up to {d - 1} accepted), "
+                        f"not --depth {depth}; leave --depth out (it is for a file with a mean AL only), or pad a "
+                        "histogram with zero bins if the run drafted deeper")
 
 
 @handles_errors

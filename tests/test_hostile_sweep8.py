@@ -250,3 +250,23 @@ def test_calibrate_logs_window_runs_record_their_window(tmp_path):  # the contro
     r = invoke("calibrate-logs", *runs, "--model", "q35", "--method", "window", "--window", "1K", "--out", out)
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["window"] == 1024
+
+
+@pytest.mark.parametrize("depth", ["3", "10"])
+def test_accept_depth_a_histogram_contradicts(tmp_path, depth):
+    """A 4-bin histogram (0..3 accepted: d = 4) with --depth 10 was read as d = 4 whatever --depth said; its AL at
+    d = 10 was extrapolated geometrically, though the file shows no step accepting a fourth token."""
+    h = tmp_path / "h.json"
+    h.write_text("[5, 3, 2, 1]")
+    assert_one_error(invoke("accept", h, "--depth", depth), "d = 4", f"--depth {depth}")
+
+
+def test_accept_depth_that_agrees_or_serves_a_mean(tmp_path):  # the controls
+    h = tmp_path / "h.json"
+    h.write_text("[5, 3, 2, 1]")
+    doc = _json("accept", h, "--depth", "4")
+    assert doc["files"][0]["accept_length"] == pytest.approx((0 * 5 + 1 * 3 + 2 * 2 + 3 * 1) / 11 + 1)  # 1.909
+    m = tmp_path / "m.jsonl"
+    m.write_text('{"spec_accept_length": 2.5, "completion_tokens": 100}\n')
+    doc = _json("accept", m, h, "--compare", "--depth", "5")  # --depth serves the mean AL; the histogram keeps d = 4
+    assert [f["measured_depth"] for f in doc["files"]] == [5, 4]
