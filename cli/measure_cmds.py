@@ -87,7 +87,9 @@ def calibrate(
     _one_mode({"--from-logs": bool(from_logs), "--add-tp": add_tp is not None, "--from-raw": from_raw is not None},
               {"--resume": resume, "--quick": quick, "--parts": parts is not None, "--base-raw": base_raw is not None,
                "--backend": backend != "wmtp", "--moe-backend": moe_backend != "wmtp"},
-              {"--method": method != "native", "--min-gamma": min_gamma is not None}, bool(from_logs))
+              {"--method": method != "native", "--min-gamma": min_gamma is not None, "--ctx": ctx != "1M"},
+              bool(from_logs))
+    _refuse_hw_models(add_tp is not None, bool(from_logs) or from_raw is not None, hw, models)
     if from_logs:
         from wmtp.calibrate.framework_fit import fit_from_logs
         from wmtp.hardware import get_hardware
@@ -141,6 +143,15 @@ def _one_mode(modes: dict[str, bool], sweep_opts: dict[str, bool], log_opts: dic
     if stray:
         mode = given[0] if given else "a sweep"
         raise WmtpError(f"{', '.join(stray)} does not apply to {mode}")
+
+
+def _refuse_hw_models(add_tp: bool, reads_hw: bool, hw: str, models: str) -> None:
+    """--hw names the GPU of logs or of a raw sweep without a sidecar; a sweep measures the GPU it runs on, and
+    --add-tp merges into --out's profile as it is: there both were silently unused."""
+    mode = "--add-tp" if add_tp else None if reads_hw else "a sweep"
+    for opt, given in (("--hw", hw != "h200"), ("--models", models != "q35,q122,nem" and add_tp)):
+        if given and mode:
+            raise WmtpError(f"{opt} does not apply to {mode}")
 
 
 def framework_fit_summary(prof: dict, out: Path) -> str:

@@ -270,3 +270,27 @@ def test_accept_depth_that_agrees_or_serves_a_mean(tmp_path):  # the controls
     m.write_text('{"spec_accept_length": 2.5, "completion_tokens": 100}\n')
     doc = _json("accept", m, h, "--compare", "--depth", "5")  # --depth serves the mean AL; the histogram keeps d = 4
     assert [f["measured_depth"] for f in doc["files"]] == [5, 4]
+
+
+# ------------------------------------------------------------------------- 11. calibrate options of another mode
+RAW = Path(__file__).resolve().parents[1] / "wmtp_model" / "data" / "profiles" / "h200.raw.csv.gz"
+
+
+@pytest.mark.parametrize("args, opt, mode", [
+    (["--from-raw", RAW, "--ctx", "64K"], "--ctx", "--from-raw"),  # the refit was byte-identical without it
+    (["--quick", "--hw", "b200"], "--hw", "a sweep"),  # a sweep measures the GPU it runs on
+    (["--add-tp", "TP", "--hw", "b200"], "--hw", "--add-tp"),
+    (["--add-tp", "TP", "--models", "q35"], "--models", "--add-tp"),
+])
+def test_calibrate_option_of_another_mode(tmp_path, args, opt, mode):
+    args = [tmp_path if a == "TP" else a for a in args]
+    out = tmp_path / "cal"
+    assert_one_error(invoke("calibrate", *args, "--out", out), opt, "does not apply to", mode)
+    assert not out.exists()
+
+
+def test_calibrate_from_raw_with_its_own_options(tmp_path):  # the control: --hw and --models apply to a refit
+    out = tmp_path / "cal"
+    r = invoke("calibrate", "--from-raw", RAW, "--hw", "h200", "--models", "q35", "--out", out)
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "profile.json").read_text())["hardware"] == "h200"
