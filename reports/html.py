@@ -334,7 +334,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}} .warn{{color:#a6
 <script type="text/javascript">window.wmtpErrors=[];window.addEventListener('error',function(e){{window.wmtpErrors.push(String(e.message))}});</script>
 <script type="text/javascript">{get_plotlyjs()}</script>
 </head><body>
-<h1>{html.escape(p.spec.name)} ({p.spec.key}) on {html.escape(p.hw.name)}</h1>
+<h1>{html.escape(p.spec.name)} ({html.escape(p.spec.key)}) on {html.escape(p.hw.name)}</h1>
 <p>ctx {format_tokens(p.ctx)} ({p.ctx:,} tokens), d {p.depth}, W {p.window} + sink {p.sink}, B {p.batch}{f", TP {p.tp}" if p.tp > 1 else ""};
 weights {p.spec.weight_dtype}, KV {p.spec.kv_dtype}; costs: {html.escape(p.cost_model)}.</p>
 {_summary_table(p)}

@@ -294,3 +294,17 @@ def test_calibrate_from_raw_with_its_own_options(tmp_path):  # the control: --hw
     r = invoke("calibrate", "--from-raw", RAW, "--hw", "h200", "--models", "q35", "--out", out)
     assert r.exit_code == 0, r.output
     assert json.loads((out / "profile.json").read_text())["hardware"] == "h200"
+
+
+# ------------------------------------------------------------------------- 12. the report's HTML
+def test_report_escapes_a_model_key_taken_from_a_folder_name(tmp_path):
+    """The key (the config's folder name) went into the report's <h1> unescaped: a folder named
+    `<img src=x onerror=alert(1)>` ran script when the self-contained report was opened."""
+    key = "<img src=x onerror=alert(1)>"
+    p = write(tmp_path / key / "config.json", MIMO_7B)
+    out = tmp_path / "r.html"
+    r = invoke("report", "--config", p, "--out", out)
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert key not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert text.rstrip().endswith("</html>")
