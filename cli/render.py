@@ -74,7 +74,8 @@ def cell(value: float, source: str, fmt: str = "{:.3f}") -> str:
 def render_prediction(p) -> None:
     spec, hw = p.spec, p.hw
     console.print(
-        f"[bold]{spec.name}[/bold] ({spec.key}) on [bold]{hw.name}[/bold] ({hw.key}) | ctx {format_tokens(p.ctx)} "
+        f"[bold]{escape(spec.name)}[/bold] ({escape(spec.key)}) on [bold]{escape(hw.name)}[/bold] ({hw.key}) | "
+        f"ctx {format_tokens(p.ctx)} "
         f"({p.ctx:,} tokens) | d {p.depth} | W {p.window} + sink {p.sink} | B {p.batch} | "
         + (f"TP {p.tp} (per GPU) | " if p.tp > 1 else "") + 
         f"weights {spec.weight_dtype}, KV {spec.kv_dtype} | costs: {escape(p.cost_model)} | engine overhead: "
@@ -127,14 +128,14 @@ def render_prediction(p) -> None:
                   f"time-to-first-token [dim]estimate (speed-of-light)[/dim]")
     sources = {"AL native": r["native"].accept_source, "AL window": r["window"].accept_source,
                "step": r["native"].cost.source}
-    console.print("[dim]sources: " + "; ".join(f"{k}: {v}" for k, v in sources.items())
+    console.print("[dim]sources: " + "; ".join(f"{k}: {escape(v)}" for k, v in sources.items())
                   + ". tags: sol = speed-of-light (datasheet x achievable fraction), meas = measured, "
                   "interp/extrap = interpolated/extrapolated from measurements, scaled = another GPU's profile "
                   "scaled by bandwidth and flop ratios, model = analytical, engine = includes a serving-engine overhead preset, "
                   "fw = includes a framework profile from logs; * = the weakest of mixed components "
                   "(--json lists each).[/dim]")
     for w in p.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")  # a warning names files and models: no markup
 
 
 def render_memory_table(p, names) -> None:

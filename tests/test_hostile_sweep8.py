@@ -308,3 +308,14 @@ def test_report_escapes_a_model_key_taken_from_a_folder_name(tmp_path):
     text = out.read_text()
     assert key not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     assert text.rstrip().endswith("</html>")
+
+
+# ------------------------------------------------------------------------- 13. names printed through rich markup
+@pytest.mark.parametrize("name", ["Mi[/bold]mo", "[bold]Mimo", "Mimo[/]"])
+def test_model_name_with_markup_brackets_is_printed_as_written(tmp_path, name):
+    """The architecture name went through rich's markup: 'Mi[/bold]mo' was a MarkupError traceback, '[bold]Mimo'
+    lost its brackets."""
+    p = write(tmp_path / "m" / "config.json", {**MIMO_7B, "architectures": [name]})
+    r = invoke("predict", "--config", p)
+    assert r.exit_code == 0 and r.exception is None, r.output
+    assert name in r.stdout
