@@ -135,7 +135,8 @@ def _refuse_repeated_options(ctx, name, cmd, args) -> None:
         return  # the real parse reports it
     seen: dict[str, int] = {}
     for param in order:
-        if getattr(param, "param_type_name", "") == "option" and not param.multiple and not getattr(param, "count", 0):
+        if (getattr(param, "param_type_name", "") == "option" and not param.multiple and not getattr(param, "count", 0)
+                and not param.is_eager):  # --help twice is still help
             seen[param.name] = seen.get(param.name, 0) + 1
             if seen[param.name] == 2:
                 opts = "/".join(sorted(param.opts, key=len, reverse=True)[:1] + list(param.secondary_opts))

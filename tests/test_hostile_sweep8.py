@@ -319,3 +319,8 @@ def test_model_name_with_markup_brackets_is_printed_as_written(tmp_path, name):
     r = invoke("predict", "--config", p)
     assert r.exit_code == 0 and r.exception is None, r.output
     assert name in r.stdout
+
+
+def test_help_twice_is_help():  # the control for the repeated-option check: --help is eager, not a value
+    r = invoke("predict", "--help", "--help")
+    assert r.exit_code == 0 and "Usage" in r.output
