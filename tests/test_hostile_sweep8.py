@@ -1,10 +1,14 @@
 """Hostile inputs found by the eighth adversarial sweep (after test_hostile_sweep7.py): an option that takes one value
-given twice (click kept the last one, silently), a file output named with a trailing '/' (written as a file of that
-name), options the command then ignored (`sweep depth --depth` without --accept-length, `simulate --method native`
-with --window / --sink: the same numbers as without them), and a config.json's tie_word_embeddings written as a
-string ("false" read as true: the lm_head's weights dropped from the count). Each bad input ends in exit code 1 and
-exactly one `error:` line; each family has a legal control beside it, so the cases can fail. Expected values come
-from hand arithmetic on the config's fields or from what the user gave, not from the code under test."""
+given twice (click kept the last one, silently); a file output named with a trailing '/' (written as a file of that
+name); a GPU command's --out that is a file (a FileExistsError traceback on a GPU); options the command then ignored
+(`sweep depth --depth` without --accept-length, `simulate --method native` with --window / --sink, --task beside
+--accept-length, `simulate --seed` beside --trace, `calibrate-logs --window` for native / dense runs, calibrate options
+of another mode, `accept --depth` that no file reads): the same numbers as without them; `--tree-width` whose step
+costs are a chain's without a word; config.json fields misread (tie_word_embeddings "false" read as true, a null
+full_attention_interval reported as 0); 'nan' in the compare table and -0.0 in JSON; a model key or name that the
+HTML report or rich's markup took as markup (script injection, a MarkupError traceback). Each bad input ends in exit
+code 1 and exactly one `error:` line; each family has a legal control beside it, so the cases can fail. Expected
+values come from hand arithmetic on the config's fields or from what the user gave, not from the code under test."""
 
 from __future__ import annotations
 
