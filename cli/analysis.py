@@ -110,7 +110,7 @@ def _footer(what: str, extra: dict, found: str = "-") -> list[str]:
     lines = []
     if "break_even_ctx" in extra:
         be, thr = extra["break_even_ctx"], extra["break_even_threshold"]
-        lines.append(f"break-even context: the window's step is at least {100 * thr:g} % cheaper than native's "
+        lines.append(f"break-even context: native's step is at least {100 * thr:g} % longer than the window's "  # 1 + thr
                      + (f"from {be:,} tokens ({format_tokens(be)}) on" if be else "nowhere up to 16M tokens")
                      + f" (matched acceptance) {found}")
     if "best_depth" in extra:

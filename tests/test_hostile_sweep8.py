@@ -328,3 +328,14 @@ def test_model_name_with_markup_brackets_is_printed_as_written(tmp_path, name):
 def test_help_twice_is_help():  # the control for the repeated-option check: --help is eager, not a value
     r = invoke("predict", "--help", "--help")
     assert r.exit_code == 0 and "Usage" in r.output
+
+
+def test_break_even_threshold_is_said_as_what_it_measures():
+    """--threshold 0.5 found where step_native / step_window >= 1.5 (the window 33 % cheaper), and the footer said
+    'the window's step is at least 50 % cheaper'; 10 said '1000 % cheaper', a negative step."""
+    be = _json("sweep", "ctx", "--model", "q35", "--threshold", "0.5")["break_even_ctx"]
+    steps = _json("predict", "--model", "q35", "--ctx", str(be))["methods"]
+    assert steps["native"]["step_ms"] / steps["window"]["step_ms"] >= 1.5 * (1 - 1e-9)  # what the threshold measures
+    r = invoke("sweep", "ctx", "--model", "q35", "--threshold", "0.5")
+    text = " ".join(r.stdout.split())
+    assert "native's step is at least 50 % longer than the window's" in text and "cheaper" not in text
