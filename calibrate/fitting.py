@@ -162,6 +162,9 @@ def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str = "h
     sm = meta.get("gpu_sm_count")
     if sm is not None and (isinstance(sm, bool) or not isinstance(sm, int) or not 1 <= sm <= 100_000):
         raise WmtpError(f"{meta_path}: gpu_sm_count must be a count in 1..100000, got {repr(sm)[:40]}")
+    if meta.get("gpu_name") and hw_key != "h200" and hardware_key(meta) != hw_key:  # --hw given (not the default)
+        raise WmtpError(f"{meta_path} says the sweep ran on {str(meta['gpu_name'])[:60]} ({hardware_key(meta)}); "
+                        f"--hw {hw_key} contradicts it (--hw names the GPU of a raw sweep without a sidecar)")
     if not meta.get("gpu_name"):
         gpu = get_hardware(hw_key)
         meta = {**meta, "gpu_name": gpu.name, "gpu_sm_count": meta.get("gpu_sm_count") or gpu.sm_count,

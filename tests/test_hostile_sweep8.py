@@ -339,3 +339,23 @@ def test_break_even_threshold_is_said_as_what_it_measures():
     r = invoke("sweep", "ctx", "--model", "q35", "--threshold", "0.5")
     text = " ".join(r.stdout.split())
     assert "native's step is at least 50 % longer than the window's" in text and "cheaper" not in text
+
+
+def test_from_raw_refuses_a_gpu_its_sidecar_contradicts(tmp_path):
+    """`calibrate --from-raw R --hw b200` where R's sidecar says the sweep ran on an H200: the sidecar won silently
+    (--hw names the GPU of a sweep without one); now one error. The control: the same --hw without a sidecar."""
+    import gzip
+    import shutil
+
+    from wmtp.profile import PROFILES_DIR
+
+    raw = tmp_path / "h200.raw.csv"
+    with gzip.open(PROFILES_DIR / "h200.raw.csv.gz", "rb") as src, open(raw, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shutil.copy(PROFILES_DIR / "h200.raw.meta.json", tmp_path / "h200.raw.meta.json")
+    assert_one_error(invoke("calibrate", "--from-raw", raw, "--hw", "b200", "--out", tmp_path / "o"),
+                     "--hw b200 contradicts", "NVIDIA H200")
+    (tmp_path / "h200.raw.meta.json").unlink()
+    r = invoke("calibrate", "--from-raw", raw, "--hw", "b200", "--out", tmp_path / "o2")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "o2" / "profile.json").read_text())["hardware"] == "b200"
