@@ -32,6 +32,17 @@ def _umask() -> int:
     return mask
 
 
+def _creatable(path: str | Path, prefix: str) -> None:
+    """A path that does not exist yet can be created: its nearest existing ancestor is a writable folder."""
+    parent = Path(path).parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise WriteError(f"{prefix}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise WriteError(f"{prefix}: folder {parent} is not writable")
+
+
 def check_output_path(path: str | Path, what: str = "output file") -> Path:
     """`path` as a write target: a new path or an existing regular file (a symlink to one is
     followed); anything else raises `WriteError` before any work is done."""
@@ -45,13 +56,7 @@ def check_output_path(path: str | Path, what: str = "output file") -> Path:
             p = p.resolve(strict=False)
         st = p.stat()
     except FileNotFoundError:
-        parent = p.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir():
-            raise WriteError(f"cannot write {what} {path}: {parent} is not a folder") from None
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise WriteError(f"cannot write {what} {path}: folder {parent} is not writable") from None
+        _creatable(p, f"cannot write {what} {path}")
         return p
     except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (pathlib's resolve, Python < 3.13)
         why = getattr(e, "strerror", None) or ("a symlink loop" if isinstance(e, RuntimeError) else e)
@@ -71,13 +76,7 @@ def check_output_folder(path: str | Path, what: str = "output folder") -> Path:
     try:
         st = p.stat()
     except FileNotFoundError:
-        parent = p.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir():
-            raise WriteError(f"cannot write into {what} {path}: {parent} is a file, not a folder") from None
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise WriteError(f"cannot write into {what} {path}: folder {parent} is not writable") from None
+        _creatable(p, f"cannot write into {what} {path}")
         return p
     except OSError as e:  # a path through a file (ENOTDIR), a symlink loop
         raise WriteError(f"cannot write into {what} {path}: {e.strerror or e}") from None
