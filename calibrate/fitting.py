@@ -152,9 +152,9 @@ def read_sidecar(raw: Path) -> dict:
     return meta
 
 
-def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str = "h200") -> Path:
-    """`wmtp calibrate --from-raw`: refit a raw sweep CSV (its .meta.json sidecar, if any, is the provenance;
-    without one, the data is taken to come from GPU `hw_key`)."""
+def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str | None = None) -> Path:
+    """`wmtp calibrate --from-raw`: refit a raw sweep CSV (its .meta.json sidecar, if any, is the provenance, and
+    a `hw_key` given must agree with it; without one, the data is taken to come from GPU `hw_key`, else h200)."""
     from wmtp.hardware import get_hardware
 
     meta_path = raw_sidecar(raw)
@@ -162,11 +162,11 @@ def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str = "h
     sm = meta.get("gpu_sm_count")
     if sm is not None and (isinstance(sm, bool) or not isinstance(sm, int) or not 1 <= sm <= 100_000):
         raise WmtpError(f"{meta_path}: gpu_sm_count must be a count in 1..100000, got {repr(sm)[:40]}")
-    if meta.get("gpu_name") and hw_key != "h200" and hardware_key(meta) != hw_key:  # --hw given (not the default)
+    if meta.get("gpu_name") and hw_key is not None and hardware_key(meta) != hw_key:
         raise WmtpError(f"{meta_path} says the sweep ran on {str(meta['gpu_name'])[:60]} ({hardware_key(meta)}); "
                         f"--hw {hw_key} contradicts it (--hw names the GPU of a raw sweep without a sidecar)")
     if not meta.get("gpu_name"):
-        gpu = get_hardware(hw_key)
+        gpu = get_hardware(hw_key or "h200")
         meta = {**meta, "gpu_name": gpu.name, "gpu_sm_count": meta.get("gpu_sm_count") or gpu.sm_count,
                 "note": f"no provenance sidecar: taken to be measured on {gpu.key} (--hw)"}
     return fit_raw_to_profile(raw, profile_path, meta, models)

@@ -8,9 +8,13 @@ from typing import Annotated, Optional
 import typer
 
 from wmtp import defaults
-from wmtp.cli.common import CtxOpt, HwOpt, comma_list, fail, handles_errors, refuse_overwriting_inputs
+from wmtp.cli.common import CtxOpt, comma_list, fail, handles_errors, refuse_overwriting_inputs
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_output_folder
+
+DEFAULT_HW = "h200"  # the GPU of logs or of a sidecar-less raw sweep when --hw is not given
+CalHwOpt = Annotated[Optional[str], typer.Option("--hw", help="Hardware key (see `wmtp hardware`) of logs, or of a "
+                                                 "raw sweep without a provenance sidecar (default h200).")]
 
 measure_app = typer.Typer(no_args_is_help=True, help="Run and time the project's kernels on this GPU.")
 BackendOpt = Annotated[str, typer.Option(
@@ -65,7 +69,7 @@ def calibrate(
     from_logs: Annotated[Optional[list[str]], typer.Option(
         "--from-logs", help="LOG:D decode logs of runs at depth D (repeatable): top-down framework profile "
                             "(--out/framework.json) for the one model in --models; see `wmtp calibrate-logs`.")] = None,
-    hw: HwOpt = "h200",
+    hw: CalHwOpt = None,
     ctx: CtxOpt = "1M",
     method: Annotated[str, typer.Option(help="With --from-logs: native, window or dense.")] = "native",
     min_gamma: Annotated[Optional[int], typer.Option(help="With --from-logs: fit only gamma >= this.")] = None,
@@ -99,7 +103,7 @@ def calibrate(
         keys = comma_list(models)
         if len(keys) != 1:
             raise WmtpError("--from-logs calibrates one model: give --models KEY")
-        spec, gpu = get_model(keys[0]), get_hardware(hw)
+        spec, gpu = get_model(keys[0]), get_hardware(hw or DEFAULT_HW)
         target = out / "framework.json"
         refuse_overwriting_inputs([("--out", target)], [("--from-logs", r.rpartition(":")[0] or r) for r in from_logs])
         prof = fit_from_logs(from_logs, spec, gpu, cost_model_for(gpu, None), parse_tokens(ctx, "--ctx"), method, None,
@@ -145,11 +149,11 @@ def _one_mode(modes: dict[str, bool], sweep_opts: dict[str, bool], log_opts: dic
         raise WmtpError(f"{', '.join(stray)} does not apply to {mode}")
 
 
-def _refuse_hw_models(add_tp: bool, reads_hw: bool, hw: str, models: str) -> None:
+def _refuse_hw_models(add_tp: bool, reads_hw: bool, hw: str | None, models: str) -> None:
     """--hw names the GPU of logs or of a raw sweep without a sidecar; a sweep measures the GPU it runs on, and
     --add-tp merges into --out's profile as it is: there both were silently unused."""
     mode = "--add-tp" if add_tp else None if reads_hw else "a sweep"
-    for opt, given in (("--hw", hw != "h200"), ("--models", models != "q35,q122,nem" and add_tp)):
+    for opt, given in (("--hw", hw is not None), ("--models", models != "q35,q122,nem" and add_tp)):
         if given and mode:
             raise WmtpError(f"{opt} does not apply to {mode}")
 
