@@ -187,6 +187,11 @@ def feature_backend(backend: str, attention_kernels: str | None) -> str:
     return "wmtp+ws" if backend == "wmtp" and attention_kernels == WS_SET else backend
 
 
+def ws_takes(rows: int, head_dim: int) -> bool:
+    """Whether the ws kernel has a tile for a KV group of `rows` rows at `head_dim`."""
+    return rows <= WS_ROWS_MAX and head_dim in WS_HEAD_DIMS
+
+
 def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int | None = None,
               max_rows: int = 128) -> tuple[int, int, int, int, int]:
     """ws kernel tile: (block_m, m_blocks, block_n, stages, consumer warps). 64-row blocks up to 64 rows (or with
@@ -208,7 +213,7 @@ def ws_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, ma
     each split at least 4 tiles long; two consumer partitions for 128-row blocks below head dim 256 (nem 1M, d = 5..8:
     0.316-0.331 ms against 0.335-0.346 with one)."""
     rows = group * q_len
-    if rows > WS_ROWS_MAX or head_dim not in WS_HEAD_DIMS:
+    if not ws_takes(rows, head_dim):
         raise ValueError(f"the ws kernel takes up to {WS_ROWS_MAX} rows per KV group and head dim "
                          f"{WS_HEAD_DIMS}, got {rows} rows, head dim {head_dim}")
     block_m, m_blocks, bn, ns, nw = ws_tiling(rows, head_dim, block_n, num_stages, max_rows)
@@ -229,9 +234,7 @@ def ws_default(batch: int, group: int, q_len: int, head_dim: int) -> bool:
     rows per KV group, where the other kernels run their MMAs after the loads (B = 4 / 8, d = 5..9: 2-25 % faster,
     one shape 2 % slower); smaller tiles and decode at B >= 4 keep the older kernels (ws up to 22 % slower there)."""
     rows = group * q_len
-    if rows > WS_ROWS_MAX or head_dim not in WS_HEAD_DIMS:
-        return False
-    return batch <= 2 or (batch <= 8 and q_len > 1 and rows > 64)
+    return ws_takes(rows, head_dim) and (batch <= 2 or (batch <= 8 and q_len > 1 and rows > 64))
 
 
 def kv_passes(kernel: str, group: int, q_len: int, head_dim: int) -> int:
