@@ -12,7 +12,8 @@ whose partial-output format (MidO, MidL: base-2 log-sum-exp) and merge kernel it
   O += P V on the warpgroup MMA (Q from shared memory, P from registers) with an online softmax (base 2), and
   releases the buffer on its `empty` barrier.
 bf16 / fp16 K/V only; head dim 64, 128 or 256; query rows packed as in the rows kernel (row g of the KV group:
-query head g // n_q, query token g % n_q).
+query head g // n_q, query token g % n_q). That row mapping and the split bounds are spelled again here, in Gluon:
+a Gluon function cannot call the Triton ones of `paged_attention` / `paged_rows`.
 """
 
 from __future__ import annotations
