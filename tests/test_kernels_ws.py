@@ -19,11 +19,14 @@ SMEM = 227 * 1024  # bytes a Hopper block may use
 @pytest.mark.parametrize("rows", [1, 16, 64, 65, 112, 128, 144, 256])
 @pytest.mark.parametrize("hd", [64, 128, 256])
 @pytest.mark.parametrize("block_n", [None, 32])
-def test_tiling_fits_shared_memory(rows, hd, block_n):
-    bm, mb, bn, ns, nw = ws_tiling(rows, hd, block_n)
-    assert bm in (64, 128) and mb * bm >= rows and (mb - 1) * bm < rows  # fewest row blocks that cover the rows
+@pytest.mark.parametrize("max_rows", [128, 192])
+def test_tiling_fits_shared_memory(rows, hd, block_n, max_rows):
+    bm, mb, bn, ns, nw = ws_tiling(rows, hd, block_n, max_rows=max_rows)
+    assert bm in (64, 128, 192) and mb * bm >= rows and (mb - 1) * bm < rows  # fewest row blocks that cover the rows
+    assert bm != 192 or (max_rows == 192 and hd < 256 and 128 < rows <= 192)
     assert nw == bm // 16  # one warpgroup per 64 rows
-    q_bytes, stage = bm * hd * 2, 2 * bn * hd * 2  # Q tile; K and V tiles of one stage (bf16)
+    q_rows = 256 if bm == 192 else bm  # the kernel's Q tile: a power of two rows
+    q_bytes, stage = q_rows * hd * 2, 2 * bn * hd * 2  # Q tile; K and V tiles of one stage (bf16)
     assert 2 <= ns <= 6 and q_bytes + ns * stage + 1024 <= SMEM
     assert ns == 6 or q_bytes + (ns + 1) * stage + 1024 > SMEM  # as many stages as fit, up to 6
 
@@ -37,8 +40,17 @@ def test_tiling_by_hand():
     assert ws_tiling(40, 256, block_n=64) == (64, 1, 64, 3, 4)
     # head dim 128: 32 KiB stages, six fit beside 32 KiB of Q
     assert ws_tiling(112, 128) == (128, 1, 64, 6, 8)
+    # 144 rows (16 heads x d = 9), head dim 128, max_rows = 192: one 192-row block (12 warps), Q held in a 256-row
+    # tile (64 KiB); 32 KiB stages: (227 KiB - 1 KiB - 64 KiB) // 32 KiB = 5
+    assert ws_tiling(144, 128, max_rows=192) == (192, 1, 64, 5, 12)
+    # the same at head dim 256 keeps two 128-row blocks (three warpgroups' accumulators would not fit)
+    assert ws_tiling(144, 256, max_rows=192) == ws_tiling(144, 256) == (128, 2, 64, 2, 8)
+    # more than 192 rows: 128-row blocks
+    assert ws_tiling(208, 128, max_rows=192)[:2] == (128, 2)
     with pytest.raises(ValueError):
         ws_tiling(112, 256, max_rows=32)
+    with pytest.raises(ValueError):
+        ws_tiling(112, 256, max_rows=256)
 
 
 def test_plan_by_hand():
@@ -49,6 +61,10 @@ def test_plan_by_hand():
         ("ws", 128, 1, 66, 64, 2, 1)
     # nem (head dim 128) at the same d: two consumer partitions of 64 rows
     assert ws_plan(1, 2, 16, 7, 128, 1 << 20, 132).consumers == 2
+    # d = 9 with max_rows = 192: one 192-row block of three consumers, still one program per SM (66 splits)
+    p3 = ws_plan(1, 2, 16, 9, 128, 1 << 20, 132, max_rows=192)
+    assert (p3.block_m, p3.m_blocks, p3.consumers, p3.splits) == (192, 1, 3, 66)
+    assert ws_plan(1, 2, 16, 9, 128, 1 << 20, 132).consumers == 2  # not asked for: two 128-row blocks
     # a short context caps the splits at 4 tiles each: 1000 keys / (4 x 32) -> 8 splits (64-row block, 32 keys)
     assert ws_plan(1, 2, 8, 1, 256, 1000, 132).splits == 8
     # B = 8 decode of 16-head groups: 8 x 2 programs per split column, 132 // 16 = 8 splits
@@ -98,9 +114,9 @@ def _case(hq, hkv, hd, d, n_kv, seed):
 
 @pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
 @pytest.mark.parametrize("shape", [(16, 2, 256), (32, 2, 256), (32, 2, 128), (8, 1, 64)])
-@pytest.mark.parametrize("d", [1, 2, 5, 7, 9])
+@pytest.mark.parametrize("d", [1, 2, 5, 7, 9, 12])
 @pytest.mark.parametrize("kw", [{}, dict(block_n=32), dict(max_rows=64), dict(num_splits=37), dict(consumers=2),
-                                dict(consumers=2, block_n=32)])
+                                dict(consumers=2, block_n=32), dict(max_rows=192), dict(pdl=True)])
 def test_ws_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     n_kv = [3001, 64, d, 700]  # a tile-aligned request, one with only the new tokens
@@ -124,9 +140,9 @@ def test_ws_rejects_what_it_cannot_run():
 
 
 
-@pytest.mark.parametrize("rows, head_dim, decode, consumers", [(112, 256, False, 1), (112, 128, False, 2),
-                                                                 (16, 256, True, 1)])
-def test_compiles_for_hopper(rows, head_dim, decode, consumers):
+@pytest.mark.parametrize("rows, head_dim, decode, consumers, max_rows", [
+    (112, 256, False, 1, 128), (112, 128, False, 2, 128), (16, 256, True, 1, 128), (144, 128, False, 3, 192)])
+def test_compiles_for_hopper(rows, head_dim, decode, consumers, max_rows):
     """Catches a Triton whose Gluon API moved (3.6 on the lent H200, 3.9 in CI): the kernel must build for sm_90
     (in a process without Triton's interpreter), warp-specialized (register reallocation between partitions), with
     cp.async loads that arrive on the stage's barrier and warpgroup MMAs, in the shared memory its plan budgets: the
@@ -139,13 +155,14 @@ def test_compiles_for_hopper(rows, head_dim, decode, consumers):
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     probe = Path(__file__).with_name("ws_compile_probe.py")
-    run = subprocess.run([sys.executable, str(probe), str(rows), str(head_dim), str(int(decode)), str(consumers)],
-                         capture_output=True, text=True, env=env, timeout=600)
+    run = subprocess.run([sys.executable, str(probe), str(rows), str(head_dim), str(int(decode)), str(consumers),
+                          str(max_rows)], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     got = json.loads(run.stdout.strip().splitlines()[-1])
     assert got["setmaxnreg"] and got["cp_async"] and got["wgmma"] and got["arrive_noinc"]
-    bm, mb, bn, ns, nw = ws_tiling(rows, head_dim)
-    planned = bm * head_dim * 2 + ns * 2 * bn * head_dim * 2  # bf16 Q tile + K and V tiles per stage
+    bm, mb, bn, ns, nw = ws_tiling(rows, head_dim, max_rows=max_rows)
+    q_rows = 256 if bm == 192 else bm  # a 192-row block holds Q in a 256-row tile
+    planned = q_rows * head_dim * 2 + ns * 2 * bn * head_dim * 2  # bf16 Q tile + K and V tiles per stage
     assert planned <= got["shared"] <= planned + 1024 <= SMEM
 
 

@@ -195,14 +195,23 @@ def ws_takes(rows: int, head_dim: int) -> bool:
 def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int | None = None,
               max_rows: int = 128) -> tuple[int, int, int, int, int]:
     """ws kernel tile: (block_m, m_blocks, block_n, stages, consumer warps). 64-row blocks up to 64 rows (or with
-    max_rows = 64), else 128-row blocks (two warpgroups); 32-key tiles for 64-row blocks of head dim 256 (H200, 1M:
-    0.99-1.00x the decode against 1.15-1.22x with 64: measure/results/h200-ws), else 64 (128 below head dim 128);
-    the K/V ring takes as many stages (2..6) as fit beside the Q tile in 227 KiB of shared memory (bf16)."""
-    if max_rows not in (64, 128):
-        raise ValueError(f"max_rows must be 64 or 128, got {max_rows}")
-    block_m = 64 if rows <= 64 or max_rows == 64 else 128
+    max_rows = 64), else 128-row blocks (two warpgroups); with max_rows = 192 and head dim below 256, one block of
+    192 rows (three consumer warpgroups) for a group of 129..192 rows (at head dim 256 a warpgroup's fp32
+    accumulator for 64 rows takes 128 registers a thread: three do not fit; four spill at head dim 128). 32-key
+    tiles for 64-row blocks of head dim 256 (H200, 1M: 0.99-1.00x the decode against 1.15-1.22x with 64:
+    measure/results/h200-ws), else 64 (128 below head dim 128); the K/V ring takes as many stages (2..6) as fit
+    beside the Q tile in 227 KiB of shared memory (bf16)."""
+    if max_rows not in (64, 128, 192):
+        raise ValueError(f"max_rows must be 64, 128 or 192, got {max_rows}")
+    if rows <= 64 or max_rows == 64:
+        block_m = 64
+    elif rows <= 128 or max_rows == 128 or head_dim == 256 or rows > 192:
+        block_m = 128
+    else:
+        block_m = 192
     bn = block_n or (128 if head_dim < 128 else 32 if head_dim == 256 and block_m == 64 else 64)
-    fit = (WS_SMEM - 1024 - block_m * head_dim * 2) // (2 * bn * head_dim * 2)
+    q_rows = 256 if block_m > 128 else block_m  # the kernel holds Q in a tile of a power of two rows
+    fit = (WS_SMEM - 1024 - q_rows * head_dim * 2) // (2 * bn * head_dim * 2)
     return block_m, -(-rows // block_m), bn, stages or max(2, min(6, fit)), block_m // 16
 
 
@@ -211,7 +220,7 @@ def ws_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, ma
             waves: int = 1, max_rows: int = 128, consumers: int | None = None) -> AttentionPlan:
     """The ws kernel's plan: one program per SM (its ring fills shared memory), so `waves` x SMs programs in all,
     each split at least 4 tiles long; two consumer partitions for 128-row blocks below head dim 256 (nem 1M, d = 5..8:
-    0.316-0.331 ms against 0.335-0.346 with one)."""
+    0.316-0.331 ms against 0.335-0.346 with one), three for 192-row blocks."""
     rows = group * q_len
     if not ws_takes(rows, head_dim):
         raise ValueError(f"the ws kernel takes up to {WS_ROWS_MAX} rows per KV group and head dim "
@@ -221,7 +230,7 @@ def ws_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, ma
         consumers = 2 if block_m == 128 and head_dim < 256 else 1
     if consumers not in (1, 2):
         raise ValueError(f"consumers must be 1 or 2, got {consumers}")
-    consumers = consumers if block_m == 128 else 1
+    consumers = 3 if block_m == 192 else consumers if block_m == 128 else 1
     if num_splits is None:
         per = max(1, waves * sm_count // max(1, batch * kv_heads * m_blocks))
         num_splits = max(1, min(per, -(-max_kv // (4 * bn))))

@@ -15,8 +15,10 @@ from wmtp.kernel_plan import MERGE_BLOCK_D, MERGE_SPLIT_BLOCK
 def _merge_kernel(
     MidO, MidL, Out, num_splits,
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh, stride_outt, stride_outh,
-    BLOCK_D: tl.constexpr, SPLIT_BLOCK: tl.constexpr,
+    BLOCK_D: tl.constexpr, SPLIT_BLOCK: tl.constexpr, PDL: tl.constexpr = False,
 ):
+    if PDL:  # a programmatic dependent launch: wait until the split kernel's partials are written and visible
+        tl.extra.cuda.gdc_wait()
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
     dims = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -39,14 +41,16 @@ def _merge_kernel(
     tl.store(Out + t * stride_outt + h * stride_outh + dims, (acc / den).to(Out.dtype.element_ty))
 
 
-def merge_splits(mid_o: torch.Tensor, mid_l: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+def merge_splits(mid_o: torch.Tensor, mid_l: torch.Tensor, out: torch.Tensor, pdl: bool = False) -> torch.Tensor:
     """Stage 2: merge the splits' partial outputs `mid_o` [total_q, Hq, splits, D] (each normalized by its own
-    sum) by their base-2 log-sum-exps `mid_l` [total_q, Hq, splits] into `out` [total_q, Hq, D]."""
+    sum) by their base-2 log-sum-exps `mid_l` [total_q, Hq, splits] into `out` [total_q, Hq, D]. `pdl`: launch as a
+    programmatic dependent launch (Hopper and newer, the GPU only) of a split kernel that triggers its dependents."""
     total_q, hq, splits, hd = mid_o.shape
     block_d = min(hd, MERGE_BLOCK_D)
     _merge_kernel[(total_q, hq, hd // block_d)](
         mid_o, mid_l, out, splits,
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         out.stride(0), out.stride(1), BLOCK_D=block_d, SPLIT_BLOCK=MERGE_SPLIT_BLOCK, num_warps=4,
+        **({"PDL": True, "launch_pdl": True} if pdl else {}),
     )
     return out

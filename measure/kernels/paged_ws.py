@@ -36,6 +36,10 @@ LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # cp.async into shared memory: `async_copy_global_to_shared` in Triton 3.6 (the lent H200's), `async_load` later
 async_load = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
+# (producer, worker consumer) registers a thread by consumer partitions: the four warps of each partition share the
+# SM's 64K registers with the default consumer's (which takes what is left, so the sum fits)
+REGS = {1: (80, 208), 2: (80, 208), 3: (64, 144)}  # three: 16 warps launch at 128 a thread; 64 + 2 x 144 leaves
+# the default consumer 160, no spill (Triton 3.6, sm_90); four consumers spilled at any split (96 a thread at launch)
 _BROKEN: list[str] = []  # why the kernel cannot compile with this Triton, once a launch found out
 
 
@@ -156,11 +160,14 @@ def _ws_split_kernel(
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
-    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr,
+    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = False,
 ):
     """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2: the row block's two halves are
     two partitions of one warpgroup each (the default one and a worker of C_REGS registers), each with its own
     softmax, both reading every K/V tile: the ring's `empty` barriers count both."""
+    if TRIGGER:  # the merge, launched dependent (PDL), may be scheduled now and waits for this grid's writes
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
     mb = gl.program_id(0) % M_BLOCKS
     kvh = gl.program_id(0) // M_BLOCKS
     split = gl.program_id(1)
@@ -181,7 +188,9 @@ def _ws_split_kernel(
     nw: gl.constexpr = gl.num_warps()
     TPW_D: gl.constexpr = HEAD_DIM // 8 if HEAD_DIM // 8 < 32 else 32
     q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_D, TPW_D], [nw, 1], [1, 0])
-    g = mb * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, q_layout))
+    # 192 rows (three consumers) load and hold a 256-row Q tile: shapes are powers of two; rows past the group are 0
+    Q_ROWS: gl.constexpr = 256 if BLOCK_M > 128 else BLOCK_M
+    g = mb * BLOCK_M + gl.arange(0, Q_ROWS, layout=gl.SliceLayout(1, q_layout))
     if DECODE:
         h_local = g
         qi = g * 0
@@ -194,9 +203,9 @@ def _ws_split_kernel(
     q = gl.load(Q + (q_start + qi)[:, None].to(gl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :],
                 mask=row_ok[:, None], other=0.0)
     dtype: gl.constexpr = Q.dtype.element_ty
-    q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([Q_ROWS, HEAD_DIM], dtype)
     kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_sl, q)
+    q_smem = gl.allocate_shared_memory(dtype, [Q_ROWS, HEAD_DIM], q_sl, q)
     k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_sl)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_sl)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -207,6 +216,8 @@ def _ws_split_kernel(
     fence_async_shared()
 
     SUB: gl.constexpr = BLOCK_M // CONSUMERS
+    # consumer c takes rows c * SUB .. (c + 1) * SUB of the block (spelled out per count: a constexpr cannot travel in
+    # a tuple variable, and warp_specialize takes a literal list)
     if CONSUMERS == 1:
         gl.warp_specialize([
             (_ws_consumer, (q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh,
@@ -214,18 +225,30 @@ def _ws_split_kernel(
                             BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
             (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
                             v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
-    else:
-        q_lo = q_smem.slice(0, SUB)
-        q_hi = q_smem.slice(SUB, SUB)
+    elif CONSUMERS == 2:
         gl.warp_specialize([
-            (_ws_consumer, (q_lo, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
+            (_ws_consumer, (q_smem.slice(0, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
                             hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
                             stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
-            (_ws_consumer, (q_hi, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
+            (_ws_consumer, (q_smem.slice(SUB, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
                             hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
                             stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
             (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
                             v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
+    else:
+        gl.warp_specialize([
+            (_ws_consumer, (q_smem.slice(0, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
+                            hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
+                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
+            (_ws_consumer, (q_smem.slice(SUB, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
+                            hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
+                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
+            (_ws_consumer, (q_smem.slice(2 * SUB, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv,
+                            lo, hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os,
+                            stride_lt, stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 2 * SUB, SUB)),
+            (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
+                            v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, 4, P_WARPS],
+            [C_REGS, C_REGS, P_REGS])
 
 
 def hopper(device) -> bool:
@@ -285,11 +308,12 @@ def ws_broken(err: Exception) -> str:
 
 def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int, max_kv: int,
                  sm_scale: float | None = None, out: torch.Tensor | None = None, plan: AttentionPlan | None = None,
-                 p_warps: int = 4, p_regs: int = 80, c_regs: int = 208, sm_count: int | None = None,
-                 **tune) -> torch.Tensor:
+                 p_warps: int = 4, p_regs: int | None = None, c_regs: int | None = None,
+                 sm_count: int | None = None, pdl: bool = False, **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V. `plan`
     (`wmtp.kernel_plan.ws_plan`) or its options in `tune` (num_splits, block_n, num_stages, waves, max_rows,
-    consumers); p_warps / p_regs: the producer partition's warps and registers; c_regs: the second consumer's."""
+    consumers); p_warps / p_regs: the producer partition's warps and registers; c_regs: each worker consumer's
+    (defaults: `REGS` by consumer count); pdl: launch the merge as a programmatic dependent launch."""
     decode = qo_indptr is None
     total_q, hq, hd = q.shape
     hkv = k_pool.shape[1]
@@ -309,12 +333,14 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     mid_o = torch.empty((total_q, hq, splits, hd), dtype=torch.float32, device=q.device)
     mid_l = torch.empty((total_q, hq, splits), dtype=torch.float32, device=q.device)
     qo = kv_indptr if decode else qo_indptr
+    p_regs = p_regs or REGS[plan.consumers][0]
+    c_regs = c_regs or REGS[plan.consumers][1]
     _ws_split_kernel[(plan.m_blocks * hkv, splits, bsz)](
         q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l,
         sm_scale * LOG2E, 1.0, splits, hq // hkv,
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, STAGES=plan.num_stages,
-        P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs,
+        P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs, TRIGGER=pdl,
         num_warps=plan.num_warps // plan.consumers)
-    return merge_splits(mid_o, mid_l, out)
+    return merge_splits(mid_o, mid_l, out, pdl=pdl)

@@ -34,8 +34,11 @@ VARIANTS = {
     "ws2-bn128": dict(consumers=2, block_n=128, c_regs=232, p_regs=56),
     "ws-bn128": dict(block_n=128),
     "ws2-p56": dict(consumers=2, c_regs=232, p_regs=56),
+    "ws3": dict(max_rows=192),  # three consumer warpgroups for 129..192 rows below head dim 256 (else as ws)
+    "ws-pdl": dict(pdl=True),  # the merge a programmatic dependent launch
 }
-DECODE = {"ws": {}, "ws-w2": dict(waves=2), "ws-w4": dict(waves=4), "ws-bn64": dict(block_n=64)}
+DECODE = {"ws": {}, "ws-w2": dict(waves=2), "ws-w4": dict(waves=4), "ws-bn64": dict(block_n=64),
+          "ws-pdl": dict(pdl=True), "ws-bn32": dict(block_n=32), "ws-bn128": dict(block_n=128)}
 
 
 class Run(v2.Run):
@@ -119,6 +122,38 @@ def decode_phase(r: Run, models) -> int:
     return 0
 
 
+def parts_phase(r: Run, models, ctxs) -> int:
+    """Where a short decode's time goes (B = 1): the ws decode whole, its split kernel alone (the merge skipped),
+    the merge alone (on the plan's partials), beside SDPA."""
+    from wmtp.kernel_plan import ws_plan
+    from wmtp.measure.kernels import paged_ws
+    from wmtp.measure.kernels.paged_merge import merge_splits
+    for n in ctxs:
+        for m in models:
+            if r.late():
+                print("deadline reached", flush=True)
+                return 0
+            hq, hkv, hd = v2.SHAPES[m]
+            timed(r, "ws", m, n, 1, 1, {}, True)
+            timed(r, "ws-pdl", m, n, 1, 1, dict(pdl=True), True)
+            keep = paged_ws.merge_splits
+            paged_ws.merge_splits = lambda mid_o, mid_l, out, pdl=False: out
+            try:
+                timed(r, "ws-split-only", m, n, 1, 1, {}, True)
+            finally:
+                paged_ws.merge_splits = keep
+            plan = ws_plan(1, hkv, hq // hkv, 1, hd, n, torch.cuda.get_device_properties(r.dev).multi_processor_count)
+            mid_o = torch.randn(1, hq, plan.splits, hd, device=r.dev)
+            mid_l = torch.randn(1, hq, plan.splits, device=r.dev)
+            out = torch.empty(1, hq, hd, device=r.dev, dtype=torch.bfloat16)
+            base = dict(kernel="decode", impl="merge-only", model=m, ctx=n, batch=1, d=1, kv="bf16",
+                        config=f"splits={plan.splits}", bytes=mid_o.numel() * 4)
+            ms = r.time(base, lambda: merge_splits(mid_o, mid_l, out), 1e-3)
+            print(f"merge-only {m} n={n} splits={plan.splits} {ms:.4f} ms", flush=True)
+            v2.sdpa(r, m, n, 1, 1)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
@@ -128,9 +163,10 @@ def main(argv=None) -> int:
     p.add_argument("--batches", default="1")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--deadline-s", type=float, default=300.0)
-    p.add_argument("--phase", choices=("check", "time", "both", "decode"), default="both",
+    p.add_argument("--phase", choices=("check", "time", "both", "decode", "parts"), default="both",
                    help="check: correctness only (run one per model in parallel to compile); time: time every variant "
-                        "(the check rows of the same OUT say which are valid); both: time the variants that pass")
+                        "(the check rows of the same OUT say which are valid); both: time the variants that pass; "
+                        "decode: short decodes beside SDPA; parts: a short decode split into its split kernel and merge")
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     tag = f"{a.phase}_{a.models.replace(',', '-')}_{a.ctxs.replace(',', '-')}_{a.batches.replace(',', '-')}"
@@ -141,6 +177,8 @@ def main(argv=None) -> int:
     (a.out / f"paged_ws_{tag}.meta.json").write_text(json.dumps(meta, indent=1))
     if a.phase == "decode":
         return decode_phase(r, models)
+    if a.phase == "parts":
+        return parts_phase(r, models, [int(x) for x in a.ctxs.split(",")])
     if a.phase == "time":
         good = {(m, d, nm) for m in models for d in ds for nm in names}
     else:
