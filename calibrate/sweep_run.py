@@ -26,10 +26,12 @@ CEILING_KINDS = ("copy", "gemm_peak")
 
 
 def parse_parts(text: str | None) -> tuple[str, ...] | None:
-    """`attention,loop` -> ('attention', 'loop'); None or empty: the whole sweep."""
-    if not text:
+    """`attention,loop` -> ('attention', 'loop'); None: the whole sweep; an empty list or item is an error."""
+    if text is None:
         return None
-    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    from wmtp.units import split_list
+
+    parts = tuple(split_list(text, "--parts"))  # '' or 'attention,,loop': an error, not the whole sweep or a drop
     bad = [p for p in parts if p not in PART_KINDS]
     if bad or not parts:
         raise WmtpError(f"unknown sweep part(s) {', '.join(bad) or repr(text)}; known: {', '.join(PART_KINDS)}")

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_WINDOW, CtxOpt, HwOpt, JsonOpt, ModelOpt, ProfileOpt, SinkOpt,
-                             WindowOpt, check_count, echo_json, file_to_write, handles_errors, refuse_overwriting_inputs)
+                             WindowOpt, check_count, echo_json, file_to_write, handles_errors, int_option,
+                             refuse_overwriting_inputs)
 from wmtp import defaults
 from wmtp.errors import WmtpError
 
@@ -60,7 +61,7 @@ def _render_logs(out: list[dict]) -> None:
 def logs(
     files: Annotated[list[Path], typer.Argument(help="Serving logs or summaries (.gz allowed): SGLang/vLLM/llama.cpp "
                                                      "logs, bench summaries, offline output, meta_info.")],
-    batch: Annotated[Optional[int], typer.Option("--batch", "-B", help="The requested batch size, if known.")] = None,
+    batch: Annotated[Optional[int], int_option("--batch", "-B", help="The requested batch size, if known.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Per-request TPOT (and AL) from what a serving engine wrote: per line #running-req / gen throughput,
@@ -88,7 +89,7 @@ def accept(
     files: Annotated[list[Path], typer.Argument(help="meta_info (JSON, JSONL, dict repr), histogram JSON/CSV, "
                                                      "per-step JSONL, vLLM/SGLang/llama.cpp logs, bench or offline "
                                                      "summaries.")],
-    depth: Annotated[Optional[int], typer.Option("--depth", "-d", help="Depth of the run (a mean AL alone becomes "
+    depth: Annotated[Optional[int], int_option("--depth", "-d", help="Depth of the run (a mean AL alone becomes "
                                                                        "a geometric profile at this depth).")] = None,
     compare: Annotated[bool, typer.Option("--compare", help="Two files: native then window; test each position.")] = False,
     as_json: JsonOpt = False,
@@ -178,9 +179,9 @@ def calibrate_logs(
     runs: Annotated[list[str], typer.Argument(help="LOG:D pairs: a decode log and the depth d it ran at.")],
     model: ModelOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
     method: Annotated[str, typer.Option(help="native, window or dense (what the logged runs used).")] = "native",
-    batch: Annotated[Optional[int], typer.Option("--batch", "-B", help="The requested batch size.")] = None,
+    batch: Annotated[Optional[int], int_option("--batch", "-B", help="The requested batch size.")] = None,
     window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, profile: ProfileOpt = None,
-    min_gamma: Annotated[Optional[int], typer.Option(help="Fit only gamma >= this (past a tiling cliff).")] = None,
+    min_gamma: Annotated[Optional[int], int_option(help="Fit only gamma >= this (past a tiling cliff).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Framework profile JSON to write.", parser=file_to_write)] = Path(
         "framework.json"),
 ) -> None:

@@ -11,8 +11,8 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CsvOpt, CtxOpt,
                              FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, TpOpt,
-                             WdOpt, WindowOpt, echo_json, handles_errors, parse_accept, refuse_overwriting_inputs,
-                             resolve_model)
+                             WdOpt, WindowOpt, echo_json, handles_errors, int_option, parse_accept,
+                             refuse_overwriting_inputs, resolve_model)
 from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
 from wmtp.units import format_tokens
@@ -186,7 +186,7 @@ def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Pat
 def sweep(
     what: Annotated[str, typer.Argument(help="ctx | depth | window | batch")],
     model: ModelOpt = None, config: ConfigOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
-    depth: Annotated[int, typer.Option("--depth", "-d", help="Draft tokens per step d.")] = 7,
+    depth: Annotated[int, int_option("--depth", "-d", help="Draft tokens per step d.")] = 7,
     window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, batch: BatchOpt = 1, kv_dtype: KvOpt = None,
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
     speed_of_light: SolOpt = False, tp: TpOpt = 1, framework: FrameworkOpt = None,
@@ -261,8 +261,8 @@ def simulate(
     method: Annotated[str, typer.Option(help="native or window")] = "window",
     window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, kv_dtype: KvOpt = None, weight_dtype: WdOpt = None,
     profile: ProfileOpt = None, speed_of_light: SolOpt = False, tp: TpOpt = 1, framework: FrameworkOpt = None,
-    tokens: Annotated[int, typer.Option(help="Output tokens to decode.")] = 4096,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    tokens: Annotated[int, int_option(help="Output tokens to decode.")] = 4096,
+    seed: Annotated[int, int_option(help="Random seed.")] = 0,
     phases: Annotated[Optional[str], typer.Option(
         help="Acceptance over time: ALPHA:TOKENS,... (constant per-position acceptance per phase). "
              "Default: the model's preset profile.")] = None,
@@ -281,8 +281,8 @@ def simulate(
     if method not in ("native", "window"):
         raise WmtpError("--method is native or window")
     text = depth.strip().lower()
-    policy = "adaptive" if text == "adaptive" else int(text) if text.isascii() and text.isdigit() and len(text) < 4 \
-        else None  # isascii: '²' is a digit to str.isdigit and no integer to int()
+    plain = depth.isascii() and depth.isdigit() and len(depth) < 4  # '²' is a digit to isdigit; ' 7' is no number
+    policy = "adaptive" if text == "adaptive" else int(depth) if plain else None
     if policy is None or (policy != "adaptive" and not 2 <= policy <= MAX_DEPTH):
         raise WmtpError(f"--depth takes an integer d in 2..{MAX_DEPTH} or 'adaptive', got {depth!r}")
     if not 1 <= tokens <= MAX_TOKENS:

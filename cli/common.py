@@ -29,6 +29,21 @@ def _within_largest_context(value: int | None) -> int | None:
     return value
 
 
+def whole_number(text) -> int:
+    """An integer option as typed (`wmtp.units.parse_whole`): plain digits; typer's int() also read '1_000' and '+7'."""
+    from wmtp.units import parse_whole
+
+    try:
+        return parse_whole(text, "value")
+    except WmtpError as e:
+        raise typer.BadParameter(str(e).removeprefix("value: ")) from None
+
+
+def int_option(*decls, **kw):
+    """`typer.Option` of an integer option, read by `whole_number`: every integer option takes plain digits."""
+    return typer.Option(*decls, parser=whole_number, **kw)
+
+
 def file_to_write(text: str) -> Path:
     """A file output option as typed: a path ending in '/' names a folder, which `Path` would drop the slash of and
     write a file of that name instead (`--out results/` made a file called `results`)."""
@@ -43,8 +58,8 @@ HwOpt = Annotated[str, typer.Option("--hw", help="Hardware key (see `wmtp hardwa
 CtxOpt = Annotated[str, typer.Option("--ctx", help="Context tokens: 1048576, 256K, 1M (=1048576), 1.04M.")]
 DepthOpt = Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d = gamma + 1 (2..64), or 'auto'.")]
 WindowOpt = Annotated[str, typer.Option("--window", "-W", help="Draft window W (tokens).")]
-SinkOpt = Annotated[int, typer.Option("--sink", help="Attention-sink tokens n_sink.", callback=_within_largest_context)]
-BatchOpt = Annotated[int, typer.Option("--batch", "-B", help="Concurrent requests B.")]
+SinkOpt = Annotated[int, int_option("--sink", help="Attention-sink tokens n_sink.", callback=_within_largest_context)]
+BatchOpt = Annotated[int, int_option("--batch", "-B", help="Concurrent requests B.")]
 KvOpt = Annotated[Optional[str], typer.Option("--kv-dtype", help="KV cache dtype: bf16 or fp8 (default: the model row's).")]
 WdOpt = Annotated[Optional[str], typer.Option(
     "--weight-dtype", help="Weight dtype: bf16, fp8, int4 (W4A16, group 128) or nvfp4 (default: the model row's).")]
@@ -59,7 +74,7 @@ FrameworkOpt = Annotated[Optional[list[str]], typer.Option(
                         "sglang-b200-paper) or a framework profile JSON from `wmtp calibrate-logs` (one per method); "
                         "repeatable. Default: kernels only.")]
 TaskOpt = Annotated[str, typer.Option("--task", help="Which paper acceptance preset (e.g. cwe, vt, niah_multivalue).")]
-TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (heads, experts and vocabulary split).")]
+TpOpt = Annotated[int, int_option("--tp", help="Tensor-parallel GPUs (heads, experts and vocabulary split).")]
 CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Also write the rows to this CSV file.",
                                                  parser=file_to_write)]
 
@@ -106,10 +121,12 @@ def parse_accept(text: str | None) -> tuple[float, float] | None:
 def parse_depth(text: str) -> int | str:
     if text.strip().lower() == "auto":
         return "auto"
+    from wmtp.units import parse_whole
+
     try:
-        return int(ascii_number(text))
-    except ValueError:
-        raise WmtpError(f"--depth takes an integer d >= 2 or 'auto', got {text!r}") from None
+        return parse_whole(text, "--depth")
+    except WmtpError:
+        raise WmtpError(f"--depth takes an integer d >= 2 or 'auto' (plain digits), got {text[:40]!r}") from None
 
 
 def resolve_model(model: str | None, config: Path | None, weight_dtype: str | None, kv_dtype: str | None,
@@ -154,13 +171,16 @@ def check_frameworks(frameworks: list[str] | None) -> None:
                             f"({Path(seen[doc['method']]).name}, {p.name}); give one per method")
 
 
-def comma_list(text: str, opt: str | None = None) -> list[str]:
-    """The non-empty items of a comma-separated option; with `opt` (its name), none at all is an error."""
-    keys = [k.strip() for k in text.split(",") if k.strip()]
-    if opt is not None and not keys:
+def comma_list(text: str, opt: str) -> list[str]:
+    """The items of the comma-separated option `opt` (its name leads the errors): none, an empty item or one given
+    twice is an error."""
+    from wmtp.units import split_list
+
+    if not text.strip():
         raise WmtpError(f"{opt} is empty; give one or more comma-separated registry keys")
+    keys = split_list(text, opt)  # 'q35,,nem': an empty item is an error, not dropped
     twice = first_repeat(keys)
-    if opt is not None and twice is not None:  # 'q35,q35' swept (on the GPU) the same model twice
+    if twice is not None:  # 'q35,q35' swept (on the GPU) the same model twice
         raise WmtpError(f"{opt} lists {twice[:40]!r} twice; give each key once")
     return keys
 

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from wmtp import defaults
-from wmtp.cli.common import CtxOpt, comma_list, fail, handles_errors, refuse_overwriting_inputs
+from wmtp.cli.common import (CtxOpt, check_count, comma_list, fail, handles_errors, int_option,
+                             refuse_overwriting_inputs)
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_output_folder
 
@@ -42,7 +43,10 @@ def measure_kernels(
     check_name(backend, attention=True)
     specs = [get_model(k) for k in comma_list(model, "--model")]
     ctxs = parse_int_list(ctx, what="--ctx")
-    batches = parse_int_list(batch, what="--batch")
+    batches = parse_int_list(batch, what="--batch", whole=True)  # '1K' read as 1024 requests, silently
+    from wmtp.latency import MAX_BATCH
+
+    check_count(max(batches), "--batch", 1, MAX_BATCH)
     check_output_folder(out, "--out folder")
     from wmtp.measure.run import run_kernels
 
@@ -72,7 +76,7 @@ def calibrate(
     hw: CalHwOpt = None,
     ctx: CtxOpt = "1M",
     method: Annotated[str, typer.Option(help="With --from-logs: native, window or dense.")] = "native",
-    min_gamma: Annotated[Optional[int], typer.Option(help="With --from-logs: fit only gamma >= this.")] = None,
+    min_gamma: Annotated[Optional[int], int_option(help="With --from-logs: fit only gamma >= this.")] = None,
     backend: BackendOpt = "wmtp",
     parts: Annotated[Optional[str], typer.Option(
         "--parts", help="Re-measure only these parts of the sweep (comma-separated: attention, components, loop), "
@@ -100,7 +104,7 @@ def calibrate(
         from wmtp.profile import cost_model_for
         from wmtp.units import parse_tokens
 
-        keys = comma_list(models)
+        keys = comma_list(models, "--models")
         if len(keys) != 1:
             raise WmtpError("--from-logs calibrates one model: give --models KEY")
         spec, gpu = get_model(keys[0]), get_hardware(hw or DEFAULT_HW)
@@ -196,7 +200,7 @@ def validate(
     check_name(backend or profile_backend(prof), attention=True)
     specs = [get_model(k) for k in comma_list(models, "--models")]  # every option checked before the GPU is
     ctxs = parse_int_list(ctx, what="--ctx")
-    ds = parse_int_list(depths, what="--depths")
+    ds = parse_int_list(depths, what="--depths", whole=True)  # '3K' was depth 3072 (then refused as out of range)
     bad = [d for d in ds if not 2 <= d <= MAX_DEPTH]
     if bad:
         raise WmtpError(f"--depths must lie in 2..{MAX_DEPTH}, got {bad[0]}")

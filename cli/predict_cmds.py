@@ -10,7 +10,7 @@ import typer
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
                              CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
                              SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, file_to_write, handles_errors,
-                             parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model)
+                             int_option, parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model)
 
 
 @handles_errors
@@ -29,7 +29,7 @@ def predict(
     profile: ProfileOpt = None,
     speed_of_light: SolOpt = False,
     tp: TpOpt = 1,
-    tree_width: Annotated[int, typer.Option("--tree-width", help="Tree speculation width k (ring n_sink + W + d*k).")] = 1,
+    tree_width: Annotated[int, int_option("--tree-width", help="Tree speculation width k (ring n_sink + W + d*k).")] = 1,
     framework: FrameworkOpt = None,
     task: TaskOpt = DEFAULT_TASK,
     headroom: Annotated[bool, typer.Option(

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from wmtp.errors import WmtpError
-from wmtp.units import ascii_number
+from wmtp.units import ascii_number, parse_whole, split_list
 from wmtp import defaults
 
 MAX_TOKENS = 1_000_000  # output tokens one simulation decodes (about 2 s in pure Python)
@@ -124,10 +124,11 @@ def _batch_means_ci(per_step: list, batches: int = 20) -> tuple[float, float]:
 
 def parse_phases(text: str) -> list[Phase]:
     """`--phases ALPHA:TOKENS,...`: a constant per-position acceptance for each phase of the decode."""
-    try:
-        ph = [(int(ascii_number(t)), [float(ascii_number(a))] * 16) for a, t in (p.split(":") for p in text.split(","))]
-    except ValueError:
-        raise WmtpError(f"--phases takes ALPHA:TOKENS,..., got {text!r}") from None
+    try:  # TOKENS in plain digits: int() also read '1_000' and '+7'
+        ph = [(parse_whole(t, "--phases"), [float(ascii_number(a))] * 16)
+              for a, t in (p.split(":") for p in split_list(text, "--phases"))]
+    except (ValueError, WmtpError):
+        raise WmtpError(f"--phases takes ALPHA:TOKENS,... (TOKENS in plain digits), got {text[:80]!r}") from None
     if any(not 0 <= a[0] <= 1 or not 1 <= t <= MAX_TOKENS for t, a in ph):  # NaN fails 0 <= a
         raise WmtpError(f"--phases: alpha in [0, 1] and tokens in 1..{MAX_TOKENS:,}")
     return ph

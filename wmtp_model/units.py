@@ -82,14 +82,44 @@ def format_bytes(n: float, digits: int = 2) -> str:
     return f"{sign}{n:.{digits}f} TiB"  # pragma: no cover
 
 
-def parse_int_list(text: str, *, what: str) -> list[int]:
-    """Comma-separated token counts: '64K,256K,1M'."""
-    parts = [p for p in str(text).split(",") if p.strip()]
-    if not parts:
-        raise WmtpError(f"empty list for {what}")
+_WHOLE_RE = re.compile(r"-?[0-9]{1,4000}")  # int() refuses more than 4300 digits: a ValueError, not an error line
+
+
+def parse_whole(text: str | int, what: str) -> int:
+    """An integer option as typed: plain ASCII digits (a leading '-' is read, so the option's own range check can name
+    its bounds). int() would also read '1_000', '+7', ' 7 ' and other scripts' digits, none of which a count is
+    written as. `what` (the option) leads the error."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    if not _WHOLE_RE.fullmatch(str(text)):
+        shown = str(text) if len(str(text)) <= 40 else str(text)[:40] + "..."
+        raise WmtpError(f"{what}: {shown!r} is not a whole number written in plain digits (e.g. 16)")
+    return int(text)
+
+
+def split_list(text: str, what: str) -> list[str]:
+    """The items of a comma-separated option, stripped; an empty item ('3,,5', a trailing comma) is an error naming
+    it, not dropped: it is a typo for a value the user meant to give."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not any(parts):
+        raise WmtpError(f"{what} is empty; give one or more comma-separated values")
+    empty = next((i for i, p in enumerate(parts) if not p), None)
+    if empty is not None:
+        shown = str(text) if len(str(text)) <= 60 else str(text)[:60] + "..."
+        raise WmtpError(f"{what} {shown!r} has an empty item (item {empty + 1} of {len(parts)}); remove the extra "
+                        "comma or give the value")
+    return parts
+
+
+def parse_int_list(text: str, *, what: str, whole: bool = False) -> list[int]:
+    """Comma-separated token counts: '64K,256K,1M'; `whole`: plain positive integers (depths, batch sizes: no
+    suffix)."""
+    parts = split_list(text, what)
     if len(parts) > 1000:
         raise WmtpError(f"{what}: at most 1000 values, got {len(parts)}")
-    values = [parse_tokens(p, what) for p in parts]
+    values = [parse_whole(p, what) for p in parts] if whole else [parse_tokens(p, what) for p in parts]
+    if whole and min(values) <= 0:
+        raise WmtpError(f"{what}: values must be positive, got {min(values)}")
     twice = first_repeat(values)
     if twice is not None:  # '1M,1M' measured (on the GPU) and reported the same point twice
         raise WmtpError(f"{what} lists {format_tokens(twice)} twice; give each value once")

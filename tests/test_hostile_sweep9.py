@@ -1,0 +1,122 @@
+"""Hostile inputs of the ninth adversarial sweep (after test_hostile_sweep8.py): integer options that Python's int()
+read too generously ('1_000', '+7', ' 7'); comma lists whose empty item was dropped ('3,,5'). Each bad input ends in
+exit code 1 and exactly one `error:` line naming the option; each family has a legal control beside it, so the cases
+can fail. Expected values come from what the user typed, not from the code under test."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_checks import assert_one_error, invoke  # noqa: E402
+
+PROFILE = "wmtp_model/data/profiles/h200.json"
+
+
+def _json(*args) -> dict:
+    r = invoke(*args, "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+# ------------------------------------------------------------------------- 1. integer options: plain digits only
+# Every integer option of every command, with the arguments it needs to reach option parsing.
+INT_OPTIONS = [
+    (["predict", "-m", "q35"], "--sink"), (["predict", "-m", "q35"], "--batch"), (["predict", "-m", "q35"], "--tp"),
+    (["predict", "-m", "q35"], "--tree-width"), (["predict", "-m", "q35"], "--depth"),
+    (["report", "-m", "q35"], "--sink"), (["report", "-m", "q35"], "--batch"), (["report", "-m", "q35"], "--depth"),
+    (["sweep", "ctx", "-m", "q35"], "--depth"), (["sweep", "ctx", "-m", "q35"], "--sink"),
+    (["sweep", "ctx", "-m", "q35"], "--batch"), (["sweep", "ctx", "-m", "q35"], "--tp"),
+    (["simulate", "-m", "q35"], "--sink"), (["simulate", "-m", "q35"], "--tp"), (["simulate", "-m", "q35"], "--tokens"),
+    (["simulate", "-m", "q35"], "--seed"), (["simulate", "-m", "q35"], "--depth"),
+    (["logs", "x.log"], "--batch"), (["accept", "x.json"], "--depth"),
+    (["calibrate-logs", "a.log:3", "b.log:5", "-m", "q35"], "--batch"),
+    (["calibrate-logs", "a.log:3", "b.log:5", "-m", "q35"], "--sink"),
+    (["calibrate-logs", "a.log:3", "b.log:5", "-m", "q35"], "--min-gamma"),
+    (["calibrate", "--from-logs", "a.log:3"], "--min-gamma"),
+]
+
+
+@pytest.mark.parametrize("typed", ["1_0", "+7", " 7", "7 ", "1e3", "0x10"])
+@pytest.mark.parametrize("args, opt", INT_OPTIONS)
+def test_an_integer_option_takes_plain_digits(args, opt, typed):
+    """int() read '1_0' as 10 and '+7' as 7: a typo priced as a number the user did not write."""
+    line = assert_one_error(invoke(*args, opt, typed), opt)
+    assert repr(typed) in line or "plain digits" in line, line
+
+
+def test_every_integer_option_is_in_the_table():
+    """The table above covers every integer option the app has: a new one without the strict reader fails here."""
+    import typer.main
+
+    from wmtp.cli.main import app
+
+    found, group = set(), typer.main.get_command(app)
+
+    def walk(cmd, name):
+        for sub, c in getattr(cmd, "commands", {}).items():
+            walk(c, f"{name} {sub}".strip())
+        for p in getattr(cmd, "params", []):
+            if p.type_descriptor.annotation is int:
+                found.add((name, max(p.opts, key=len)))
+
+    walk(group, "")
+    listed = {(a[0], opt) for a, opt in INT_OPTIONS}
+    assert found <= listed, sorted(found - listed)
+
+
+@pytest.mark.parametrize("args, key, value", [
+    (["predict", "-m", "q35", "--batch", "16"], "batch", 16),  # the control: plain digits still read
+    (["predict", "-m", "q35", "--depth", "5"], "depth", 5),
+    (["predict", "-m", "q35", "--batch", "007"], "batch", 7),  # leading zeros are still digits
+])
+def test_plain_digits_are_read(args, key, value):
+    assert _json(*args)[key] == value
+
+
+def test_a_negative_count_gets_its_range_error():  # a '-' is read, so the message names the option's bounds
+    assert_one_error(invoke("predict", "-m", "q35", "--batch", "-3"), "--batch", ">= 1")
+
+
+def test_phases_tokens_take_plain_digits():
+    assert_one_error(invoke("simulate", "-m", "q35", "--phases", "0.5:1_000"), "--phases", "plain digits")
+    r = invoke("simulate", "-m", "q35", "--phases", "0.5:1000", "--tokens", "64", "--json")
+    assert r.exit_code == 0, r.output
+
+
+def test_list_values_of_a_count_take_no_suffix(tmp_path):
+    """validate --depths read '3K' as depth 3072 and measure kernels --batch '1K' as 1024 requests (the token-count
+    reader's suffixes)."""
+    assert_one_error(invoke("validate", "--profile", PROFILE, "--depths", "3K", "--out", tmp_path), "--depths", "'3K'")
+    assert_one_error(invoke("measure", "kernels", "--batch", "1K", "--out", tmp_path), "--batch", "'1K'")
+
+
+# ------------------------------------------------------------------------- 2. comma lists: an empty item
+@pytest.mark.parametrize("args, opt, item", [
+    (["validate", "--profile", PROFILE, "--depths", "3,,5"], "--depths", "item 2 of 3"),
+    (["validate", "--profile", PROFILE, "--ctx", "64K,,1M"], "--ctx", "item 2 of 3"),
+    (["validate", "--profile", PROFILE, "--models", "q35,"], "--models", "item 2 of 2"),  # a trailing comma
+    (["measure", "kernels", "--model", ",q35"], "--model", "item 1 of 2"),
+    (["measure", "kernels", "--batch", "1,,4"], "--batch", "item 2 of 3"),
+    (["calibrate", "--parts", "attention,,loop"], "--parts", "item 2 of 3"),
+    (["calibrate", "--from-logs", "a.log:3", "--models", "q35,,"], "--models", "item 2 of 3"),
+    (["simulate", "-m", "q35", "--phases", "0.5:100,,0.7:100"], "--phases", ""),
+])
+def test_an_empty_list_item_is_refused(tmp_path, args, opt, item):
+    """'3,,5' measured depths 3 and 5, silently: the empty item was dropped, not reported."""
+    out = ["--out", tmp_path / "o"] if args[0] in ("validate", "measure", "calibrate") else []
+    assert_one_error(invoke(*args, *out), opt, item)
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_empty_parts_list_is_refused():  # '' was the whole sweep
+    assert_one_error(invoke("calibrate", "--parts", ""), "--parts", "empty")
+
+
+def test_a_full_list_is_read():  # the control: the same lists without the extra comma get past the parsing
+    from wmtp.units import parse_int_list, split_list
+
+    assert parse_int_list("64K, 1M", what="--ctx") == [65536, 1048576]
+    assert parse_int_list("3,5", what="--depths", whole=True) == [3, 5]
+    assert split_list(" attention , loop", "--parts") == ["attention", "loop"]
