@@ -8,7 +8,7 @@ import torch
 
 from kernel_refs import ref_attention
 
-from wmtp.kernel_plan import WS_SET, attention_features, default_kernel, feature_backend, ws_default, ws_plan, ws_tiling
+from wmtp.kernel_plan import WS3_SET, WS_SET, attention_features, default_kernel, feature_backend, ws_default, ws_plan, ws_tiling
 
 ws = pytest.importorskip("wmtp.measure.kernels.paged_ws")
 
@@ -64,7 +64,8 @@ def test_plan_by_hand():
     # d = 9 with max_rows = 192: one 192-row block of three consumers, still one program per SM (66 splits)
     p3 = ws_plan(1, 2, 16, 9, 128, 1 << 20, 132, max_rows=192)
     assert (p3.block_m, p3.m_blocks, p3.consumers, p3.splits) == (192, 1, 3, 66)
-    assert ws_plan(1, 2, 16, 9, 128, 1 << 20, 132).consumers == 2  # not asked for: two 128-row blocks
+    assert ws_plan(1, 2, 16, 9, 128, 1 << 20, 132).consumers == 3  # the default
+    assert ws_plan(1, 2, 16, 9, 128, 1 << 20, 132, max_rows=128).consumers == 2  # two 128-row blocks
     # a short context caps the splits at 4 tiles each: 1000 keys / (4 x 32) -> 8 splits (64-row block, 32 keys)
     assert ws_plan(1, 2, 8, 1, 256, 1000, 132).splits == 8
     # B = 8 decode of 16-head groups: 8 x 2 programs per split column, 132 // 16 = 8 splits
@@ -96,8 +97,15 @@ def test_features_follow_the_kernel_set():
     assert old["tiling"] == "128x1" and new["tiling"] == "ws128x1"
     assert new["splits"] == 66.0  # one program per SM (ws_plan), against the rows kernel's 4 waves
     assert fp8["tiling"] == old["tiling"]  # fp8 K/V: the ws kernel does not run it
-    assert feature_backend("wmtp", WS_SET) == "wmtp+ws"
+    assert feature_backend("wmtp", WS_SET) == "wmtp+ws" and feature_backend("wmtp", WS3_SET) == "wmtp+ws3"
     assert feature_backend("wmtp", None) == "wmtp" and feature_backend("flashinfer", WS_SET) == "flashinfer"
+    # nem d = 9 (16 heads x 9 = 144 rows, head dim 128): a profile of the first ws set read K/V twice (two 128-row
+    # blocks); one of the ws3 set, once (a 192-row block); both one program per SM: 132 // (2 KV heads x blocks)
+    nem = dict(kw, q_len=9, head_dim=128)
+    ws = attention_features(**nem, kv_bytes_per_token=4 * 128 * 2, backend="wmtp+ws")
+    ws3 = attention_features(**nem, kv_bytes_per_token=4 * 128 * 2, backend="wmtp+ws3")
+    assert (ws["tiling"], ws["splits"], ws["extra_pass_bytes"]) == ("ws128x2", 33.0, (1 << 20) * 4 * 128 * 2)
+    assert (ws3["tiling"], ws3["splits"], ws3["extra_pass_bytes"]) == ("ws192x1", 66.0, 0.0)
 
 
 def _case(hq, hkv, hd, d, n_kv, seed):

@@ -178,13 +178,19 @@ def sub_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, m
 WS_ROWS_MAX = 256  # a KV group's rows the ws kernel takes (row blocks of <= 128)
 WS_SMEM = 227 * 1024  # shared memory a Hopper block may use
 WS_HEAD_DIMS = (64, 128, 256)
-WS_SET = "v1+rows+ws"  # the kernel set a profile measured with the ws kernel records (`attention_kernels`)
+# the kernel sets a profile measured with the ws kernel records (`attention_kernels`): `ws` with row blocks of up to
+# 128 rows (sessions before 2026-12-01), `ws3` with 192-row blocks of three consumers too (head dim < 256)
+WS_SET = "v1+rows+ws"
+WS3_SET = "v1+rows+ws3"
+WS_MAX_ROWS = {"wmtp+ws": 128, "wmtp+ws3": 192}  # ws_plan's max_rows for each feature backend
 
 
 def feature_backend(backend: str, attention_kernels: str | None) -> str:
     """The tiling a profile's attention features follow: its backend's, and for wmtp's own kernels the set it
-    was measured with (`wmtp+ws` where its sweep ran the ws kernel)."""
-    return "wmtp+ws" if backend == "wmtp" and attention_kernels == WS_SET else backend
+    was measured with (`wmtp+ws` / `wmtp+ws3` where its sweep ran the ws kernel, of up to 128 / 192-row blocks)."""
+    if backend == "wmtp" and attention_kernels in (WS_SET, WS3_SET):
+        return "wmtp+ws3" if attention_kernels == WS3_SET else "wmtp+ws"
+    return backend
 
 
 def ws_takes(rows: int, head_dim: int) -> bool:
@@ -193,10 +199,11 @@ def ws_takes(rows: int, head_dim: int) -> bool:
 
 
 def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int | None = None,
-              max_rows: int = 128) -> tuple[int, int, int, int, int]:
+              max_rows: int = 192) -> tuple[int, int, int, int, int]:
     """ws kernel tile: (block_m, m_blocks, block_n, stages, consumer warps). 64-row blocks up to 64 rows (or with
-    max_rows = 64), else 128-row blocks (two warpgroups); with max_rows = 192 and head dim below 256, one block of
-    192 rows (three consumer warpgroups) for a group of 129..192 rows (at head dim 256 a warpgroup's fp32
+    max_rows = 64), else 128-row blocks (two warpgroups); below head dim 256 (and max_rows = 192, the default), one
+    block of 192 rows (three consumer warpgroups) for a group of 129..192 rows (nem d = 9..12 at 1M: 0.40-0.41 ms
+    against 0.59-0.60 with two 128-row blocks: measure/results/h200-ws3; at head dim 256 a warpgroup's fp32
     accumulator for 64 rows takes 128 registers a thread: three do not fit; four spill at head dim 128). 32-key
     tiles for 64-row blocks of head dim 256 (H200, 1M: 0.99-1.00x the decode against 1.15-1.22x with 64:
     measure/results/h200-ws), else 64 (128 below head dim 128); the K/V ring takes as many stages (2..6) as fit
@@ -217,7 +224,7 @@ def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int 
 
 def ws_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, max_kv: int, sm_count: int,
             num_splits: int | None = None, block_n: int | None = None, num_stages: int | None = None,
-            waves: int = 1, max_rows: int = 128, consumers: int | None = None) -> AttentionPlan:
+            waves: int = 1, max_rows: int = 192, consumers: int | None = None) -> AttentionPlan:
     """The ws kernel's plan: one program per SM (its ring fills shared memory), so `waves` x SMs programs in all,
     each split at least 4 tiles long; two consumer partitions for 128-row blocks below head dim 256 (nem 1M, d = 5..8:
     0.316-0.331 ms against 0.335-0.346 with one), three for 192-row blocks."""
@@ -322,17 +329,17 @@ def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_d
                        sm_count: int, kv_bytes_per_token: float, backend: str = "wmtp",
                        kv_fp8: bool | None = None) -> dict:
     """Work features the profile fits for paged attention (per launch, all requests), following the tiling of
-    the backend that was measured (`wmtp`: the project's kernels before the ws kernel; `wmtp+ws`: with it, which
-    runs bf16 K/V only; `flashinfer`: FA2 as SGLang plans it). `kv_fp8`: whether the KV cache is fp8; None: taken
+    the backend that was measured (`wmtp`: the project's kernels before the ws kernel; `wmtp+ws` / `wmtp+ws3`: with
+    it, of up to 128 / 192-row blocks, which runs bf16 K/V only; `flashinfer`: FA2 as SGLang plans it). `kv_fp8`: whether the KV cache is fp8; None: taken
     from `kv_bytes_per_token` (exact for a sweep row, whose bytes are its keys' K/V)."""
     if backend == "flashinfer":
         return flashinfer_attention_features(batch, kv_heads, group, q_len, head_dim, keys, sm_count,
                                              kv_bytes_per_token)
     if kv_fp8 is None:
         kv_fp8 = kv_bytes_per_token < 3 * head_dim * kv_heads  # K and V of one byte per element, not two
-    kernel = default_kernel(batch, group, q_len, head_dim, ws=backend == "wmtp+ws" and not kv_fp8)
+    kernel = default_kernel(batch, group, q_len, head_dim, ws=backend in WS_MAX_ROWS and not kv_fp8)
     if kernel == "ws":
-        plan = ws_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
+        plan = ws_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count, max_rows=WS_MAX_ROWS[backend])
     elif kernel == "rows":
         plan = rows_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
     else:

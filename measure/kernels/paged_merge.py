@@ -33,8 +33,11 @@ def _merge_kernel(
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         w = tl.math.exp2(lse - m_safe)
         scale = tl.math.exp2(m - m_safe)
+        # loaded beside the log-sum-exps, not masked by their weights (one round trip to memory, not two); a split
+        # of weight 0 (empty) contributes 0 whatever its partial holds
         o = tl.load(MidO + t * stride_ot + h * stride_oh + sp[:, None] * stride_os + dims[None, :],
-                    mask=ok[:, None] & (w[:, None] > 0), other=0.0)
+                    mask=ok[:, None], other=0.0)
+        o = tl.where(w[:, None] > 0, o, 0.0)
         acc = acc * scale + tl.sum(w[:, None] * o, 0)
         den = den * scale + tl.sum(w, 0)
         m = m_new
