@@ -32,7 +32,8 @@ def measure_kernels(
     variants: Annotated[bool, typer.Option(help="Also time tuning variants at the largest ctx, B=1.")] = True,
     components: Annotated[bool, typer.Option(help="Also time non-attention components.")] = True,
     sdpa: Annotated[bool, typer.Option(help="Also time torch SDPA on contiguous K/V.")] = True,
-    resume: Annotated[bool, typer.Option(help="Append to an existing kernels.csv.")] = False,
+    resume: Annotated[bool, typer.Option(help="Continue an interrupted run in --out, with the same options (rows "
+                                              "appended to its kernels.csv); none there is an error.")] = False,
     backend: BackendOpt = "wmtp",
 ) -> None:
     """Time the KV-index build, paged decode / verify / extend attention and components (GPU only)."""
@@ -63,7 +64,9 @@ def calibrate(
     models: Annotated[str, typer.Option("--models", help="Comma-separated registry keys to sweep.")] = "q35,q122,nem",
     quick: Annotated[bool, typer.Option("--quick", help="Corners of the grid only (about 2 minutes on an H200).")] = False,
     out: Annotated[Path, typer.Option("--out", help="Output folder: raw.csv, raw.meta.json, profile.json, profile.md.")] = Path("calibration"),
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out, with the same "
+                                         "options; an --out holding none (no raw.csv and raw.steps-done) is an "
+                                         "error, not a fresh start.")] = False,
     from_raw: Annotated[Optional[Path], typer.Option(
         "--from-raw", help="Refit an existing raw.csv (no GPU needed). A measurement it holds twice (a block of "
                            ">= 4 replays, >= 3 distinct times, copied with every time equal) is an error; the same "

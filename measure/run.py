@@ -22,15 +22,19 @@ def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out
                 console=None) -> Path:
     """Benchmark on this GPU: kernels.csv (rows appended as measured), kernels.meta.json, summary.md.
     `resume` appends and skips the steps an interrupted run finished."""
+    from wmtp.measure.steps import check_resumable, has_rows, recorded_run
+
+    csv_path, done = out_dir / "kernels.csv", out_dir / "kernels.steps-done"
+    if resume:  # before the GPU is looked for: a mistake the user hears of at once
+        check_resumable(csv_path, done, out_dir / "kernels.meta.json", {"models": [s.key for s in specs], "ctxs": ctxs,
+                        "batches": batches, "backend": backend}, "wmtp measure kernels")
     require_gpu()
     from wmtp.measure.backends import get_backend
     from wmtp.measure.bench import BenchConfig, plan, summarize
     from wmtp.measure.provenance import atomic_write_text, collect
-    from wmtp.measure.steps import has_rows, recorded_run
 
     impl = get_backend(backend)
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, done = out_dir / "kernels.csv", out_dir / "kernels.steps-done"
     if not resume:
         done.unlink(missing_ok=True)
     cfg = BenchConfig(ctxs=ctxs, batches=batches, variants=variants, components=components, sdpa=sdpa, backend=backend)
@@ -52,24 +56,28 @@ def run_sweep(specs: list[ModelSpec], out_dir: Path, *, quick: bool = False, res
     """The calibration sweep on this GPU: raw.csv (rows appended as measured) and raw.meta.json; `parts` (default:
     all of `wmtp.measure.sweep.PARTS`) limits it to some of the sweep. Returns the CSV's path and its provenance
     (fitting it is `wmtp.calibrate`'s). `moe_impl`: the routed-expert kernel of the `moe` rows (`wmtp`, `sglang`)."""
+    from wmtp.measure.steps import check_resumable, recorded_run
+
+    raw, done = out_dir / "raw.csv", out_dir / "raw.steps-done"
+    command += ((" --quick" if quick else "") + (f" --backend {backend}" if backend != "wmtp" else "")
+                + (f" --moe-backend {moe_impl}" if moe_impl != "wmtp" else ""))
+    if resume:  # before the GPU is looked for: a mistake the user hears of at once
+        check_resumable(raw, done, out_dir / "raw.meta.json", {"command": command, "models": [s.key for s in specs],
+                        "backend": backend, "moe_impl": moe_impl}, command)
     require_gpu()
     from wmtp.measure.backends import get_backend
     from wmtp.measure.harness import ceiling_rows
     from wmtp.measure.provenance import collect
-    from wmtp.measure.steps import recorded_run
     from wmtp.measure.sweep import PARTS, SweepConfig, sweep_plan
 
     impl = get_backend(backend)
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw, done = out_dir / "raw.csv", out_dir / "raw.steps-done"
     if not resume:
         done.unlink(missing_ok=True)
     cfg = SweepConfig.quick() if quick else SweepConfig()
     parts = tuple(parts or PARTS)
     meta = collect(TIMER, {
-        "command": command + (" --quick" if quick else "") + (f" --backend {backend}" if backend != "wmtp" else "")
-        + (f" --moe-backend {moe_impl}" if moe_impl != "wmtp" else ""), "moe_impl": moe_impl,
-        "models": [s.key for s in specs], **backend_provenance(impl),
+        "command": command, "moe_impl": moe_impl, "models": [s.key for s in specs], **backend_provenance(impl),
         "sweep": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}, "parts": list(parts),
         "status": "running"})
     steps = [("ceilings", ceiling_rows)] + sweep_plan(specs, cfg, impl, parts, moe_impl)

@@ -1,5 +1,6 @@
 """Hostile inputs of the ninth adversarial sweep (after test_hostile_sweep8.py): integer options that Python's int()
-read too generously ('1_000', '+7', ' 7'); comma lists whose empty item was dropped ('3,,5'). Each bad input ends in
+read too generously ('1_000', '+7', ' 7'); comma lists whose empty item was dropped ('3,,5'); `--resume` with nothing
+to resume (a fresh start, silently) or over a run of other options (two runs fitted as one). Each bad input ends in
 exit code 1 and exactly one `error:` line naming the option; each family has a legal control beside it, so the cases
 can fail. Expected values come from what the user typed, not from the code under test."""
 
@@ -120,3 +121,52 @@ def test_a_full_list_is_read():  # the control: the same lists without the extra
     assert parse_int_list("64K, 1M", what="--ctx") == [65536, 1048576]
     assert parse_int_list("3,5", what="--depths", whole=True) == [3, 5]
     assert split_list(" attention , loop", "--parts") == ["attention", "loop"]
+
+
+# ------------------------------------------------------------------------- 3. --resume with nothing to resume
+def test_resume_with_no_run_in_out_is_refused(tmp_path):
+    """`calibrate --resume` into a folder with no interrupted sweep started a fresh one, silently."""
+    out = tmp_path / "cal"
+    out.mkdir()
+    assert_one_error(invoke("calibrate", "--resume", "--out", out), "--resume", "nothing to resume", "raw.csv")
+    assert_one_error(invoke("measure", "kernels", "--resume", "--out", out), "--resume", "nothing to resume",
+                     "kernels.csv")
+    assert list(out.iterdir()) == []
+
+
+def test_resume_without_the_record_of_finished_steps_is_refused(tmp_path):
+    """A raw.csv with no raw.steps-done: every step ran again and its rows went in beside the old ones."""
+    (tmp_path / "raw.csv").write_text("kernel,time_ms\ncopy,1.0\n")
+    assert_one_error(invoke("calibrate", "--resume", "--out", tmp_path), "--resume", "raw.steps-done")
+    assert (tmp_path / "raw.csv").read_text() == "kernel,time_ms\ncopy,1.0\n"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--backend", "flashinfer"], "`wmtp calibrate`, this one is `wmtp calibrate --backend flashinfer`"),
+    (["--models", "q35"], "this one has ['q35']"),
+    (["--quick"], "this one is `wmtp calibrate --quick`"),
+])
+def test_resume_with_other_options_is_refused(tmp_path, args, needle):
+    """The interrupted run's rows and this run's would be fitted as one sweep (another backend's kernels, another
+    grid), and the sidecar would name only this run's settings."""
+    (tmp_path / "raw.csv").write_text("kernel,time_ms\ncopy,1.0\n")
+    (tmp_path / "raw.steps-done").write_text("ceilings\n")
+    (tmp_path / "raw.meta.json").write_text(json.dumps({"command": "wmtp calibrate", "models": ["q35", "q122", "nem"],
+                                                        "backend": "wmtp", "moe_impl": "wmtp"}))
+    assert_one_error(invoke("calibrate", "--resume", "--out", tmp_path, *args), "--resume", needle)
+
+
+def test_an_interrupted_run_of_the_same_options_may_resume(tmp_path):  # the control (the GPU check comes after it)
+    from wmtp.measure.steps import check_resumable
+
+    (tmp_path / "raw.csv").write_text("kernel,time_ms\ncopy,1.0\n")
+    (tmp_path / "raw.steps-done").write_text("ceilings\n")
+    meta = {"command": "wmtp calibrate", "models": ["q35"], "backend": "wmtp", "moe_impl": "wmtp"}
+    (tmp_path / "raw.meta.json").write_text(json.dumps(meta | {"status": "interrupted"}))
+    check_resumable(tmp_path / "raw.csv", tmp_path / "raw.steps-done", tmp_path / "raw.meta.json", meta,
+                    "wmtp calibrate")
+
+
+def test_resume_is_documented_in_help():
+    r = invoke("calibrate", "--help")
+    assert "is an error, not a fresh start" in " ".join(r.output.replace("│", " ").split())
