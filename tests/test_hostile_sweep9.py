@@ -1,6 +1,7 @@
 """Hostile inputs of the ninth adversarial sweep (after test_hostile_sweep8.py): integer options that Python's int()
 read too generously ('1_000', '+7', ' 7'); comma lists whose empty item was dropped ('3,,5'); `--resume` with nothing
-to resume (a fresh start, silently) or over a run of other options (two runs fitted as one). Each bad input ends in
+to resume (a fresh start, silently) or over a run of other options (two runs fitted as one); acceptance histograms
+with fractional or negative counts, and a log's histogram whose non-number item shifted the bins. Each bad input ends in
 exit code 1 and exactly one `error:` line naming the option; each family has a legal control beside it, so the cases
 can fail. Expected values come from what the user typed, not from the code under test."""
 
@@ -170,3 +171,49 @@ def test_an_interrupted_run_of_the_same_options_may_resume(tmp_path):  # the con
 def test_resume_is_documented_in_help():
     r = invoke("calibrate", "--help")
     assert "is an error, not a fresh start" in " ".join(r.output.replace("│", " ").split())
+
+
+# ------------------------------------------------------------------------- 5. histogram counts: whole numbers
+@pytest.mark.parametrize("name, text, entry", [
+    ("h.json", "[10, 3.5, 2]", "bin n=1"),
+    ("h.json", '{"0": 10, "2": 0.25, "1": 4}', "bin n=2"),
+    ("h.csv", "n,count\n0,10\n1,3.5\n", "bin n=1"),
+    ("m.json", json.dumps({"meta_info": {"spec_correct_drafts_histogram": [10, 2.5, 1]}}), "request 1's"),
+    ("m.jsonl", "\n".join(json.dumps({"meta_info": {"spec_accept_histogram": h}}) for h in ([9, 1], [8, 1.5])),
+     "request 2's spec_accept_histogram bin n=1"),
+    # a negative count in one request cancelled another's, silently (the summed histogram was valid)
+    ("m.json", json.dumps([{"meta_info": {"spec_correct_drafts_histogram": [10, -5, 1]}},
+                           {"meta_info": {"spec_correct_drafts_histogram": [10, 6, 1]}}]), "request 1's"),
+])
+def test_a_fractional_or_negative_count_is_refused(tmp_path, name, text, entry):
+    """H[n] counts verify steps: 3.5 of them is a corrupt file (or a normalised histogram, whose total is not the
+    number of steps the Wilson intervals need), not data."""
+    p = tmp_path / name
+    p.write_text(text)
+    line = assert_one_error(invoke("accept", p), name, entry)
+    assert "whole number" in line or ">= 0" in line, line
+
+
+@pytest.mark.parametrize("name, text", [
+    ("h.json", "[10, 4.0, 2]"),  # the control: an integral float is a whole count
+    ("h.csv", "0,10\n1,4\n2,2\n"),
+    ("m.json", json.dumps({"meta_info": {"spec_correct_drafts_histogram": [10, 4, 2]}})),
+])
+def test_whole_counts_are_read(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    doc = _json("accept", p)
+    # H = [10, 4, 2]: AL = sum (n + 1) H[n] / sum H[n] = (10 + 8 + 6) / 16 = 1.5
+    assert doc["files"][0]["accept_length"] == pytest.approx(1.5)
+
+
+def test_a_log_histogram_with_a_non_number_is_not_shifted(tmp_path):
+    """'[10, null, 1]' in a meta_info log line was read as [10, 1] (the numbers picked out): bin 2's count moved to
+    bin 1. Such a line is now garbled (counted, not read); the control line beside it is read."""
+    bad = tmp_path / "bad.log"
+    bad.write_text('out={"meta_info": {"spec_correct_drafts_histogram": [10, null, 1], "completion_tokens": 20}}\n')
+    assert_one_error(invoke("accept", bad), "1 garbled")
+    good = tmp_path / "good.log"
+    good.write_text('out={"meta_info": {"spec_correct_drafts_histogram": [10, 0, 1], "completion_tokens": 20}}\n')
+    # H = [10, 0, 1]: AL = (10 + 0 + 3) / 11
+    assert _json("accept", good)["files"][0]["accept_length"] == pytest.approx(13 / 11)

@@ -287,13 +287,16 @@ WINDOW_PRESETS: Mapping[tuple[str, str], WindowAcceptance] = {
 }
 
 
-def _count(value) -> float:
-    """One histogram count: a finite non-negative number (not a bool, not a string)."""
+def histogram_count(value, where: str) -> float:
+    """One histogram count H[n]: verify steps, a whole non-negative number (3.0 is read, 3.5 is no count of steps;
+    not a bool, not a string). `where` (the bin) leads the ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"a count must be a number, got {value!r}"[:80])
+        raise ValueError(f"{where}: a count must be a number, got {value!r}"[:100])
     x = float(value)
     if not math.isfinite(x) or x < 0:
-        raise ValueError(f"a count must be finite and >= 0, got {value!r}")
+        raise ValueError(f"{where}: a count must be finite and >= 0, got {value!r}")
+    if x != math.floor(x):
+        raise ValueError(f"{where}: a count is a whole number of verify steps, got {value!r}")
     return x
 
 
@@ -316,7 +319,7 @@ def _add_bin(counts: dict[int, float], n: int, count: float) -> None:
 
 def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
     """H[n] from a JSON list [H0, H1, ...], a JSON object {"n": count}, or a CSV of `n,count` lines.
-    Bins run over 0..63 (d <= 64); counts are finite and non-negative."""
+    Bins run over 0..63 (d <= 64); counts are whole non-negative numbers (verify steps)."""
     import csv
     import json
     from pathlib import Path
@@ -335,10 +338,10 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
         if isinstance(data, list):
             if len(data) > MAX_DEPTH:
                 raise ValueError(f"{len(data)} bins; at most {MAX_DEPTH}")
-            counts = {i: _count(c) for i, c in enumerate(data)}
+            counts = {i: histogram_count(c, f"bin n={i}") for i, c in enumerate(data)}
         elif isinstance(data, dict):
             for k, v in data.items():
-                _add_bin(counts, _bin(int(str(k).strip())), _count(v))
+                _add_bin(counts, n := _bin(int(str(k).strip())), histogram_count(v, f"bin n={n}"))
         elif data is not None:
             raise ValueError("top level must be a list or an object")
         else:
@@ -348,7 +351,7 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
                     continue
                 if len([c for c in row if c.strip()]) != 2:  # a third column is no part of n,count: refused, not dropped
                     raise ValueError(f"line {','.join(row)[:40]!r}: need exactly n,count")
-                _add_bin(counts, _bin(int(row[0])), _count(float(row[1])))
+                _add_bin(counts, n := _bin(int(row[0])), histogram_count(float(row[1]), f"bin n={n}"))
     except (ValueError, TypeError, IndexError, csv.Error) as e:
         raise WmtpError(f"{shape} ({str(e)[:100]})" if str(e) else shape) from None
     if not counts:

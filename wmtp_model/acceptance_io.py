@@ -22,7 +22,8 @@ import math
 import tempfile
 from pathlib import Path
 
-from wmtp.acceptance import AcceptanceProfile, check_accept_length, from_histogram, geometric, load_histogram, wilson_interval
+from wmtp.acceptance import (AcceptanceProfile, check_accept_length, from_histogram, geometric, histogram_count,
+                             load_histogram, wilson_interval)
 from wmtp.errors import WmtpError
 from wmtp.log_input import is_stream, spool
 from wmtp.log_records import v1_drafts
@@ -35,13 +36,14 @@ from wmtp.log_analysis import analyse, own_depth
 def histogram_from_meta(objs) -> list[float]:
     """Sum the per-request histograms of meta_info objects (or responses holding `meta_info`)."""
     total: list[float] = []
-    for o in objs:
+    for i, o in enumerate(objs):
         if not isinstance(o, dict):
             continue
         m = o.get("meta_info", o)
         for k in HIST_KEYS:
-            if isinstance(m, dict) and isinstance(m.get(k), list):
-                add_histogram(total, m[k])
+            if isinstance(m, dict) and isinstance(m.get(k), list):  # each count checked: a negative one cancelled
+                where = f"request {i + 1}'s {k}"
+                add_histogram(total, [histogram_count(c, f"{where} bin n={n}") for n, c in enumerate(m[k])])
                 break
     return total
 

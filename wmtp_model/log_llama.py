@@ -24,9 +24,19 @@ _DECODED = re.compile(rf"decoded\s+({_G}) tokens in\s+({_G}) seconds")
 SKIP = "skip"  # a llama.cpp line with nothing for us (prompt eval time)
 
 
-def number_list(text: str) -> list[float] | None:
-    xs = [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text)]
-    return xs if xs and all(math.isfinite(x) and 0 <= x <= MAX_VALUE for x in xs) else None
+_ITEM = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def number_list(text: str, whole: bool = False) -> list[float] | None:
+    """The numbers of a printed list ('[10, 3, 1]', '0.8, 0.6'), or None where an item is no number: picking the
+    numbers out of '[10, null, 1]' shifted every later bin down by one. `whole`: each a whole number (histogram
+    counts)."""
+    items = text.strip().strip("[]()").split(",")
+    if not all(_ITEM.fullmatch(i.strip()) for i in items):
+        return None
+    xs = [float(i) for i in items]
+    ok = all(math.isfinite(x) and 0 <= x <= MAX_VALUE and (not whole or x == int(x)) for x in xs)
+    return xs if ok else None
 
 
 def _f(text: str) -> float:

@@ -301,7 +301,7 @@ def parse_other(line: str, n: int):
         if found:
             out = []
             for key, raw in found:
-                xs = _number_list(raw) if raw.startswith("[") else None
+                xs = _number_list(raw, whole=key.endswith("histogram")) if raw.startswith("[") else None
                 x = xs if xs is not None else _finite(_num(raw)) if not raw.startswith("[") else None
                 if x is None:
                     return False
