@@ -154,6 +154,18 @@ def parts_phase(r: Run, models, ctxs) -> int:
     return 0
 
 
+def order_phase(r: Run, cases) -> int:
+    """The same ws launch through `verify_attention` (the default path) and called directly, timed alternately
+    (direct, default, default, direct, each a graph of its own), to tell a path's cost from a position's."""
+    for m, d in cases:
+        for name, ws in (("ws", True), ("default", False), ("default", False), ("ws", True)):
+            if r.late():
+                print("deadline reached", flush=True)
+                return 0
+            timed(r, name, m, 1 << 20, 1, d, {}, ws)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
@@ -163,10 +175,11 @@ def main(argv=None) -> int:
     p.add_argument("--batches", default="1")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--deadline-s", type=float, default=300.0)
-    p.add_argument("--phase", choices=("check", "time", "both", "decode", "parts"), default="both",
+    p.add_argument("--phase", choices=("check", "time", "both", "decode", "parts", "order"), default="both",
                    help="check: correctness only (run one per model in parallel to compile); time: time every variant "
                         "(the check rows of the same OUT say which are valid); both: time the variants that pass; "
-                        "decode: short decodes beside SDPA; parts: a short decode split into its split kernel and merge")
+                        "decode: short decodes beside SDPA; parts: a short decode split into its split kernel and merge; "
+                        "order: the default path and the direct call alternately at 1M, B = 1 (--models x --ds)")
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     tag = f"{a.phase}_{a.models.replace(',', '-')}_{a.ctxs.replace(',', '-')}_{a.batches.replace(',', '-')}"
@@ -177,6 +190,8 @@ def main(argv=None) -> int:
     (a.out / f"paged_ws_{tag}.meta.json").write_text(json.dumps(meta, indent=1))
     if a.phase == "decode":
         return decode_phase(r, models)
+    if a.phase == "order":
+        return order_phase(r, [(m, d) for m in models for d in ds])
     if a.phase == "parts":
         return parts_phase(r, models, [int(x) for x in a.ctxs.split(",")])
     if a.phase == "time":
