@@ -22,6 +22,10 @@ BackendOpt = Annotated[str, typer.Option(
     "--backend", help="Attention kernels to measure: wmtp (the project's own), flashinfer (as SGLang plans it; "
                       "pip install flashinfer-python).")]
 
+ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out, with the same "
+                                         "options; an --out holding none (no raw.csv and raw.steps-done) is an "
+                                         "error, not a fresh start.")]
+
 
 @handles_errors
 def measure_kernels(
@@ -64,9 +68,7 @@ def calibrate(
     models: Annotated[str, typer.Option("--models", help="Comma-separated registry keys to sweep.")] = "q35,q122,nem",
     quick: Annotated[bool, typer.Option("--quick", help="Corners of the grid only (about 2 minutes on an H200).")] = False,
     out: Annotated[Path, typer.Option("--out", help="Output folder: raw.csv, raw.meta.json, profile.json, profile.md.")] = Path("calibration"),
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out, with the same "
-                                         "options; an --out holding none (no raw.csv and raw.steps-done) is an "
-                                         "error, not a fresh start.")] = False,
+    resume: ResumeOpt = False,
     from_raw: Annotated[Optional[Path], typer.Option(
         "--from-raw", help="Refit an existing raw.csv (no GPU needed). A measurement it holds twice (a block of "
                            ">= 4 replays, >= 3 distinct times, copied with every time equal) is an error; the same "
