@@ -217,3 +217,63 @@ def test_a_log_histogram_with_a_non_number_is_not_shifted(tmp_path):
     good.write_text('out={"meta_info": {"spec_correct_drafts_histogram": [10, 0, 1], "completion_tokens": 20}}\n')
     # H = [10, 0, 1]: AL = (10 + 0 + 3) / 11
     assert _json("accept", good)["files"][0]["accept_length"] == pytest.approx(13 / 11)
+
+
+# ------------------------------------------------------------------------- 4. GPTQ / AWQ group_size
+def _gptq(group, method="gptq") -> dict:
+    from test_hostile_sweep5 import MIMO_7B
+
+    q = {"quant_method": method, "bits": 4}
+    return MIMO_7B | {"quantization_config": q if group is None else q | {"group_size": group}}
+
+
+def _weights(cfg, with_mtp=True) -> float:
+    from wmtp.hf_config import spec_from_config
+    from wmtp.weights import model_weight_bytes
+
+    return model_weight_bytes(spec_from_config(cfg, "m/config.json"), with_mtp)
+
+
+# MiMo-7B (hidden 4096, 32 q / 8 kv heads x 128, SwiGLU 11008, 36 layers, one dense MTP block) per decoder layer:
+# q 4096 -> 4096, k and v 4096 -> 1024, o 4096 -> 4096, gate and up 4096 -> 11008, down 11008 -> 4096:
+# params 4096 * 6144 + 4096 * 4096 + 3 * 4096 * 11008 = 177,209,344; output rows 4096 + 2 * 1024 + 4096 + 2 * 11008
+# + 4096 = 36,352. The MTP block adds its eh projection (2 * 4096 -> 4096): params 210,763,776, rows 40,448.
+LAYER_PARAMS, LAYER_ROWS, MTP_PARAMS, MTP_ROWS = 177_209_344, 36_352, 210_763_776, 40_448
+
+
+@pytest.mark.parametrize("method", ["gptq", "awq"])
+def test_per_channel_int4_counts_one_scale_per_output_row(method):
+    """group_size -1 was counted as group 128: 2 bytes per 128 parameters instead of 2 bytes per output row."""
+    g128 = 36 * 2 * LAYER_PARAMS / 128 + 2 * MTP_PARAMS / 128  # bf16 scales, group 128
+    per_row = 36 * 2 * LAYER_ROWS + 2 * MTP_ROWS  # one bf16 scale per output row
+    assert _weights(_gptq(128, method)) - _weights(_gptq(-1, method)) == pytest.approx(g128 - per_row)  # 100,275,200
+
+
+def test_another_group_size_counts_its_groups():
+    # group 32: 2 bytes per 32 parameters, four times group 128's scales
+    scales_128 = 36 * 2 * LAYER_PARAMS / 128 + 2 * MTP_PARAMS / 128
+    assert _weights(_gptq(32)) - _weights(_gptq(128)) == pytest.approx(3 * scales_128)
+    assert _weights(_gptq(None)) == _weights(_gptq(128))  # the control: unsaid is the documented 128
+
+
+@pytest.mark.parametrize("group", [0, -2, "128", True, 12.5])
+def test_an_impossible_group_size_is_refused(write_config, group):
+    p = write_config(_gptq(group))
+    assert_one_error(invoke("predict", "--config", p), "group_size", "-1")
+
+
+def test_compressed_tensors_channel_strategy_is_per_row():
+    ct = {"quant_method": "compressed-tensors", "config_groups": {"g0": {"targets": ["Linear"], "weights": {
+        "num_bits": 4, "type": "int", "strategy": "channel", "group_size": None}}}}
+    from test_hostile_sweep5 import MIMO_7B
+
+    assert _weights(MIMO_7B | {"quantization_config": ct}) == _weights(_gptq(-1))
+
+
+def test_weight_dtype_given_prices_group_128(write_config):
+    """--weight-dtype int4 says how the weights are stored (W4A16, group 128, as its help says): the config's
+    per-channel group is not kept."""
+    from wmtp.cli.common import resolve_model
+
+    spec = resolve_model(None, write_config(_gptq(-1)), "int4", None)
+    assert spec.int4_group == 128

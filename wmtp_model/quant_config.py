@@ -14,7 +14,8 @@ quantization (`mtp_bf16`). Formats are `wmtp.weights.FORMATS`. Producers read (t
   a decoder layer numbered past num_hidden_layers, DeepSeek's and GLM's `model.layers.61` / `model.layers.46`) makes
   the MTP block bf16 (`mtp_bf16`).
 - `fp8` (Hugging Face fine-grained FP8, `weight_block_size` 128 x 128; DeepSeek-V3 / Qwen FP8 releases).
-- `gptq`, `awq`: `bits` 4 = int4.
+- `gptq`, `awq`: `bits` 4 = int4, in scale groups of `group_size` along K (128 where unsaid; -1: one scale per output
+  row, `ModelSpec.int4_group` 0). compressed-tensors' int4: `group_size`, or `strategy` channel (per output row).
 
 A routed expert is a module path with `experts` in it that is not a shared expert. Anything else (another
 method, 8-bit integer weights, a field of the wrong type) is a `ConfigError` that says to pass `--weight-dtype`.
@@ -115,14 +116,16 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
                for m in _names(q.get(key), f"{where}.{key}")]
     mtp_bf16 = any(_is_mtp_module(m, cfg.get("num_hidden_layers")) for m in skipped)
     dense: str | None = None
+    group = 128
     if method == "fp8":
         experts = "fp8"
     elif method in ("gptq", "awq"):
         if q.get("bits") != 4:
             raise ConfigError(f"{where}: {method} with bits={q.get('bits')!r} is not supported; {_WEIGHT_DTYPE_HINT}")
-        experts = "int4"
+        experts, group = "int4", _int4_group(q.get("group_size", 128), f"{where}.group_size")
     elif method == "compressed-tensors":
         experts, dense = _mixed(_groups(q.get("config_groups"), where), where)
+        group = _ct_int4_group(q.get("config_groups"), where)
     elif method == "modelopt":
         algo = q.get("quant_algo")
         if algo == "MIXED_PRECISION":
@@ -137,4 +140,28 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
             experts = _algo_format(algo, where)
     else:
         raise ConfigError(f"{where}: quant_method {method!r} is not supported; {_WEIGHT_DTYPE_HINT}")
-    return {"weight_dtype": experts, "dense_weight_dtype": dense, "mtp_bf16": mtp_bf16}
+    return {"weight_dtype": experts, "dense_weight_dtype": dense, "mtp_bf16": mtp_bf16, "int4_group": group}
+
+
+def _int4_group(value: object, where: str) -> int:
+    """An int4 scale group along K: a positive integer, or -1 (GPTQ / AWQ: one scale per output row), read as 0."""
+    if value == -1 and not isinstance(value, bool):
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{where} must be a positive integer or -1 (per channel), got {value!r}; "
+                          f"{_WEIGHT_DTYPE_HINT}")
+    return value
+
+
+def _ct_int4_group(groups: dict, where: str) -> int:
+    """The int4 group of compressed-tensors' 4-bit integer weights (`strategy` channel: one scale per output row;
+    else `group_size`, 128 where unsaid); two int4 groups of different sizes are more than the model holds."""
+    found = set()
+    for name, g in groups.items():
+        w = g.get("weights")
+        if w.get("num_bits") == 4 and w.get("type", "int") == "int":
+            size = -1 if w.get("strategy") == "channel" else 128 if w.get("group_size") is None else w["group_size"]
+            found.add(_int4_group(size, f"{where}.config_groups.{name}.weights.group_size"))
+    if len(found) > 1:
+        raise ConfigError(f"{where}: int4 weights in groups of more than one size; {_WEIGHT_DTYPE_HINT}")
+    return found.pop() if found else 128

@@ -89,6 +89,7 @@ class ModelSpec:
     # linear layer (attention, linear-attention / Mamba projections, shared experts, latent projections, dense FFNs)
     # in this format; None: all linear layers in `weight_dtype` (`wmtp.weights`).
     dense_weight_dtype: str | None = None
+    int4_group: int = 128  # int4 scale group along K (GPTQ / AWQ group_size); 0: one scale per output row (-1)
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -143,6 +144,8 @@ class ModelSpec:
             problems.append(f"weight_dtype must be one of {WEIGHT_DTYPES}")
         if self.dense_weight_dtype is not None and self.dense_weight_dtype not in WEIGHT_DTYPES:
             problems.append(f"dense_weight_dtype must be one of {WEIGHT_DTYPES} (or unset)")
+        if self.int4_group < 0:
+            problems.append("int4_group must be >= 0 (0: one scale per output row)")
         if self.kv_dtype not in KV_DTYPES:
             problems.append(f"kv_dtype must be one of {KV_DTYPES}")
         if self.mtp_moe and self.n_mtp and self.n_experts <= 0:
@@ -296,5 +299,6 @@ class ModelSpec:
             self,
             weight_dtype=new_w,
             dense_weight_dtype=self.dense_weight_dtype if new_w == self.weight_dtype else None,
+            int4_group=self.int4_group if new_w == self.weight_dtype else 128,  # --weight-dtype int4: group 128
             kv_dtype=kv_dtype or self.kv_dtype,
         )

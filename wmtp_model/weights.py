@@ -11,7 +11,10 @@ Formats (bytes of one [N, K] matrix, N output rows, K the reduction dimension):
   "FP8 Blockwise Scaling" (one FP32 scale per 128 x 128 block). Our kernels read the same layout
   (`wmtp.measure.kernels.quant_formats.weight_bytes('fp8_block', ...)`).
 - `int4` (4-bit weight-only, W4A16): two codes per byte, one bf16 (or fp16) scale per row and per 128 along K:
-  N ceil(K/2) + 2 N ceil(K/128) (`quant_formats.weight_bytes('int4_group', ...)`; GPTQ / AWQ group size 128).
+  N ceil(K/2) + 2 N ceil(K/128) (`quant_formats.weight_bytes('int4_group', ...)`; GPTQ / AWQ group size 128). A
+  checkpoint's own group size g (`ModelSpec.int4_group`, from its quantization_config) gives 2 N ceil(K/g); group_size
+  -1 (per channel) one scale per output row for the whole row: N ceil(K/2) + 2 N. Zero points (GPTQ's qzeros, AWQ's)
+  are not counted, at any group size.
 - `nvfp4`: e2m1 values two per byte, one fp8 e4m3 scale per 16 consecutive values along K, one fp32 scale per
   tensor: N ceil(K/2) + N ceil(K/16) + 4. Source: Intel Neural Compressor, "NVFP4 Quantization" (element E2M1,
   4 bits; scaling block 16; scale UE4M3, 8 bits; global tensor-wise scale FP32, 32 bits); NVIDIA NeMo AutoModel
@@ -53,8 +56,9 @@ FORMATS = ("bf16", "fp16", "fp8", "int4", "nvfp4")
 BF16_PARTS = ("embed", "lm_head", "norms", "routers", "conv")
 
 
-def matrix_bytes(fmt: str, n: int, k: int) -> int:
-    """Bytes of one [N, K] weight matrix in `fmt`, values and scales (module docstring)."""
+def matrix_bytes(fmt: str, n: int, k: int, group: int = GROUP_INT4) -> int:
+    """Bytes of one [N, K] weight matrix in `fmt`, values and scales (module docstring); `group`: int4's scale group
+    along K, 0 for one scale per output row (GPTQ / AWQ group_size -1)."""
     if n < 0 or k < 0:
         raise ValueError(f"matrix dimensions must be >= 0, got {n} x {k}")
     if fmt in ("bf16", "fp16"):
@@ -62,7 +66,7 @@ def matrix_bytes(fmt: str, n: int, k: int) -> int:
     if fmt == "fp8":
         return n * k + SCALE_FP8_BYTES * math.ceil(n / BLOCK_FP8) * math.ceil(k / BLOCK_FP8)
     if fmt == "int4":
-        return n * math.ceil(k / 2) + SCALE_INT4_BYTES * n * math.ceil(k / GROUP_INT4)
+        return n * math.ceil(k / 2) + SCALE_INT4_BYTES * n * (math.ceil(k / group) if group else 1)
     if fmt == "nvfp4":
         return n * math.ceil(k / 2) + SCALE_NVFP4_BYTES * n * math.ceil(k / GROUP_NVFP4) + TENSOR_SCALE_NVFP4_BYTES
     raise ValueError(f"unknown weight format {fmt!r}; known: {', '.join(FORMATS)}")
@@ -83,30 +87,63 @@ def _mats_per_ffn(spec) -> int:
     return 3 if spec.ffn_act == "swiglu" else 2
 
 
-def _quantized_block(spec, attn: bool, linear: bool, moe: bool, dense: bool) -> dict[str, tuple[float, int]]:
-    """{"dense": (params, matrices), "experts": (params, matrices)} of one decoder block's quantized linear layers:
-    routed experts apart from the rest (a mixed-precision checkpoint stores them in another format)."""
-    params, mats = 0.0, 0
+def _ffn_rows(spec, width: int, ffn: int) -> int:
+    """Output rows of one FFN: gate and up (ffn each), down (width)."""
+    return (_mats_per_ffn(spec) - 1) * ffn + width
+
+
+def _attn_rows(spec) -> int:
+    """Output rows of one attention layer's projections (`ModelSpec.attn_params`, matrix by matrix)."""
+    if spec.attn_kind == "mla":
+        qk_head = spec.mla_nope + spec.mla_rope
+        q = spec.mla_q_rank + spec.q_heads * qk_head if spec.mla_q_rank else spec.q_heads * qk_head
+        return q + spec.head_dim + spec.q_heads * (spec.mla_nope + spec.mla_v_dim) + spec.hidden
+    return spec.q_heads * spec.head_dim * (2 if spec.attn_out_gate else 1) + 2 * spec.kv_heads * spec.head_dim + spec.hidden
+
+
+def _linear_rows(spec) -> int:
+    """Output rows of one linear-attention layer's in- and out-projections (`ModelSpec.linear_params`)."""
+    v = spec.lin_v_heads * spec.lin_head_dim
+    if spec.linear_kind == "gdn":
+        return 2 * spec.lin_k_heads * spec.lin_head_dim + 2 * v + 2 * spec.lin_v_heads + spec.hidden
+    return 2 * v + 2 * spec.ssm_groups * spec.ssm_state + spec.lin_v_heads + spec.hidden
+
+
+def _quantized_block(spec, attn: bool, linear: bool, moe: bool, dense: bool) -> dict[str, tuple[float, int, int]]:
+    """{"dense": (params, matrices, output rows), "experts": (...)} of one decoder block's quantized linear layers:
+    routed experts apart from the rest (a mixed-precision checkpoint stores them in another format). Rows count the
+    scales of a per-channel format (one per output row)."""
+    params, mats, rows = 0.0, 0, 0
     if attn:
-        params, mats = params + spec.attn_params, mats + 4
+        params, mats, rows = params + spec.attn_params, mats + 4, rows + _attn_rows(spec)
     if linear:
         params, mats = params + spec.linear_params, mats + (3 if spec.linear_kind == "gdn" else 2)
-    experts = (0.0, 0)
+        rows += _linear_rows(spec)
+    experts = (0.0, 0, 0)
     if moe:
         router = spec.hidden * spec.n_experts
         params += spec.moe_dense_params - router
         mats += _mats_per_ffn(spec) * spec.n_shared + (2 if spec.moe_latent else 0)
-        experts = (float(spec.n_experts * spec.expert_params), _mats_per_ffn(spec) * spec.n_experts)
+        rows += spec.n_shared * _ffn_rows(spec, spec.hidden, spec.shared_ffn)
+        rows += spec.moe_latent + spec.hidden if spec.moe_latent else 0
+        experts = (float(spec.n_experts * spec.expert_params), _mats_per_ffn(spec) * spec.n_experts,
+                   spec.n_experts * _ffn_rows(spec, spec.moe_latent or spec.hidden, spec.expert_ffn))
     if dense:
         params, mats = params + spec.dense_ffn_params, mats + _mats_per_ffn(spec)
-    return {"dense": (params, mats), "experts": experts}
+        rows += _ffn_rows(spec, spec.hidden, spec.dense_ffn)
+    return {"dense": (params, mats, rows), "experts": experts}
 
 
-def _stored(parts: dict[str, tuple[float, int]], spec, prefix: str = "") -> float:
-    """Bytes of a block's quantized layers, each kind in its own format (`ModelSpec.weight_format`)."""
+def _stored(parts: dict[str, tuple[float, int, int]], spec, prefix: str = "") -> float:
+    """Bytes of a block's quantized layers, each kind in its own format (`ModelSpec.weight_format`); int4 with one
+    scale per output row (`ModelSpec.int4_group` 0) counts its rows' scales, not a group's."""
     total = 0.0
-    for kind, (params, mats) in parts.items():
+    for kind, (params, mats, rows) in parts.items():
         fmt = spec.weight_format(prefix + kind)
+        if fmt == "int4" and spec.int4_group != GROUP_INT4:
+            scales = rows if spec.int4_group == 0 else params / spec.int4_group
+            total += params * 0.5 + SCALE_INT4_BYTES * scales
+            continue
         total += params * bytes_per_param(fmt) + mats * (TENSOR_SCALE_NVFP4_BYTES if fmt == "nvfp4" else 0)
     return total
 
@@ -137,8 +174,8 @@ def weight_parts(spec) -> dict[str, float]:
     if spec.n_mtp:
         # MTP block: eh projection (2h -> h), one attention layer, its FFN; norms enorm, hnorm, input, post, final.
         block = _quantized_block(spec, True, False, spec.mtp_moe, not spec.mtp_moe)
-        p, m = block["dense"]
-        block["dense"] = (p + 2 * spec.hidden * spec.hidden, m + 1)
+        p, m, r = block["dense"]
+        block["dense"] = (p + 2 * spec.hidden * spec.hidden, m + 1, r + spec.hidden)
         router = spec.hidden * spec.n_experts if spec.mtp_moe else 0
         out["mtp"] = spec.n_mtp * _stored(block, spec, "mtp_")
         out["mtp_bf16"] = spec.n_mtp * (router + 5 * spec.hidden) * bf16
