@@ -11,7 +11,7 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CsvOpt, CtxOpt,
                              FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, TpOpt,
-                             WdOpt, WindowOpt, echo_json, handles_errors, int_option, parse_accept,
+                             WdOpt, WindowOpt, decimal_number, echo_json, handles_errors, int_option, parse_accept,
                              refuse_overwriting_inputs, resolve_model)
 from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
@@ -191,7 +191,8 @@ def sweep(
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
     speed_of_light: SolOpt = False, tp: TpOpt = 1, framework: FrameworkOpt = None,
     task: TaskOpt = DEFAULT_TASK,
-    threshold: Annotated[float, typer.Option(help="ctx sweep: the break-even context is where the window is this much faster.")] = 0.05,
+    threshold: Annotated[float, typer.Option(help="ctx sweep: the break-even context is where the window is this much "
+                                                  "faster.", parser=decimal_number)] = 0.05,
     al_window: Annotated[Optional[str], typer.Option(
         "--al-window", help="window sweep: measured (W, AL) points at --depth as W:AL,... (AL(W) model; native AL at W=S).")] = None,
     as_json: JsonOpt = False, csv_out: CsvOpt = None,

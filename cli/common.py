@@ -39,6 +39,14 @@ def whole_number(text) -> int:
         raise typer.BadParameter(str(e).removeprefix("value: ")) from None
 
 
+def decimal_number(text) -> float:
+    """A float option as typed: float() also read '0_5' as 5 and other scripts' digits (`wmtp.units.ascii_number`)."""
+    try:
+        return float(ascii_number(text))
+    except ValueError:
+        raise typer.BadParameter(f"{str(text)[:40]!r} is not a plain number (e.g. 0.05)") from None
+
+
 def int_option(*decls, **kw):
     """`typer.Option` of an integer option, read by `whole_number`: every integer option takes plain digits."""
     return typer.Option(*decls, parser=whole_number, **kw)

@@ -1,7 +1,8 @@
 """Hostile inputs of the ninth adversarial sweep (after test_hostile_sweep8.py): integer options that Python's int()
 read too generously ('1_000', '+7', ' 7'); comma lists whose empty item was dropped ('3,,5'); `--resume` with nothing
 to resume (a fresh start, silently) or over a run of other options (two runs fitted as one); acceptance histograms
-with fractional or negative counts, and a log's histogram whose non-number item shifted the bins. Each bad input ends in
+with fractional or negative counts, and a log's histogram whose non-number item shifted the bins; GPTQ / AWQ
+group_size -1 (per channel) and 32 counted as group 128; '0_5' read by float() as 5. Each bad input ends in
 exit code 1 and exactly one `error:` line naming the option; each family has a legal control beside it, so the cases
 can fail. Expected values come from what the user typed, not from the code under test."""
 
@@ -277,3 +278,20 @@ def test_weight_dtype_given_prices_group_128(write_config):
 
     spec = resolve_model(None, write_config(_gptq(-1)), "int4", None)
     assert spec.int4_group == 128
+
+
+# ------------------------------------------------------------------------- sweep: '_' in a decimal option
+@pytest.mark.parametrize("args, opt", [
+    (["sweep", "ctx", "-m", "q35", "--threshold", "0_5"], "--threshold"),  # read as 5: a 500 % break-even, silently
+    (["predict", "-m", "q35", "-d", "16", "--accept-length", "1_0"], "--accept-length"),  # read as AL 10 at d = 16
+    (["sweep", "window", "-m", "q35", "--al-window", "1K:3_5"], "--al-window"),
+    (["simulate", "-m", "q35", "--phases", "0_5:100"], "--phases"),
+])
+def test_a_decimal_option_refuses_underscores(args, opt):
+    assert_one_error(invoke(*args), opt)
+
+
+def test_a_plain_decimal_is_read():  # the control
+    assert _json("sweep", "ctx", "-m", "q35", "--threshold", "0.5")["break_even_threshold"] == 0.5
+    r = invoke("predict", "-m", "q35", "-d", "16", "--accept-length", "10")
+    assert r.exit_code == 0 and "--accept-length" in r.output, r.output

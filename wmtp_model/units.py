@@ -16,10 +16,12 @@ _TOKENS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)\s*$", re.IGNORECASE | r
 
 
 def ascii_number(text: str) -> str:
-    """`text`, for int() / float(), which also read other scripts' digits ('٣' and '３' are 3): a ValueError for those,
-    as every other number option refuses them (typer's integers, --depth of simulate, LOG:D)."""
+    """`text`, for int() / float(), which also read other scripts' digits ('٣' and '３' are 3) and '_' separators
+    ('0_5' is 5): a ValueError for those, as every other number option refuses them (`parse_whole`, LOG:D)."""
     if not str(text).isascii():
         raise ValueError(f"{text!r} is not written in ASCII digits")
+    if "_" in str(text):  # float('0_5') is 5.0: a typo for 0.5 priced as 5
+        raise ValueError(f"{text!r} is not a plain number (no '_' separators)")
     return text
 
 
