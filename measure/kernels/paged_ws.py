@@ -8,9 +8,10 @@ whose partial-output format (MidO, MidL: base-2 log-sum-exp) and merge kernel it
   `STAGES` shared-memory buffers with `cp.async`; each thread's copies arrive on the buffer's `ready` barrier when
   they land (`cp.async.mbarrier.arrive.noinc`, so the barrier counts the producer's threads); the next tile's slots
   are loaded while the current tile's copies fly;
-- the default partition (one or two warpgroups: 64 or 128 query rows) waits on `ready`, runs S = Q K^T and
-  O += P V on the warpgroup MMA (Q from shared memory, P from registers) with an online softmax (base 2), and
-  releases the buffer on its `empty` barrier.
+- the consumers (the default partition of one or two warpgroups: 64 or 128 query rows; or two or three partitions
+  of one warpgroup each: 128 or 192 rows below head dim 256) wait on `ready`, run S = Q K^T and O += P V on the
+  warpgroup MMA (Q from shared memory, P from registers) with an online softmax (base 2), and release the buffer on
+  its `empty` barrier.
 bf16 / fp16 K/V only; head dim 64, 128 or 256; query rows packed as in the rows kernel (row g of the KV group:
 query head g // n_q, query token g % n_q). That row mapping and the split bounds are spelled again here, in Gluon:
 a Gluon function cannot call the Triton ones of `paged_attention` / `paged_rows`.
@@ -162,9 +163,9 @@ def _ws_split_kernel(
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
     CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = False,
 ):
-    """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2: the row block's two halves are
-    two partitions of one warpgroup each (the default one and a worker of C_REGS registers), each with its own
-    softmax, both reading every K/V tile: the ring's `empty` barriers count both."""
+    """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2 or 3: the row block's 64-row parts
+    are partitions of one warpgroup each (the default one and workers of C_REGS registers), each with its own
+    softmax, all reading every K/V tile: the ring's `empty` barriers count them all."""
     if TRIGGER:  # the merge, launched dependent (PDL), may be scheduled now and waits for this grid's writes
         gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
                                   pack=1)
@@ -202,7 +203,21 @@ def _ws_split_kernel(
     dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, q_layout))
     q = gl.load(Q + (q_start + qi)[:, None].to(gl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :],
                 mask=row_ok[:, None], other=0.0)
-    dtype: gl.constexpr = Q.dtype.element_ty
+    _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start, lo, hi, mb, kvh, group, split,
+                   qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
+                   stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE,
+                   CONSUMERS, C_REGS)
+
+
+@gluon.jit
+def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start, lo, hi, mb, kvh, group, split,
+                   qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
+                   stride_lt, stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                   HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
+                   DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr):
+    """The program's shared memory (the Q tile `q`, the K/V ring and its barriers) and its partitions: the producer
+    and CONSUMERS consumer warpgroups."""
+    dtype: gl.constexpr = q.dtype
     q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([Q_ROWS, HEAD_DIM], dtype)
     kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [Q_ROWS, HEAD_DIM], q_sl, q)
