@@ -35,6 +35,7 @@ VARIANTS = {
     "ws-bn128": dict(block_n=128),
     "ws2-p56": dict(consumers=2, c_regs=232, p_regs=56),
     "ws3": dict(max_rows=192),  # three consumer warpgroups for 129..192 rows below head dim 256 (else as ws)
+    "ws-m128": dict(max_rows=128),  # row blocks of at most 128 rows (the kernel set v1+rows+ws)
     "ws-pdl": dict(pdl=True),  # the merge a programmatic dependent launch
 }
 DECODE = {"ws": {}, "ws-w2": dict(waves=2), "ws-w4": dict(waves=4), "ws-bn64": dict(block_n=64),
