@@ -78,6 +78,20 @@ def order_table() -> list[str]:
     return out
 
 
+def batch_table() -> list[str]:
+    """Run 4: the default (192-row blocks) against row blocks of at most 128 rows, nem; ms."""
+    t = defaultdict(list)
+    for r in rows("run4/paged_ws_time_*.csv.gz"):
+        if r["status"] == "ok":
+            t[(int(r["ctx"]), int(r["batch"]), int(r["d"]), r["impl"])].append(float(r["time_ms"]))
+    med = {k: statistics.median(v) for k, v in t.items()}
+    out = ["| context | B | d | ws (default) | ws-m128 | rows | ws / ws-m128 |", "|---" * 7 + "|"]
+    for (n, b, d, i) in sorted(k for k in med if k[3] == "ws"):
+        out.append(f"| {n} | {b} | {d} | {med[(n, b, d, 'ws')]:.3f} | {med[(n, b, d, 'ws-m128')]:.3f} | "
+                   f"{med[(n, b, d, 'rows')]:.3f} | {med[(n, b, d, 'ws')] / med[(n, b, d, 'ws-m128')]:.2f} |")
+    return out
+
+
 def main() -> None:
     print("run1 checks:", checks("run1/paged_ws_check_*.csv.gz"))
     print("\n## run 1: nem at 1M, B = 1 (ms, x the decode)\n")
@@ -95,6 +109,8 @@ def main() -> None:
     print("\n".join(parts_table("run2/paged_ws_parts_*.csv.gz")))
     print("\n## run 3: one launch, four graphs (ms)\n")
     print("\n".join(order_table()))
+    print("\n## run 4: nem, 192-row blocks against 128-row blocks (ms)\n")
+    print("\n".join(batch_table()))
 
 
 if __name__ == "__main__":
