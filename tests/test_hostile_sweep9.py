@@ -244,15 +244,16 @@ LAYER_PARAMS, LAYER_ROWS, MTP_PARAMS, MTP_ROWS = 177_209_344, 36_352, 210_763_77
 
 @pytest.mark.parametrize("method", ["gptq", "awq"])
 def test_per_channel_int4_counts_one_scale_per_output_row(method):
-    """group_size -1 was counted as group 128: 2 bytes per 128 parameters instead of 2 bytes per output row."""
-    g128 = 36 * 2 * LAYER_PARAMS / 128 + 2 * MTP_PARAMS / 128  # bf16 scales, group 128
-    per_row = 36 * 2 * LAYER_ROWS + 2 * MTP_ROWS  # one bf16 scale per output row
-    assert _weights(_gptq(128, method)) - _weights(_gptq(-1, method)) == pytest.approx(g128 - per_row)  # 100,275,200
+    """group_size -1 was counted as group 128: 2 bytes per 128 parameters instead of 2 bytes per output row. Each
+    scale comes with a 4-bit zero point (qzeros, stored by GPTQ and AWQ checkpoints): 2.5 bytes per scale."""
+    g128 = 36 * 2.5 * LAYER_PARAMS / 128 + 2.5 * MTP_PARAMS / 128  # bf16 scales + 4-bit zeros, group 128
+    per_row = 36 * 2.5 * LAYER_ROWS + 2.5 * MTP_ROWS  # one bf16 scale + one 4-bit zero per output row
+    assert _weights(_gptq(128, method)) - _weights(_gptq(-1, method)) == pytest.approx(g128 - per_row)  # 125,344,000
 
 
 def test_another_group_size_counts_its_groups():
-    # group 32: 2 bytes per 32 parameters, four times group 128's scales
-    scales_128 = 36 * 2 * LAYER_PARAMS / 128 + 2 * MTP_PARAMS / 128
+    # group 32: 2.5 bytes (bf16 scale + 4-bit zero) per 32 parameters, four times group 128's
+    scales_128 = 36 * 2.5 * LAYER_PARAMS / 128 + 2.5 * MTP_PARAMS / 128
     assert _weights(_gptq(32)) - _weights(_gptq(128)) == pytest.approx(3 * scales_128)
     assert _weights(_gptq(None)) == _weights(_gptq(128))  # the control: unsaid is the documented 128
 
@@ -268,7 +269,9 @@ def test_compressed_tensors_channel_strategy_is_per_row():
         "num_bits": 4, "type": "int", "strategy": "channel", "group_size": None}}}}
     from test_hostile_sweep5 import MIMO_7B
 
-    assert _weights(MIMO_7B | {"quantization_config": ct}) == _weights(_gptq(-1))
+    # symmetric (compressed-tensors' default): no zero points, where GPTQ stores 0.5 byte of qzeros per output row
+    zeros = 36 * 0.5 * LAYER_ROWS + 0.5 * MTP_ROWS
+    assert _weights(MIMO_7B | {"quantization_config": ct}) == pytest.approx(_weights(_gptq(-1)) - zeros)
 
 
 def test_weight_dtype_given_prices_group_128(write_config):

@@ -17,6 +17,15 @@ quantization (`mtp_bf16`). Formats are `wmtp.weights.FORMATS`. Producers read (t
 - `gptq`, `awq`: `bits` 4 = int4, in scale groups of `group_size` along K (128 where unsaid; -1: one scale per output
   row, `ModelSpec.int4_group` 0). compressed-tensors' int4: `group_size`, or `strategy` channel (per output row).
 
+int4 zero points (`ModelSpec.int4_zeros`: stored; `int4_asym`: read by the kernel; `wmtp.weights` gives the sources):
+GPTQ checkpoints store `qzeros` whatever `sym` says (AutoGPTQ / GPTQModel register the buffer unconditionally), read
+only when `sym` is false (true where unsaid, AutoGPTQ's and GPTQModel's default; vLLM's Marlin path takes only
+symmetric GPTQ, without zero points). AWQ checkpoints store `qzeros` (AutoAWQ `WQLinear_GEMM`), read when
+`zero_point` is true (where unsaid too: AutoAWQ's default). compressed-tensors stores and reads `weight_zero_point`
+when its int4 weights say `symmetric: false` (true where unsaid). ModelOpt's INT4_AWQ is taken as symmetric, no zero
+points stored (an assumption, not re-read from its exporter here). A non-boolean `sym` / `zero_point` /
+`symmetric` is a `ConfigError`.
+
 A routed expert is a module path with `experts` in it that is not a shared expert. Anything else (another
 method, 8-bit integer weights, a field of the wrong type) is a `ConfigError` that says to pass `--weight-dtype`.
 """
@@ -116,16 +125,20 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
                for m in _names(q.get(key), f"{where}.{key}")]
     mtp_bf16 = any(_is_mtp_module(m, cfg.get("num_hidden_layers")) for m in skipped)
     dense: str | None = None
-    group = 128
+    group, zeros, asym = 128, False, False
     if method == "fp8":
         experts = "fp8"
     elif method in ("gptq", "awq"):
         if q.get("bits") != 4:
             raise ConfigError(f"{where}: {method} with bits={q.get('bits')!r} is not supported; {_WEIGHT_DTYPE_HINT}")
         experts, group = "int4", _int4_group(q.get("group_size", 128), f"{where}.group_size")
+        key = "sym" if method == "gptq" else "zero_point"  # qzeros are stored either way
+        flag = _flag(q.get(key, True), f"{where}.{key}")
+        zeros, asym = True, (not flag if method == "gptq" else flag)
     elif method == "compressed-tensors":
         experts, dense = _mixed(_groups(q.get("config_groups"), where), where)
-        group = _ct_int4_group(q.get("config_groups"), where)
+        group, zeros = _ct_int4(q.get("config_groups"), where)
+        asym = zeros
     elif method == "modelopt":
         algo = q.get("quant_algo")
         if algo == "MIXED_PRECISION":
@@ -140,7 +153,14 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
             experts = _algo_format(algo, where)
     else:
         raise ConfigError(f"{where}: quant_method {method!r} is not supported; {_WEIGHT_DTYPE_HINT}")
-    return {"weight_dtype": experts, "dense_weight_dtype": dense, "mtp_bf16": mtp_bf16, "int4_group": group}
+    return {"weight_dtype": experts, "dense_weight_dtype": dense, "mtp_bf16": mtp_bf16, "int4_group": group,
+            "int4_zeros": zeros, "int4_asym": asym}
+
+
+def _flag(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where} must be true or false, got {value!r}; {_WEIGHT_DTYPE_HINT}")
+    return value
 
 
 def _int4_group(value: object, where: str) -> int:
@@ -153,15 +173,17 @@ def _int4_group(value: object, where: str) -> int:
     return value
 
 
-def _ct_int4_group(groups: dict, where: str) -> int:
-    """The int4 group of compressed-tensors' 4-bit integer weights (`strategy` channel: one scale per output row;
-    else `group_size`, 128 where unsaid); two int4 groups of different sizes are more than the model holds."""
+def _ct_int4(groups: dict, where: str) -> tuple[int, bool]:
+    """(group, asymmetric) of compressed-tensors' 4-bit integer weights: `strategy` channel is one scale per output
+    row, else `group_size` (128 where unsaid); `symmetric` false stores a zero point per scale. Two int4 groups that
+    differ in either are more than the model holds."""
     found = set()
     for name, g in groups.items():
         w = g.get("weights")
         if w.get("num_bits") == 4 and w.get("type", "int") == "int":
             size = -1 if w.get("strategy") == "channel" else 128 if w.get("group_size") is None else w["group_size"]
-            found.add(_int4_group(size, f"{where}.config_groups.{name}.weights.group_size"))
+            at = f"{where}.config_groups.{name}.weights"
+            found.add((_int4_group(size, f"{at}.group_size"), not _flag(w.get("symmetric", True), f"{at}.symmetric")))
     if len(found) > 1:
-        raise ConfigError(f"{where}: int4 weights in groups of more than one size; {_WEIGHT_DTYPE_HINT}")
-    return found.pop() if found else 128
+        raise ConfigError(f"{where}: int4 weights in groups of more than one size or symmetry; {_WEIGHT_DTYPE_HINT}")
+    return found.pop() if found else (128, False)

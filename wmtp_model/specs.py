@@ -90,6 +90,11 @@ class ModelSpec:
     # in this format; None: all linear layers in `weight_dtype` (`wmtp.weights`).
     dense_weight_dtype: str | None = None
     int4_group: int = 128  # int4 scale group along K (GPTQ / AWQ group_size); 0: one scale per output row (-1)
+    # int4 zero points (`wmtp.weights`, `wmtp.quant_config`): the checkpoint stores a 4-bit zero point per scale
+    # (GPTQ and AWQ qzeros always; compressed-tensors when asymmetric), and the W4A16 kernel reads them (asymmetric
+    # weights: GPTQ sym false, AWQ zero_point, compressed-tensors symmetric false). --weight-dtype int4: neither.
+    int4_zeros: bool = False
+    int4_asym: bool = False
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -146,6 +151,10 @@ class ModelSpec:
             problems.append(f"dense_weight_dtype must be one of {WEIGHT_DTYPES} (or unset)")
         if self.int4_group < 0:
             problems.append("int4_group must be >= 0 (0: one scale per output row)")
+        if not isinstance(self.int4_zeros, bool) or not isinstance(self.int4_asym, bool):
+            problems.append("int4_zeros and int4_asym must be true or false")
+        elif self.int4_asym and not self.int4_zeros:
+            problems.append("int4_asym needs int4_zeros: a kernel reads only zero points the checkpoint stores")
         if self.kv_dtype not in KV_DTYPES:
             problems.append(f"kv_dtype must be one of {KV_DTYPES}")
         if self.mtp_moe and self.n_mtp and self.n_experts <= 0:
@@ -299,6 +308,8 @@ class ModelSpec:
             self,
             weight_dtype=new_w,
             dense_weight_dtype=self.dense_weight_dtype if new_w == self.weight_dtype else None,
-            int4_group=self.int4_group if new_w == self.weight_dtype else 128,  # --weight-dtype int4: group 128
+            int4_group=self.int4_group if new_w == self.weight_dtype else 128,  # --weight-dtype int4: group 128,
+            int4_zeros=self.int4_zeros and new_w == self.weight_dtype,  # ... and no zero points
+            int4_asym=self.int4_asym and new_w == self.weight_dtype,
             kv_dtype=kv_dtype or self.kv_dtype,
         )
