@@ -167,3 +167,81 @@ def test_asymmetric_without_stored_zero_points_is_not_a_row():
     s = _spec(_gptq(128))
     with pytest.raises(WmtpError, match="int4_asym needs int4_zeros"):
         type(s)(**{**s.__dict__, "int4_zeros": False, "int4_asym": True})
+
+
+# ------------------------------------------------------------------------- latency: what the kernel reads
+# A work item's bytes are its weights plus bf16 activations in and out: 2 * tokens * hidden * 2 (4,096 for the small
+# model at one token). The kernel reads codes, scales at the checkpoint's group, and zero points only where the
+# weights are asymmetric (symmetric GPTQ's stored qzeros are not read: vLLM's Marlin path).
+ACT = 2 * 1 * 1024 * 2
+ATTN_P, ATTN_R, FFN_P, FFN_R = 2_621_440, 2_560, 8_650_752, 6_656
+MTP_P, MTP_R = 2 * 1024 * 1024 + ATTN_P, 1_024 + ATTN_R  # eh projection 1024 x 2048 and the attention: 4,718,592
+
+
+def _items(cfg, draft=False) -> dict:
+    from wmtp.latency import draft_fwd_work, verify_work
+
+    spec = _spec(cfg)
+    work = draft_fwd_work(spec, 4096, 1) if draft else verify_work(spec, 4096, 1, 1)
+    return {w.name: w.bytes for w in work}
+
+
+@pytest.mark.parametrize("cfg, attn, ffn", [
+    # GPTQ sym, group 128: codes + 2 bytes per 128 (no zeros read): 1,310,720 + 40,960; 4,325,376 + 135,168
+    (_gptq(128), ATTN_P / 2 + 2 * ATTN_P / 128, FFN_P / 2 + 2 * FFN_P / 128),
+    # GPTQ sym false: + 0.5 byte of zero per 128: 1,310,720 + 51,200
+    (_gptq(128, sym=False), ATTN_P / 2 + 2.5 * ATTN_P / 128, FFN_P / 2 + 2.5 * FFN_P / 128),
+    # AWQ group 32 (asymmetric): 2.5 bytes per 32 parameters: 1,310,720 + 204,800; 4,325,376 + 675,840
+    (_gptq(32, "awq"), ATTN_P / 2 + 2.5 * ATTN_P / 32, FFN_P / 2 + 2.5 * FFN_P / 32),
+    # per channel: one scale per output row (2 bytes; 2.5 with AWQ's zero): 1,310,720 + 5,120 / + 6,400
+    (_gptq(-1), ATTN_P / 2 + 2 * ATTN_R, FFN_P / 2 + 2 * FFN_R),
+    (_gptq(-1, "awq"), ATTN_P / 2 + 2.5 * ATTN_R, FFN_P / 2 + 2.5 * FFN_R),
+    # compressed-tensors asymmetric channel: as AWQ's per channel
+    (_ct(False, None, "channel"), ATTN_P / 2 + 2.5 * ATTN_R, FFN_P / 2 + 2.5 * FFN_R),
+])
+def test_verify_bytes_follow_group_and_zero_points(cfg, attn, ffn):
+    items = _items(cfg)
+    assert items["verify.attn_proj"] == pytest.approx(attn + ACT, rel=1e-12)
+    assert items["verify.ffn"] == pytest.approx(ffn + ACT, rel=1e-12)
+
+
+def test_draft_projection_bytes_per_channel():
+    # AWQ per channel: 4,718,592 / 2 + 2.5 * 3,584 = 2,359,296 + 8,960
+    items = _items(_gptq(-1, "awq"), draft=True)
+    assert items["fwd.mtp_proj"] == pytest.approx(MTP_P / 2 + 2.5 * MTP_R + ACT, rel=1e-12)
+
+
+def test_smaller_groups_read_more_bytes():  # a property: bytes fall with the group, per channel least
+    b = [_items(_gptq(g, "awq"))["verify.ffn"] for g in (32, 64, 128, 256, -1)]
+    assert b == sorted(b, reverse=True) and len(set(b)) == 5
+
+
+def test_moe_bytes_per_channel_by_hand():
+    """Qwen3-Next shape (hidden 2048, 512 experts of 512, top 10, one shared expert of 512), AWQ per channel. At one
+    token, top_k = 10 experts are touched. One expert: 3 * 2048 * 512 = 3,145,728 params in 512 + 512 + 2048 = 3,072
+    rows: 1,572,864 + 2.5 * 3,072 = 1,580,544 bytes; the shared expert the same; the router 2048 x 512 in bf16
+    (2,097,152); activations 2 * 2048 * 2 = 8,192. Total 11 * 1,580,544 + 2,097,152 + 8,192 = 19,491,328."""
+    from test_quant_config import QWEN_NEXT
+
+    items = _items(QWEN_NEXT | {"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": -1}})
+    assert items["verify.moe"] == pytest.approx(19_491_328, rel=1e-9)
+
+
+def test_defaults_unchanged_by_hand():
+    """q122's row (ModelOpt mixed: routed experts NVFP4, 0.5 + 1/16 bytes a parameter; the other linear layers FP8,
+    1 + 4/128^2) and --weight-dtype int4 (every linear layer int4 at 0.5 + 2/128: group 128, no zero points) read
+    the bytes they read before zero points were modelled."""
+    from wmtp.latency import experts_touched, verify_work
+    from wmtp.models import get_model
+
+    nvfp4, fp8, int4 = 0.5 + 1 / 16, 1 + 4 / 128**2, 0.5 + 2 / 128
+    for dtype, experts, dense in ((None, nvfp4, fp8), ("int4", int4, int4)):
+        spec = get_model("q122").with_dtypes(weight_dtype=dtype)
+        items = {w.name: w.bytes for w in verify_work(spec, 4096, 1, 1)}
+        act = 2 * 1 * spec.hidden * 2
+        router = spec.hidden * spec.n_experts
+        assert items["verify.attn_proj"] == pytest.approx(spec.attn_params * dense + act, rel=1e-12)
+        assert items[f"verify.{spec.linear_kind}_proj"] == pytest.approx(spec.linear_params * dense + act, rel=1e-12)
+        moe = (experts_touched(spec, 1) * spec.expert_params * experts + (spec.moe_dense_params - router) * dense
+               + 2 * router + act)
+        assert items["verify.moe"] == pytest.approx(moe, rel=1e-12)

@@ -19,7 +19,7 @@ from wmtp.engine import EngineOverhead, engine_moe_ms, extra_ms, index_walks, ve
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
 from wmtp.specs import ModelSpec
-from wmtp.weights import bytes_per_param
+from wmtp.weights import attn_rows, bytes_per_param, expert_rows, ffn_rows, linear_rows, moe_dense_rows, part_bytes
 from wmtp.tp import per_gpu_spec, tp_collectives
 from wmtp.provenance import Origin, Source, combine, source
 from wmtp.work import CostModel, Priced, Work
@@ -36,9 +36,11 @@ def _compute_dtype(spec: ModelSpec, work: Work) -> str:
     return work.shape.get("wdtype") or spec.weight_dtype
 
 
-def _wb(spec: ModelSpec, part: str) -> float:
-    """Bytes per parameter of one kind of weight (`ModelSpec.weight_format`), scales included."""
-    return bytes_per_param(spec.weight_format(part))
+def _wbytes(spec: ModelSpec, part: str, params: float, rows: float) -> float:
+    """Bytes a kernel reads for `params` parameters in `rows` output rows of one kind of weight
+    (`ModelSpec.weight_format`), scales included; int4 at the row's group size, zero points where the weights are
+    asymmetric (`wmtp.weights.part_bytes`). Rows matter only to per-channel int4 (one scale per output row)."""
+    return part_bytes(spec, part, params, rows, read=True)
 
 
 class SpeedOfLight:
@@ -91,19 +93,21 @@ def _ffn_work(spec: ModelSpec, tokens: int, prefix: str, moe: bool, count: int, 
     if moe:
         touched = experts_touched(spec, tokens)
         router = spec.hidden * spec.n_experts  # kept in bf16 by quantized checkpoints (wmtp.weights)
-        dense_wb = _wb(spec, part + "dense")
-        weights = (touched * spec.expert_params * _wb(spec, part + "experts")
-                   + (spec.moe_dense_params - router) * dense_wb + router * bytes_per_param("bf16"))
+        weights = (_wbytes(spec, part + "experts", touched * spec.expert_params, touched * expert_rows(spec))
+                   + _wbytes(spec, part + "dense", spec.moe_dense_params - router, moe_dense_rows(spec))
+                   + router * bytes_per_param("bf16"))
         flops = 2.0 * tokens * (spec.top_k * spec.expert_params + spec.moe_dense_params)
         return [Work("moe", f"{prefix}.moe", weights + act, flops, 4, count,
                      {"tokens": tokens, "experts_touched": touched, "wdtype": spec.weight_format(part + "experts")})]
     params = spec.dense_ffn_params
-    return [Work("gemm", f"{prefix}.ffn", params * _wb(spec, part + "dense") + act, 2.0 * tokens * params, 2, count,
+    wbytes = _wbytes(spec, part + "dense", params, ffn_rows(spec, spec.hidden, spec.dense_ffn))
+    return [Work("gemm", f"{prefix}.ffn", wbytes + act, 2.0 * tokens * params, 2, count,
                  {"tokens": tokens, "wdtype": spec.weight_format(part + "dense")})]
 
 
 def _lm_head_work(spec: ModelSpec, tokens: int, prefix: str) -> Work:
-    return Work("lm_head", f"{prefix}.lm_head", spec.lm_head_params * _wb(spec, "lm_head") + tokens * spec.vocab * 4,
+    wbytes = spec.lm_head_params * bytes_per_param(spec.weight_format("lm_head"))  # never int4 (wmtp.weights)
+    return Work("lm_head", f"{prefix}.lm_head", wbytes + tokens * spec.vocab * 4,
                 2.0 * tokens * spec.lm_head_params, 1, 1, {"tokens": tokens, "wdtype": spec.weight_format("lm_head")})
 
 
@@ -111,7 +115,7 @@ def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
     """Target forward over B*d tokens: F attention layers over S keys, linear layers, FFNs, lm_head."""
     tokens = batch * d
     kv = spec.kv_bytes_per_token_layer
-    wb, wdtype = _wb(spec, "dense"), spec.weight_format("dense")
+    wdtype = spec.weight_format("dense")
     act = 2.0 * tokens * spec.hidden * 2
     # one query token per request (dense decoding) runs the decode kernel, so the decode fit prices it; the verify
     # fit is measured at d >= 2 only
@@ -119,15 +123,16 @@ def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
         Work("decode_attn" if d == 1 else "verify_attn", "verify.attention", batch * (ctx * kv + d * kv),
              batch * attention_flops(spec, d, ctx), 2, spec.n_full_attn,
              {"ctx": ctx, "d": d, "batch": batch}),
-        Work("gemm", "verify.attn_proj", spec.attn_params * wb + act, 2.0 * tokens * spec.attn_params, 2,
-             spec.n_full_attn, {"tokens": tokens, "wdtype": wdtype}),
+        Work("gemm", "verify.attn_proj", _wbytes(spec, "dense", spec.attn_params, attn_rows(spec)) + act,
+             2.0 * tokens * spec.attn_params, 2, spec.n_full_attn, {"tokens": tokens, "wdtype": wdtype}),
     ]
     if spec.n_linear:
         state = spec.ssm_state_bytes_per_layer
         items += [
             Work("linear_state", f"verify.{spec.linear_kind}_state", batch * 2 * state,
                  batch * d * 6.0 * state / 4, 2, spec.n_linear, {"batch": batch, "d": d}),
-            Work("gemm", f"verify.{spec.linear_kind}_proj", spec.linear_params * wb + act,
+            Work("gemm", f"verify.{spec.linear_kind}_proj",
+                 _wbytes(spec, "dense", spec.linear_params, linear_rows(spec)) + act,
                  2.0 * tokens * spec.linear_params, 2, spec.n_linear, {"tokens": tokens, "wdtype": wdtype}),
         ]
     if spec.n_moe:
@@ -141,7 +146,8 @@ def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
 def _mtp_dense_work(spec: ModelSpec, tokens: int, prefix: str) -> list[Work]:
     params = 2 * spec.hidden * spec.hidden + spec.attn_params
     act = 2.0 * tokens * spec.hidden * 2
-    return [Work("gemm", f"{prefix}.mtp_proj", params * _wb(spec, "mtp_dense") + act, 2.0 * tokens * params, 3, 1,
+    wbytes = _wbytes(spec, "mtp_dense", params, spec.hidden + attn_rows(spec))  # eh projection 2h -> h, attention
+    return [Work("gemm", f"{prefix}.mtp_proj", wbytes + act, 2.0 * tokens * params, 3, 1,
                  {"tokens": tokens, "wdtype": spec.weight_format("mtp_dense")})]
 
 

@@ -49,8 +49,10 @@ card above); a row can say so with `ModelSpec.mtp_bf16=True`.
 
 The latency model (`wmtp.latency`) reads each weight-bound work item's bytes from `part_bytes(..., read=True)`: the
 item's part in its own format (`ModelSpec.weight_format`: the lm_head and routers in bf16 when quantized), int4 at
-the row's group size with the zero points the kernel reads. This module is the memory side too (`wmtp.memory`, and
-`wmtp.engine_memory` through `model_weight_bytes`).
+the row's group size with the zero points the kernel reads. The profiles' int4 fits were measured with group-128
+kernels without zero points (`gemm@int4`, `moe@int4`): another group size or zero points are priced at the fitted
+rate per byte, an assumption (a zero-point kernel's extra dequantization work is not modelled). This module is the
+memory side too (`wmtp.memory`, and `wmtp.engine_memory` through `model_weight_bytes`).
 """
 
 from __future__ import annotations
