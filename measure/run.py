@@ -61,21 +61,22 @@ def run_sweep(specs: list[ModelSpec], out_dir: Path, *, quick: bool = False, res
     raw, done = out_dir / "raw.csv", out_dir / "raw.steps-done"
     command += ((" --quick" if quick else "") + (f" --backend {backend}" if backend != "wmtp" else "")
                 + (f" --moe-backend {moe_impl}" if moe_impl != "wmtp" else ""))
+    from wmtp.measure.sweep import PARTS, SweepConfig, sweep_plan
+
+    parts = tuple(parts or PARTS)
     if resume:  # before the GPU is looked for: a mistake the user hears of at once
         check_resumable(raw, done, out_dir / "raw.meta.json", {"command": command, "models": [s.key for s in specs],
-                        "backend": backend, "moe_impl": moe_impl}, command)
+                        "backend": backend, "moe_impl": moe_impl, "parts": list(parts)}, command)
     require_gpu()
     from wmtp.measure.backends import get_backend
     from wmtp.measure.harness import ceiling_rows
     from wmtp.measure.provenance import collect
-    from wmtp.measure.sweep import PARTS, SweepConfig, sweep_plan
 
     impl = get_backend(backend)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
         done.unlink(missing_ok=True)
     cfg = SweepConfig.quick() if quick else SweepConfig()
-    parts = tuple(parts or PARTS)
     meta = collect(TIMER, {
         "command": command, "moe_impl": moe_impl, "models": [s.key for s in specs], **backend_provenance(impl),
         "sweep": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}, "parts": list(parts),

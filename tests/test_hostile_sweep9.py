@@ -298,3 +298,20 @@ def test_a_plain_decimal_is_read():  # the control
     assert _json("sweep", "ctx", "-m", "q35", "--threshold", "0.5")["break_even_threshold"] == 0.5
     r = invoke("predict", "-m", "q35", "-d", "16", "--accept-length", "10")
     assert r.exit_code == 0 and "--accept-length" in r.output, r.output
+
+
+def test_resume_with_other_parts_is_refused(tmp_path):
+    """An interrupted `--parts attention` sweep resumed with `--parts attention,loop` (or without --parts: the whole
+    sweep) appended the other parts' rows to a sidecar that names one part: the merge with --base-raw would then
+    drop the base's rows of the part measured here without saying so."""
+    (tmp_path / "raw.csv").write_text("kernel,time_ms\ncopy,1.0\n")
+    (tmp_path / "raw.steps-done").write_text("ceilings\n")
+    (tmp_path / "raw.meta.json").write_text(json.dumps({"command": "wmtp calibrate", "models": ["q35", "q122", "nem"],
+                                                        "backend": "wmtp", "moe_impl": "wmtp",
+                                                        "parts": ["attention"]}))
+    base = tmp_path / "base.csv"
+    base.write_text("kernel,model,ctx,batch,d,window,config,bytes,flops,time_ms,status\n"
+                    "copy,,0,1,1,0,,1048576,0,1.0,ok\n")
+    assert_one_error(invoke("calibrate", "--resume", "--out", tmp_path, "--parts", "attention,loop", "--base-raw",
+                            base), "--resume", "parts ['attention']", "this one has ['attention', 'loop']")
+    assert (tmp_path / "raw.csv").read_text() == "kernel,time_ms\ncopy,1.0\n"
