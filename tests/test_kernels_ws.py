@@ -8,7 +8,8 @@ import torch
 
 from kernel_refs import ref_attention
 
-from wmtp.kernel_plan import WS3_SET, WS_SET, attention_features, default_kernel, feature_backend, ws_default, ws_plan, ws_tiling
+from wmtp.kernel_plan import (WS3_SET, WS_SET, attention_features, default_kernel, feature_backend, ws_default, ws_plan,
+                              ws_tiling)
 
 ws = pytest.importorskip("wmtp.measure.kernels.paged_ws")
 
@@ -66,6 +67,16 @@ def test_plan_by_hand():
     assert (p3.block_m, p3.m_blocks, p3.consumers, p3.splits) == (192, 1, 3, 66)
     assert ws_plan(1, 2, 16, 9, 128, 1 << 20, 132).consumers == 3  # the default
     assert ws_plan(1, 2, 16, 9, 128, 1 << 20, 132, max_rows=128).consumers == 2  # two 128-row blocks
+    # consumers given: the partitions of a 128-row block, so d = 9 is two 128-row blocks of that many (not silently
+    # one 192-row block of three); with max_rows = 192 too it is an error, as is a count a 128-row block cannot take
+    for c in (1, 2):
+        pc = ws_plan(1, 2, 16, 9, 128, 1 << 20, 132, consumers=c)
+        assert (pc.block_m, pc.m_blocks, pc.consumers, pc.splits) == (128, 2, c, 33)
+        with pytest.raises(ValueError, match="three consumer partitions"):
+            ws_plan(1, 2, 16, 9, 128, 1 << 20, 132, consumers=c, max_rows=192)
+    assert ws_plan(1, 2, 16, 13, 128, 1 << 20, 132, consumers=2, max_rows=192).m_blocks == 2  # 208 rows: 128-row blocks
+    with pytest.raises(ValueError, match="must be 1 or 2, got 3"):
+        ws_plan(1, 2, 16, 9, 128, 1 << 20, 132, consumers=3)
     # a short context caps the splits at 4 tiles each: 1000 keys / (4 x 32) -> 8 splits (64-row block, 32 keys)
     assert ws_plan(1, 2, 8, 1, 256, 1000, 132).splits == 8
     # B = 8 decode of 16-head groups: 8 x 2 programs per split column, 132 // 16 = 8 splits
@@ -108,6 +119,41 @@ def test_features_follow_the_kernel_set():
     assert (ws3["tiling"], ws3["splits"], ws3["extra_pass_bytes"]) == ("ws192x1", 66.0, 0.0)
 
 
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize("backend, want", [
+    # nem-like verify (B = 1, 2 KV heads, 16-head groups, head dim 128) at d = 12: 192 rows, 1M keys of 1 KiB each
+    # (K and V, 2 KV heads, 128 bf16 each). wmtp+ws: two 128-row ws blocks, 132 // (2 heads x 2 blocks) = 33 splits
+    ("wmtp+ws", ("ws128x2", 2.0, 4.0 * 2 * 128 * 2 * MIB * 128, 1024.0 * MIB, 2.0 * 12 * 2 * 16 * 33 * 128 * 4, 33.0)),
+    # wmtp+ws3: one 192-row block, 132 // 2 = 66 splits, K/V read once
+    ("wmtp+ws3", ("ws192x1", 3.0, 4.0 * 2 * 192 * 1 * MIB * 128, 0.0, 2.0 * 12 * 2 * 16 * 66 * 128 * 4, 66.0)),
+    # wmtp (no ws): the rows kernel (two 128-row tiles; v1 would cut four blocks of 4 heads), 4 waves: 528 // 4 = 132
+    ("wmtp", ("128x2", 5.0, 4.0 * 2 * 128 * 2 * MIB * 128, 1024.0 * MIB, 2.0 * 12 * 2 * 16 * 132 * 128 * 4, 132.0)),
+    # FlashInfer FA2: 192 packed rows -> 128-row query tiles, two of them; 2 CTAs per SM: 264 // 4 = 66 chunks
+    ("flashinfer", ("fa2:128x2", 3.0, 4.0 * 2 * 128 * 2 * MIB * 128, 1024.0 * MIB, 2.0 * 12 * 2 * 16 * 66 * 128 * 4,
+                    66.0)),
+])
+def test_features_of_each_kernel_set_by_hand(backend, want):
+    """A profile's attention features by kernel set, from the tilings by hand: the older sets (v1+rows+ws, v1+rows,
+    flashinfer) keep what they gave before the 192-row block existed."""
+    got = attention_features(1, 2, 16, 12, 128, MIB, 132, 1024.0, backend)
+    keys = ("tiling", "merge_iters", "padded_flops", "extra_pass_bytes", "mid_bytes", "splits")
+    assert tuple(got[k] for k in keys) == want
+
+
+@pytest.mark.parametrize("backend", ["wmtp", "wmtp+ws", "wmtp+ws3"])
+def test_features_where_ws_is_not_the_default_by_hand(backend):
+    # B = 4 decode (8-head groups, head dim 256): never ws; v1's 8 heads in one 16-row tile, ceil(4 x 132 / 8) = 66
+    dec = attention_features(4, 2, 8, 1, 256, 65536, 132, 2048.0, backend)
+    assert (dec["tiling"], dec["splits"], dec["extra_pass_bytes"]) == ("16x1", 66.0, 0.0)
+    # B = 2 verify d = 5 over 4096 keys (40 rows, 1 KV head): ws (B <= 2) in both ws sets, one 64-row block of 32-key
+    # tiles: 132 // 2 = 66 splits, capped at 4096 / (4 x 32) = 32; without ws v1's one 64-row block (8 heads x 5):
+    # ceil(4 x 132 / 2) = 264 splits, capped at 4096 / 64 = 64
+    ver = attention_features(2, 1, 8, 5, 256, 4096, 132, 1024.0, backend)
+    assert (ver["tiling"], ver["splits"]) == (("64x1", 64.0) if backend == "wmtp" else ("ws64x1", 32.0))
+
+
 def _case(hq, hkv, hd, d, n_kv, seed):
     g = torch.Generator(device="cpu").manual_seed(seed)
     slots = sum(n_kv) + 5
@@ -121,10 +167,11 @@ def _case(hq, hkv, hd, d, n_kv, seed):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
-@pytest.mark.parametrize("shape", [(16, 2, 256), (32, 2, 256), (32, 2, 128), (8, 1, 64)])
+@pytest.mark.parametrize("shape", [(16, 2, 256), (32, 2, 256), (32, 2, 128), (8, 1, 64), (16, 1, 64)])
 @pytest.mark.parametrize("d", [1, 2, 5, 7, 9, 12])
 @pytest.mark.parametrize("kw", [{}, dict(block_n=32), dict(max_rows=64), dict(num_splits=37), dict(consumers=2),
-                                dict(consumers=2, block_n=32), dict(max_rows=192), dict(pdl=True)])
+                                dict(consumers=2, block_n=32), dict(max_rows=192), dict(max_rows=128),
+                                dict(pdl=True)])
 def test_ws_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     n_kv = [3001, 64, d, 700]  # a tile-aligned request, one with only the new tokens
@@ -149,7 +196,8 @@ def test_ws_rejects_what_it_cannot_run():
 
 
 @pytest.mark.parametrize("rows, head_dim, decode, consumers, max_rows", [
-    (112, 256, False, 1, 128), (112, 128, False, 2, 128), (16, 256, True, 1, 128), (144, 128, False, 3, 192)])
+    (112, 256, False, 1, 128), (112, 128, False, 2, 128), (16, 256, True, 1, 128), (144, 128, False, 3, 192),
+    (144, 64, False, 3, 192)])
 def test_compiles_for_hopper(rows, head_dim, decode, consumers, max_rows):
     """Catches a Triton whose Gluon API moved (3.6 on the lent H200, 3.9 in CI): the kernel must build for sm_90
     (in a process without Triton's interpreter), warp-specialized (register reallocation between partitions), with
@@ -242,15 +290,15 @@ def test_fp8_kv_never_gets_ws_features():
     from wmtp.latency import verify_work
     from wmtp.models import MODELS
 
-    for ctx in (8, 10, 1 << 20):
+    for ctx, backend in ((8, "wmtp+ws"), (10, "wmtp+ws"), (1 << 20, "wmtp+ws"), (8, "wmtp+ws3"), (1 << 20, "wmtp+ws3")):
         got = {}
         for dt in ("fp8", "bf16"):
             spec = MODELS["q35"].with_dtypes(kv_dtype=dt)
             w = [x for x in verify_work(spec, ctx, 5, 1) if x.kind == "verify_attn"][0]
-            got[dt] = work_features(w, spec, 132, "wmtp+ws")["tiling"]
+            got[dt] = work_features(w, spec, 132, backend)["tiling"]
         # q35: 8-head groups, head dim 256; d = 5 -> 40 rows. bf16 at B = 1: ws, one 64-row block. fp8: v1 (8 heads
         # x 5 rows in one block padded to 64; the rows kernel reads K/V no fewer times)
-        assert got == {"fp8": "64x1", "bf16": "ws64x1"}, (ctx, got)
+        assert got == {"fp8": "64x1", "bf16": "ws64x1"}, (ctx, backend, got)
 
 
 def test_tuning_variants_name_the_kernel_they_tune():

@@ -31,7 +31,7 @@ class AttentionPlan:
     kernel: str = "v1"  # v1: heads_per_block heads x Q_PAD rows per tile; rows: packed rows; sub: sub-blocks;
     # ws: packed rows, warp-specialized (loads and MMAs in different warps; Hopper, bf16 / fp16 K/V)
     subs: tuple[int, ...] = ()  # sub: row sub-block sizes of a row block of block_m rows (powers of two)
-    consumers: int = 1  # ws: MMA partitions of a row block (one warpgroup of 64 rows each when 2)
+    consumers: int = 1  # ws: MMA partitions of a row block (one warpgroup of 64 rows each when 2 or 3)
 
 
 def _next_pow2(x: int) -> int:
@@ -175,7 +175,7 @@ def sub_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, m
                          subs)
 
 
-WS_ROWS_MAX = 256  # a KV group's rows the ws kernel takes (row blocks of <= 128)
+WS_ROWS_MAX = 256  # a KV group's rows the ws kernel takes (row blocks of <= 128, or one of 192)
 WS_SMEM = 227 * 1024  # shared memory a Hopper block may use
 WS_HEAD_DIMS = (64, 128, 256)
 # the kernel sets a profile measured with the ws kernel records (`attention_kernels`): `ws` with row blocks of up to
@@ -224,19 +224,26 @@ def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int 
 
 def ws_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, max_kv: int, sm_count: int,
             num_splits: int | None = None, block_n: int | None = None, num_stages: int | None = None,
-            waves: int = 1, max_rows: int = 192, consumers: int | None = None) -> AttentionPlan:
+            waves: int = 1, max_rows: int | None = None, consumers: int | None = None) -> AttentionPlan:
     """The ws kernel's plan: one program per SM (its ring fills shared memory), so `waves` x SMs programs in all,
     each split at least 4 tiles long; two consumer partitions for 128-row blocks below head dim 256 (nem 1M, d = 5..8:
-    0.316-0.331 ms against 0.335-0.346 with one), three for 192-row blocks."""
+    0.316-0.331 ms against 0.335-0.346 with one), three for 192-row blocks. `consumers` (1 or 2): the partitions of a
+    128-row block (64-row blocks have one), so given, row blocks are of at most 128 rows unless `max_rows` says
+    otherwise (192 with consumers is an error where it makes a 192-row block: that block runs three). `max_rows`
+    None: 192 (`ws_tiling`), 128 where `consumers` is given."""
     rows = group * q_len
     if not ws_takes(rows, head_dim):
         raise ValueError(f"the ws kernel takes up to {WS_ROWS_MAX} rows per KV group and head dim "
                          f"{WS_HEAD_DIMS}, got {rows} rows, head dim {head_dim}")
-    block_m, m_blocks, bn, ns, nw = ws_tiling(rows, head_dim, block_n, num_stages, max_rows)
+    if consumers is not None and consumers not in (1, 2):
+        raise ValueError(f"consumers (the partitions of a 128-row block) must be 1 or 2, got {consumers}")
+    cap = max_rows if max_rows is not None else 192 if consumers is None else 128
+    block_m, m_blocks, bn, ns, nw = ws_tiling(rows, head_dim, block_n, num_stages, cap)
+    if block_m == 192 and consumers is not None:
+        raise ValueError(f"consumers={consumers} with max_rows=192: {rows} rows make one 192-row block, which runs "
+                         "three consumer partitions; give max_rows=128 for 128-row blocks")
     if consumers is None:
         consumers = 2 if block_m == 128 and head_dim < 256 else 1
-    if consumers not in (1, 2):
-        raise ValueError(f"consumers must be 1 or 2, got {consumers}")
     consumers = 3 if block_m == 192 else consumers if block_m == 128 else 1
     if num_splits is None:
         per = max(1, waves * sm_count // max(1, batch * kv_heads * m_blocks))
@@ -255,7 +262,8 @@ def ws_default(batch: int, group: int, q_len: int, head_dim: int) -> bool:
 
 def kv_passes(kernel: str, group: int, q_len: int, head_dim: int) -> int:
     """How many times a request's K/V is read per KV head (its row blocks): `v1` cuts a group's heads into blocks of
-    at most 64 rows, `rows` packs all `group * q_len` rows into tiles of up to 128, `ws` too."""
+    at most 64 rows, `rows` packs all `group * q_len` rows into tiles of up to 128, `ws` too (or one block of 129..192
+    rows below head dim 256: `ws_tiling`'s default, the kernel set `v1+rows+ws3`)."""
     if kernel == "rows":
         return rows_tiling(group, q_len, head_dim)[1]
     if kernel == "ws":
@@ -330,8 +338,9 @@ def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_d
                        kv_fp8: bool | None = None) -> dict:
     """Work features the profile fits for paged attention (per launch, all requests), following the tiling of
     the backend that was measured (`wmtp`: the project's kernels before the ws kernel; `wmtp+ws` / `wmtp+ws3`: with
-    it, of up to 128 / 192-row blocks, which runs bf16 K/V only; `flashinfer`: FA2 as SGLang plans it). `kv_fp8`: whether the KV cache is fp8; None: taken
-    from `kv_bytes_per_token` (exact for a sweep row, whose bytes are its keys' K/V)."""
+    it, of up to 128 / 192-row blocks, which runs bf16 K/V only; `flashinfer`: FA2 as SGLang plans it). `kv_fp8`:
+    whether the KV cache is fp8; None: taken from `kv_bytes_per_token` (exact for a sweep row, whose bytes are its
+    keys' K/V)."""
     if backend == "flashinfer":
         return flashinfer_attention_features(batch, kv_heads, group, q_len, head_dim, keys, sm_count,
                                              kv_bytes_per_token)

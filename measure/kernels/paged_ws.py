@@ -281,9 +281,11 @@ def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
 
 
 def ws_probe(device) -> bool:
-    """Whether the ws kernel compiles and runs on `device` with this Triton: one tiny launch (a sweep records the
-    kernel set it measured only after this)."""
+    """Whether the ws kernel compiles and runs on `device` with this Triton: two tiny launches, a decode of one
+    64-row block and a verify of one 192-row block of three consumers (a sweep records the kernel set it measured,
+    `v1+rows+ws3`, only after this)."""
     q = torch.zeros(1, 8, 64, dtype=torch.bfloat16, device=device)
+    q3 = torch.zeros(9, 16, 64, dtype=torch.bfloat16, device=device)  # 16 heads x d = 9: 144 rows, one 192-row block
     k = torch.zeros(64, 1, 64, dtype=torch.bfloat16, device=device)
     if not ws_available(q, k):
         return False
@@ -291,6 +293,7 @@ def ws_probe(device) -> bool:
     ind = torch.arange(64, dtype=torch.int32, device=device)
     try:
         ws_attention(q, k, k, ptr, ind, None, 1, 64)
+        ws_attention(q3, k, k, ptr, ind, torch.tensor([0, 9], dtype=torch.int32, device=device), 9, 64)
     except Exception as e:
         if not build_failure(e):
             raise
@@ -348,8 +351,8 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     mid_o = torch.empty((total_q, hq, splits, hd), dtype=torch.float32, device=q.device)
     mid_l = torch.empty((total_q, hq, splits), dtype=torch.float32, device=q.device)
     qo = kv_indptr if decode else qo_indptr
-    p_regs = p_regs or REGS[plan.consumers][0]
-    c_regs = c_regs or REGS[plan.consumers][1]
+    p_regs = REGS[plan.consumers][0] if p_regs is None else p_regs
+    c_regs = REGS[plan.consumers][1] if c_regs is None else c_regs
     _ws_split_kernel[(plan.m_blocks * hkv, splits, bsz)](
         q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l,
         sm_scale * LOG2E, 1.0, splits, hq // hkv,
