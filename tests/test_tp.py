@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import socket
 
+from dataclasses import replace
+
 import pytest
 from typer.testing import CliRunner
 
@@ -166,3 +168,10 @@ def test_a_split_that_cuts_quantization_blocks_is_warned():
     assert "512 / 16 = 32" in quant_split_warning(fp8, 16)
     assert quant_split_warning(q35.with_dtypes(weight_dtype="nvfp4"), 16) is None  # 32 = two groups of 16
     assert quant_split_warning(q35.with_dtypes(weight_dtype="bf16"), 16) is None  # nothing quantized
+    # int4 groups follow the checkpoint: 512 / 8 = 64 columns hold two groups of 32, half a group of 128; one scale
+    # per output row (group 0) is never cut by a split of K
+    int4 = q35.with_dtypes(weight_dtype="int4")
+    assert "512 / 8 = 64" in quant_split_warning(int4, 8)
+    assert quant_split_warning(replace(int4, int4_group=32), 8) is None
+    assert "512 / 32 = 16" in quant_split_warning(replace(int4, int4_group=32), 32)
+    assert quant_split_warning(replace(int4, int4_group=0), 32) is None

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from wmtp.errors import WmtpError
-from wmtp.weights import bytes_per_param
 
 # Bounds that keep every count physical and every derived byte count finite: no real model comes
 # near them, and a config that does (num_hidden_layers: 1e9) is an error, not a minute of arithmetic.
@@ -277,11 +276,6 @@ class ModelSpec:
     @property
     def total_params(self) -> int:
         return self.target_params + self.mtp_params
-
-    @property
-    def weight_bytes_per_param(self) -> float:
-        """Bytes per parameter of the row's weight format, its scales included (`wmtp.weights.bytes_per_param`)."""
-        return bytes_per_param(self.weight_dtype)
 
     def weight_format(self, part: str) -> str:
         """The storage format of one kind of weight: `experts` (routed experts), `dense` (every other linear layer of

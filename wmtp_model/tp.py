@@ -54,13 +54,14 @@ def per_gpu_spec(spec: ModelSpec, tp: int) -> ModelSpec:
 
 
 # Weight quantization blocks along the dimension tensor parallelism splits (FP8: 128 x 128 block scales; 4-bit:
-# groups of 128 along K; NVFP4: 16 values per fp8 scale).
+# groups along K, 128 unless the checkpoint says otherwise (`ModelSpec.int4_group`; 0, one scale per output row,
+# constrains no split of K); NVFP4: 16 values per fp8 scale).
 QUANT_BLOCK = {"fp8": 128, "int4": 128, "nvfp4": 16}
 
 
 def quant_split_warning(spec: ModelSpec, tp: int) -> str | None:
     """A warning when `tp` GPUs would cut a weight-quantization block of an FFN's split dimension (None if not)."""
-    block = QUANT_BLOCK.get(spec.weight_dtype)
+    block = spec.int4_group if spec.weight_dtype == "int4" else QUANT_BLOCK.get(spec.weight_dtype)
     if tp == 1 or not block:
         return None
     widths = {"routed expert": spec.expert_ffn, "shared expert": spec.shared_ffn, "dense FFN": spec.dense_ffn}
