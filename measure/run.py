@@ -10,10 +10,16 @@ from wmtp.specs import ModelSpec
 TIMER = "cuda-graph replay, CUDA events, L2 flushed (256 MiB read) before each replay"
 
 
-def backend_provenance(backend) -> dict:
-    """What a run records about its attention backend: name, plan, library versions."""
+def backend_provenance(backend, resume_of: tuple[Path, Path, Path, str] | None = None) -> dict:
+    """What a run records about its attention backend: name, plan, library versions, kernel set. `resume_of`
+    (csv, steps-done, sidecar, command): a resumed run's kernel set must be the interrupted run's (another set's
+    rows, say 128-row blocks beside 192-row ones, would be fitted as one measurement under this set's name)."""
+    from wmtp.measure.steps import check_resumable
+
     out = {"backend": backend.name, "backend_plan": backend.describe(), "backend_versions": backend.versions()}
     kernels = backend.kernel_set()
+    if resume_of:
+        check_resumable(*resume_of[:3], {"attention_kernels": kernels}, resume_of[3])
     return out | ({"attention_kernels": kernels} if kernels else {})
 
 
@@ -40,7 +46,9 @@ def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out
     cfg = BenchConfig(ctxs=ctxs, batches=batches, variants=variants, components=components, sdpa=sdpa, backend=backend)
     meta = collect(TIMER, {
         "command": "wmtp measure kernels", "models": [s.key for s in specs], "ctxs": ctxs, "batches": batches,
-        "depth": cfg.depth, "window": cfg.window, "sink": cfg.sink, **backend_provenance(impl), "status": "running"})
+        "depth": cfg.depth, "window": cfg.window, "sink": cfg.sink, "status": "running",
+        **backend_provenance(impl, (csv_path, done, out_dir / "kernels.meta.json", "wmtp measure kernels")
+                             if resume else None)})
     try:
         recorded_run(list(plan(specs, cfg, impl)), csv_path, done, out_dir / "kernels.meta.json", meta, resume,
                      console, "`wmtp measure kernels --resume` continues")
@@ -78,7 +86,8 @@ def run_sweep(specs: list[ModelSpec], out_dir: Path, *, quick: bool = False, res
         done.unlink(missing_ok=True)
     cfg = SweepConfig.quick() if quick else SweepConfig()
     meta = collect(TIMER, {
-        "command": command, "moe_impl": moe_impl, "models": [s.key for s in specs], **backend_provenance(impl),
+        "command": command, "moe_impl": moe_impl, "models": [s.key for s in specs],
+        **backend_provenance(impl, (raw, done, out_dir / "raw.meta.json", command) if resume else None),
         "sweep": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}, "parts": list(parts),
         "status": "running"})
     steps = [("ceilings", ceiling_rows)] + sweep_plan(specs, cfg, impl, parts, moe_impl)

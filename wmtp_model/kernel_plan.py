@@ -183,6 +183,7 @@ WS_HEAD_DIMS = (64, 128, 256)
 WS_SET = "v1+rows+ws"
 WS3_SET = "v1+rows+ws3"
 WS_MAX_ROWS = {"wmtp+ws": 128, "wmtp+ws3": 192}  # ws_plan's max_rows for each feature backend
+WMTP_SETS = ("v1+rows", WS_SET, WS3_SET)  # every kernel set wmtp's own backend has recorded (`kernel_set`)
 
 
 def feature_backend(backend: str, attention_kernels: str | None) -> str:
