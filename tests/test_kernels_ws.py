@@ -281,6 +281,12 @@ def test_plan_names_options_the_ws_kernel_lacks():
     assert (p.kernel, p.block_m, p.m_blocks, p.block_n) == ("ws", 64, 2, 32)
     with pytest.raises(ValueError, match="consumers applies to the ws kernel only"):
         pa._plan(None, *args, dict(consumers=2), False, False)
+    # the ws kernel's 192-row block asked for where ws cannot run (or failed to build): the rows kernel keeps its
+    # 128-row tiles (nem d = 9: 144 rows -> two tiles), not a 256-row one
+    nem = (1, 2, 16, 9, 128, 1 << 20, 132)
+    assert pa._plan(None, *nem, dict(max_rows=192), False, True).block_m == 192
+    p = pa._plan(None, *nem, dict(max_rows=192), False, False)
+    assert (p.kernel, p.block_m, p.m_blocks) == ("rows", 128, 2)
 
 
 def test_fp8_kv_never_gets_ws_features():

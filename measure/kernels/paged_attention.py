@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wmtp.kernel_plan import AttentionPlan, attention_plan, default_kernel, rows_plan, sub_plan, ws_plan
+from wmtp.kernel_plan import ROWS_MAX, AttentionPlan, attention_plan, default_kernel, rows_plan, sub_plan, ws_plan
 from wmtp.measure.kernels.paged_merge import merge_splits
 from wmtp.measure.kernels.paged_rows import kv_tile, softmax_tile_step, split_bounds, sub_attention
 
@@ -263,6 +263,8 @@ def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict, kv_fp8: bo
         return ws_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **{k: v for k, v in tune.items() if v is not None})
     if "consumers" in tune:
         raise ValueError("consumers applies to the ws kernel only")
+    if (tune.get("max_rows") or 0) > ROWS_MAX:  # the ws kernel's 192-row block, where the ws kernel does not run
+        tune = {**tune, "max_rows": ROWS_MAX}
     if kernel == "sub":
         return sub_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **tune)
     if "part_max" in tune or "pow2" in tune:
