@@ -45,10 +45,10 @@ _BROKEN: list[str] = []  # why the kernel cannot compile with this Triton, once 
 
 
 @gluon.jit
-def _ws_producer(K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh,
-                 k_bufs, v_bufs, ready, empty,
-                 BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr):
+def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr):
     """Gather K/V tiles of [lo, hi) into the ring; the slots of tile i + 1 load while tile i's copies fly."""
+    (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs, v_bufs, ready,
+     empty) = args
     TPW_D: gl.constexpr = HEAD_DIM // 8 if HEAD_DIM // 8 < 32 else 32
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_D, TPW_D], [P_WARPS, 1], [1, 0])
     rows_l: gl.constexpr = gl.SliceLayout(1, layout)
@@ -90,14 +90,15 @@ def _ws_softmax(sc, m_i, l_i, start, full_hi, hi, limit, qk_scale, s_layout: gl.
 
 
 @gluon.jit
-def _ws_consumer(q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group,
-                 split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh,
-                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                 DECODE: gl.constexpr, ROW_OFF: gl.constexpr, SUB_M: gl.constexpr):
+def _ws_consumer(q_smem, shared, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                 STAGES: gl.constexpr, DECODE: gl.constexpr, ROW_OFF: gl.constexpr, SUB_M: gl.constexpr):
     """Online softmax over the ring's tiles for rows ROW_OFF .. ROW_OFF + SUB_M of the row block (q_smem holds
-    those rows); writes the split's partial output and base-2 log-sum-exp. (Issuing the next tile's S = Q K^T before
-    this tile's softmax was measured and dropped: 28 % slower at 64 rows, and hung at 128 rows in one partition:
-    measure/results/h200-ws, run 5.)"""
+    those rows); writes the split's partial output and base-2 log-sum-exp. `shared`: what every consumer of the
+    program takes alike (`_ws_partitions`). (Issuing the next tile's S = Q K^T before this tile's softmax was
+    measured and dropped: 28 % slower at 64 rows, and hung at 128 rows in one partition: measure/results/h200-ws,
+    run 5.)"""
+    (k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split, qk_scale, v_scale,
+     stride_oh, stride_ot, stride_os, stride_lt, stride_lh) = shared
     nw: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[nw, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -231,39 +232,28 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
     fence_async_shared()
 
     SUB: gl.constexpr = BLOCK_M // CONSUMERS
-    # consumer c takes rows c * SUB .. (c + 1) * SUB of the block (spelled out per count: a constexpr cannot travel in
-    # a tuple variable, and warp_specialize takes a literal list)
+    # consumer c takes rows c * SUB .. (c + 1) * SUB of the block (a constexpr cannot travel in a tuple variable,
+    # and warp_specialize takes a literal list: one per consumer count)
+    shared = (k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split, qk_scale,
+              v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh)
+    prod = (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs, v_bufs, ready,
+            empty)
     if CONSUMERS == 1:
         gl.warp_specialize([
-            (_ws_consumer, (q_smem, k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh,
-                            group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh,
-                            BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
-            (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
-                            v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
+            (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
     elif CONSUMERS == 2:
         gl.warp_specialize([
-            (_ws_consumer, (q_smem.slice(0, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
-                            hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
-                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
-            (_ws_consumer, (q_smem.slice(SUB, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
-                            hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
-                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
-            (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
-                            v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
+            (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
+            (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
     else:
         gl.warp_specialize([
-            (_ws_consumer, (q_smem.slice(0, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
-                            hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
-                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
-            (_ws_consumer, (q_smem.slice(SUB, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo,
-                            hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt,
-                            stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
-            (_ws_consumer, (q_smem.slice(2 * SUB, SUB), k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv,
-                            lo, hi, mb, kvh, group, split, qk_scale, v_scale, stride_oh, stride_ot, stride_os,
-                            stride_lt, stride_lh, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 2 * SUB, SUB)),
-            (_ws_producer, (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs,
-                            v_bufs, ready, empty, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, 4, P_WARPS],
-            [C_REGS, C_REGS, P_REGS])
+            (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
+            (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
+            (_ws_consumer, (q_smem.slice(2 * SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 2 * SUB,
+                            SUB)),
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, 4, P_WARPS], [C_REGS, C_REGS, P_REGS])
 
 
 def hopper(device) -> bool:
