@@ -69,7 +69,7 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
     """Sweep on this GPU (out/raw.csv, appended as measured), fit, write out/profile.json. Returns its path.
     With `parts` short of the whole sweep, `base_raw` supplies the other parts (module docstring); `moe_impl` is
     the routed-expert kernel of the `moe` rows (`wmtp`, or `sglang`: SGLang's fused MoE)."""
-    from wmtp.measure.components import MOE_IMPLS
+    from wmtp.measure import MOE_IMPLS
     from wmtp.measure.run import run_sweep
 
     if moe_impl not in MOE_IMPLS:

@@ -40,7 +40,7 @@ def profile_moe_backend(profile: dict) -> str:
 def moe_backend_for(profile: dict, override: str | None = None) -> str:
     """The MoE kernel to compose steps with (`override`, else the profile's own), its files checked now:
     a WmtpError when it is unknown or SGLang's files are absent, before any GPU work."""
-    from wmtp.measure.components import MOE_IMPLS
+    from wmtp.measure import MOE_IMPLS
 
     name = override or profile_moe_backend(profile)
     if name not in MOE_IMPLS:

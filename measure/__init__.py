@@ -5,7 +5,15 @@ The only part of wmtp that imports torch or triton (install with `pip install 'w
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from wmtp.errors import WmtpError
+
+# The calibration sweep's parts (`sweep`): attention kernels and index builds (through the backend), the
+# non-attention components (the same torch calls for every backend), the in-place draft loop (attention + MTP head,
+# gamma forwards). Here, beside require_gpu, so that checks before the GPU is looked for need no torch.
+PARTS = ("attention", "components", "loop")
+MOE_IMPLS = ("wmtp", "sglang")  # routed-expert kernels of the `moe` rows (`components`): ours, SGLang's fused MoE
 
 
 def require_gpu() -> None:
@@ -17,3 +25,27 @@ def require_gpu() -> None:
         raise WmtpError(f"wmtp measure needs torch and triton ({e.name} is missing): pip install 'wmtp[measure]'") from None
     if not torch.cuda.is_available():
         raise WmtpError("no CUDA GPU is visible: wmtp measure and wmtp calibrate run on a GPU machine")
+
+
+def check_resumable(csv_path: Path, done: Path, meta_path: Path, same: dict, command: str) -> None:
+    """`--resume` with nothing to continue is an error (it started afresh, silently): no `csv_path`, or one without
+    the record of finished steps (every step would run again and append beside its rows). An interrupted run of
+    other settings (`same`: sidecar key -> this run's value; another backend, models, grid) is one too: its rows and
+    this run's would be fitted as one measurement."""
+    from wmtp.fileio import read_json
+
+    folder = csv_path.parent
+    if not csv_path.is_file():
+        raise WmtpError(f"--resume: nothing to resume in {folder}: it holds no {csv_path.name} of an interrupted "
+                        f"run; leave out --resume to start one")
+    if not done.is_file():
+        raise WmtpError(f"--resume: {csv_path} has no record of its finished steps ({done.name}), so every step "
+                        f"would run again beside its rows; leave out --resume to start afresh (it replaces "
+                        f"{csv_path.name})")
+    old = read_json(meta_path, "run metadata", WmtpError) if meta_path.is_file() else {}
+    for key, value in same.items():
+        if isinstance(old, dict) and key in old and old[key] != value:
+            was = (f"`{old[key]}`, this one is `{value}`" if key == "command" else
+                   f"`{old.get('command', command)}` with {key} {old[key]!r}, this one has {value!r}")
+            raise WmtpError(f"--resume: the interrupted run in {folder} was {was}; give the same options, or leave "
+                            "out --resume to start afresh")

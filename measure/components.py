@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from wmtp.latency import Work, draft_fwd_work, verify_work
+from wmtp.measure import MOE_IMPLS
 from wmtp.measure.kernels.linear_state import linear_state_update
 from wmtp.measure.kernels.moe import moe_experts
 from wmtp.specs import ModelSpec
@@ -55,9 +56,6 @@ def _pick(items: list[Work], kind: str, name_part: str = "") -> Work:
         if w.kind == kind and name_part in w.name:
             return w
     raise KeyError(f"no {kind} work item {name_part!r}")
-
-
-MOE_IMPLS = ("wmtp", "sglang")
 
 
 def moe_component(spec: ModelSpec, tokens: int, l2: float, prefix: str, copies: int | None = None,

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wmtp.measure import require_gpu
+from wmtp.measure import PARTS, check_resumable, require_gpu
 from wmtp.specs import ModelSpec
 
 TIMER = "cuda-graph replay, CUDA events, L2 flushed (256 MiB read) before each replay"
 
 
-def backend_provenance(backend, resume_of: tuple[Path, Path, Path, str] | None = None) -> dict:
-    """What a run records about its attention backend: name, plan, library versions, kernel set. `resume_of`
-    (csv, steps-done, sidecar, command): a resumed run's kernel set must be the interrupted run's (another set's
-    rows, say 128-row blocks beside 192-row ones, would be fitted as one measurement under this set's name)."""
-    from wmtp.measure.steps import check_resumable
-
+def backend_provenance(backend) -> dict:
+    """What a run records about its attention backend: name, plan, library versions, kernel set."""
     out = {"backend": backend.name, "backend_plan": backend.describe(), "backend_versions": backend.versions()}
     kernels = backend.kernel_set()
-    if resume_of:
-        check_resumable(*resume_of[:3], {"attention_kernels": kernels}, resume_of[3])
     return out | ({"attention_kernels": kernels} if kernels else {})
 
 
@@ -28,8 +22,6 @@ def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out
                 console=None) -> Path:
     """Benchmark on this GPU: kernels.csv (rows appended as measured), kernels.meta.json, summary.md.
     `resume` appends and skips the steps an interrupted run finished."""
-    from wmtp.measure.steps import check_resumable, has_rows, recorded_run
-
     csv_path, done = out_dir / "kernels.csv", out_dir / "kernels.steps-done"
     if resume:  # before the GPU is looked for: a mistake the user hears of at once
         check_resumable(csv_path, done, out_dir / "kernels.meta.json", {"models": [s.key for s in specs], "ctxs": ctxs,
@@ -38,17 +30,20 @@ def run_kernels(specs: list[ModelSpec], ctxs: list[int], batches: list[int], out
     from wmtp.measure.backends import get_backend
     from wmtp.measure.bench import BenchConfig, plan, summarize
     from wmtp.measure.provenance import atomic_write_text, collect
+    from wmtp.measure.steps import has_rows, recorded_run
 
     impl = get_backend(backend)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
         done.unlink(missing_ok=True)
     cfg = BenchConfig(ctxs=ctxs, batches=batches, variants=variants, components=components, sdpa=sdpa, backend=backend)
+    prov = backend_provenance(impl)
+    if resume:  # the kernel set is known once the GPU is: another set's rows are another measurement
+        check_resumable(csv_path, done, out_dir / "kernels.meta.json",
+                        {"attention_kernels": prov.get("attention_kernels")}, "wmtp measure kernels")
     meta = collect(TIMER, {
         "command": "wmtp measure kernels", "models": [s.key for s in specs], "ctxs": ctxs, "batches": batches,
-        "depth": cfg.depth, "window": cfg.window, "sink": cfg.sink, "status": "running",
-        **backend_provenance(impl, (csv_path, done, out_dir / "kernels.meta.json", "wmtp measure kernels")
-                             if resume else None)})
+        "depth": cfg.depth, "window": cfg.window, "sink": cfg.sink, **prov, "status": "running"})
     try:
         recorded_run(list(plan(specs, cfg, impl)), csv_path, done, out_dir / "kernels.meta.json", meta, resume,
                      console, "`wmtp measure kernels --resume` continues")
@@ -62,15 +57,11 @@ def run_sweep(specs: list[ModelSpec], out_dir: Path, *, quick: bool = False, res
               backend: str = "wmtp", command: str = "wmtp calibrate", console=None,
               parts: tuple[str, ...] | None = None, moe_impl: str = "wmtp") -> tuple[Path, dict]:
     """The calibration sweep on this GPU: raw.csv (rows appended as measured) and raw.meta.json; `parts` (default:
-    all of `wmtp.measure.sweep.PARTS`) limits it to some of the sweep. Returns the CSV's path and its provenance
+    all of `wmtp.measure.PARTS`) limits it to some of the sweep. Returns the CSV's path and its provenance
     (fitting it is `wmtp.calibrate`'s). `moe_impl`: the routed-expert kernel of the `moe` rows (`wmtp`, `sglang`)."""
-    from wmtp.measure.steps import check_resumable, recorded_run
-
     raw, done = out_dir / "raw.csv", out_dir / "raw.steps-done"
     command += ((" --quick" if quick else "") + (f" --backend {backend}" if backend != "wmtp" else "")
                 + (f" --moe-backend {moe_impl}" if moe_impl != "wmtp" else ""))
-    from wmtp.measure.sweep import PARTS, SweepConfig, sweep_plan
-
     parts = tuple(parts or PARTS)
     if resume:  # before the GPU is looked for: a mistake the user hears of at once
         check_resumable(raw, done, out_dir / "raw.meta.json", {"command": command, "models": [s.key for s in specs],
@@ -79,15 +70,20 @@ def run_sweep(specs: list[ModelSpec], out_dir: Path, *, quick: bool = False, res
     from wmtp.measure.backends import get_backend
     from wmtp.measure.harness import ceiling_rows
     from wmtp.measure.provenance import collect
+    from wmtp.measure.steps import recorded_run
+    from wmtp.measure.sweep import SweepConfig, sweep_plan
 
     impl = get_backend(backend)
+    prov = backend_provenance(impl)
+    if resume:  # the kernel set is known once the GPU is: another set's rows are another measurement
+        check_resumable(raw, done, out_dir / "raw.meta.json", {"attention_kernels": prov.get("attention_kernels")},
+                        command)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
         done.unlink(missing_ok=True)
     cfg = SweepConfig.quick() if quick else SweepConfig()
     meta = collect(TIMER, {
-        "command": command, "moe_impl": moe_impl, "models": [s.key for s in specs],
-        **backend_provenance(impl, (raw, done, out_dir / "raw.meta.json", command) if resume else None),
+        "command": command, "moe_impl": moe_impl, "models": [s.key for s in specs], **prov,
         "sweep": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(cfg).items()}, "parts": list(parts),
         "status": "running"})
     steps = [("ceilings", ceiling_rows)] + sweep_plan(specs, cfg, impl, parts, moe_impl)

@@ -29,31 +29,6 @@ def has_rows(csv_path: Path) -> bool:
         return sum(1 for _, _ in zip(range(2), f)) == 2
 
 
-def check_resumable(csv_path: Path, done: Path, meta_path: Path, same: dict, command: str) -> None:
-    """`--resume` with nothing to continue is an error (it started afresh, silently): no `csv_path`, or one without
-    the record of finished steps (every step would run again and append beside its rows). An interrupted run of
-    other settings (`same`: sidecar key -> this run's value; another backend, models, grid) is one too: its rows and
-    this run's would be fitted as one measurement."""
-    from wmtp.errors import WmtpError
-    from wmtp.fileio import read_json
-
-    folder = csv_path.parent
-    if not csv_path.is_file():
-        raise WmtpError(f"--resume: nothing to resume in {folder}: it holds no {csv_path.name} of an interrupted "
-                        f"run; leave out --resume to start one")
-    if not done.is_file():
-        raise WmtpError(f"--resume: {csv_path} has no record of its finished steps ({done.name}), so every step "
-                        f"would run again beside its rows; leave out --resume to start afresh (it replaces "
-                        f"{csv_path.name})")
-    old = read_json(meta_path, "run metadata", WmtpError) if meta_path.is_file() else {}
-    for key, value in same.items():
-        if isinstance(old, dict) and key in old and old[key] != value:
-            was = (f"`{old[key]}`, this one is `{value}`" if key == "command" else
-                   f"`{old.get('command', command)}` with {key} {old[key]!r}, this one has {value!r}")
-            raise WmtpError(f"--resume: the interrupted run in {folder} was {was}; give the same options, or leave "
-                            "out --resume to start afresh")
-
-
 def run_steps(steps: Iterable[Step], writer: RowWriter, done_path: Path, console=None) -> int:
     """Run labelled steps, recording each finished label so that `--resume` skips it."""
     done = set(done_path.read_text().splitlines()) if done_path.exists() else set()

@@ -23,6 +23,7 @@ import torch
 
 from wmtp.defaults import guess_ms
 from wmtp.latency import draft_fwd_work
+from wmtp.measure import PARTS
 from wmtp.measure import components as comp
 from wmtp.measure.attention import decode_case, model_fields, run_case, sweep_cases, verify_case
 from wmtp.measure.backends import AttentionBackend, get_backend
@@ -31,9 +32,6 @@ from wmtp.specs import ModelSpec
 
 K = 1024
 Step = tuple[str, Callable[[RowWriter], None]]
-# The sweep's parts: attention kernels and index builds (through the backend), the non-attention components (the
-# same torch calls for every backend), the in-place draft loop (attention + MTP head, gamma forwards).
-PARTS = ("attention", "components", "loop")
 
 
 @dataclass

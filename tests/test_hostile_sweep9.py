@@ -159,7 +159,7 @@ def test_resume_with_other_options_is_refused(tmp_path, args, needle):
 
 
 def test_an_interrupted_run_of_the_same_options_may_resume(tmp_path):  # the control (the GPU check comes after it)
-    from wmtp.measure.steps import check_resumable
+    from wmtp.measure import check_resumable
 
     (tmp_path / "raw.csv").write_text("kernel,time_ms\ncopy,1.0\n")
     (tmp_path / "raw.steps-done").write_text("ceilings\n")

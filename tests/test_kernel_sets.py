@@ -52,16 +52,42 @@ class _Backend:
         return self.kernels
 
 
-def test_resuming_under_another_kernel_set_is_refused(tmp_path):
+def test_resuming_under_another_kernel_set_is_refused(tmp_path, monkeypatch):
     """An interrupted sweep of 128-row blocks (v1+rows+ws) resumed by a wmtp whose default is 192-row blocks: both
-    runs' rows were fitted as one measurement under the new set's name."""
-    from wmtp.measure.run import backend_provenance
+    runs' rows were fitted as one measurement under the new set's name. The set is known once the backend is, so
+    the check runs there (the GPU check is stubbed out here); nothing is measured or written."""
+    import wmtp.measure.backends as backends
+    import wmtp.measure.run as run
+    from wmtp.models import MODELS
 
     (tmp_path / "raw.csv").write_text("kernel,time_ms\ncopy,1.0\n")
     (tmp_path / "raw.steps-done").write_text("ceilings\n")
-    (tmp_path / "raw.meta.json").write_text(json.dumps({"command": "wmtp calibrate", "attention_kernels": WS_SET}))
-    resume = (tmp_path / "raw.csv", tmp_path / "raw.steps-done", tmp_path / "raw.meta.json", "wmtp calibrate")
+    meta = {"command": "wmtp calibrate", "models": ["q35"], "backend": "wmtp", "moe_impl": "wmtp",
+            "parts": ["attention", "components", "loop"], "attention_kernels": WS_SET}
+    (tmp_path / "raw.meta.json").write_text(json.dumps(meta))
+    monkeypatch.setattr(run, "require_gpu", lambda: None)
+    monkeypatch.setattr(backends, "get_backend", lambda name: _Backend(WS3_SET))
     with pytest.raises(WmtpError, match=r"attention_kernels 'v1\+rows\+ws', this one has 'v1\+rows\+ws3'"):
-        backend_provenance(_Backend(WS3_SET), resume)
-    assert backend_provenance(_Backend(WS_SET), resume)["attention_kernels"] == WS_SET  # same set: resumes
-    assert backend_provenance(_Backend(WS3_SET))["attention_kernels"] == WS3_SET  # not resuming: no check
+        run.run_sweep([MODELS["q35"]], tmp_path, resume=True)
+    assert (tmp_path / "raw.csv").read_text() == "kernel,time_ms\ncopy,1.0\n"
+    assert json.loads((tmp_path / "raw.meta.json").read_text()) == meta
+
+
+@pytest.mark.parametrize("args", [["calibrate"], ["calibrate", "--resume"], ["measure", "kernels"],
+                                  ["validate", "--profile", str(PROFILES_DIR / "h200.json")]])
+def test_gpu_commands_without_torch_are_one_error(tmp_path, args):
+    """The checks that run before the GPU is looked for (--resume, --moe-backend) must not import torch on the way:
+    a core install without the measure extra got a ModuleNotFoundError traceback from `wmtp calibrate`."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "cal"
+    if "--resume" in args:  # an interrupted run to resume, so the check reads its sidecar
+        out.mkdir()
+        (out / "raw.csv").write_text("kernel,time_ms\ncopy,1.0\n")
+        (out / "raw.steps-done").write_text("ceilings\n")
+    argv = ["wmtp", *args, "--out", str(out)]
+    code = f"import sys; sys.modules['torch'] = None; from wmtp.cli.main import main; sys.argv = {argv!r}; main()"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+    assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: ") and "torch" in lines[0], lines
