@@ -182,16 +182,15 @@ WS_HEAD_DIMS = (64, 128, 256)
 # 128 rows (sessions before 2026-12-01), `ws3` with 192-row blocks of three consumers too (head dim < 256)
 WS_SET = "v1+rows+ws"
 WS3_SET = "v1+rows+ws3"
+WS_BACKENDS = {WS_SET: "wmtp+ws", WS3_SET: "wmtp+ws3"}  # a ws set -> the feature backend whose tiling it ran
 WS_MAX_ROWS = {"wmtp+ws": 128, "wmtp+ws3": 192}  # ws_plan's max_rows for each feature backend
-WMTP_SETS = ("v1+rows", WS_SET, WS3_SET)  # every kernel set wmtp's own backend has recorded (`kernel_set`)
+WMTP_SETS = ("v1+rows", *WS_BACKENDS)  # every kernel set wmtp's own backend has recorded (`kernel_set`)
 
 
 def feature_backend(backend: str, attention_kernels: str | None) -> str:
     """The tiling a profile's attention features follow: its backend's, and for wmtp's own kernels the set it
     was measured with (`wmtp+ws` / `wmtp+ws3` where its sweep ran the ws kernel, of up to 128 / 192-row blocks)."""
-    if backend == "wmtp" and attention_kernels in (WS_SET, WS3_SET):
-        return "wmtp+ws3" if attention_kernels == WS3_SET else "wmtp+ws"
-    return backend
+    return WS_BACKENDS.get(attention_kernels, backend) if backend == "wmtp" else backend
 
 
 def ws_takes(rows: int, head_dim: int) -> bool:

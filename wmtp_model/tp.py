@@ -53,10 +53,10 @@ def per_gpu_spec(spec: ModelSpec, tp: int) -> ModelSpec:
     )
 
 
-# Weight quantization blocks along the dimension tensor parallelism splits (FP8: 128 x 128 block scales; 4-bit:
-# groups along K, 128 unless the checkpoint says otherwise (`ModelSpec.int4_group`; 0, one scale per output row,
-# constrains no split of K); NVFP4: 16 values per fp8 scale).
-QUANT_BLOCK = {"fp8": 128, "int4": 128, "nvfp4": 16}
+# Weight quantization blocks along the dimension tensor parallelism splits (FP8: 128 x 128 block scales; NVFP4: 16
+# values per fp8 scale). 4-bit: the checkpoint's scale group along K (`ModelSpec.int4_group`, 128 by default; 0, one
+# scale per output row, constrains no split of K).
+QUANT_BLOCK = {"fp8": 128, "nvfp4": 16}
 
 
 def quant_split_warning(spec: ModelSpec, tp: int) -> str | None:
