@@ -155,3 +155,21 @@ def test_largest_mem_fraction_is_the_edge_of_fitting(key, tp):
 def test_largest_mem_fraction_none_when_nothing_fits():
     spec = get_model("q122").with_dtypes(weight_dtype="bf16")  # 244 GB of bf16 weights on one 180 GB GPU
     assert largest_mem_fraction(spec, B200, "native", 1_040_000, 7, PAPER) is None
+
+
+def test_spare_rows_and_state_slot_come_out_of_the_slack():
+    # nem at TP2 (SGLang 0.5.12, MambaPool / ReqToTokenPool allocate size + 1): one request row of S + 4 + d int32 per
+    # running request and one more; one spare state slot of m = 40 layers x (conv 5120 x 3 bf16 + ssm 64 x 64 x 128 fp32)
+    # and its d intermediate states
+    spec = per_gpu_spec(get_model("nem"), 2)
+    m = 40 * (5120 * 3 * 2 + 64 * 64 * 128 * 4)
+    assert m == 85_114_880
+    nat = engine_memory(spec, B200, "native", 1_040_000, 7, PAPER, tp=2)
+    assert nat.slack_needed["request table (req_to_token)"] == 49 * (1_040_000 + 4 + 7) * 4
+    assert nat.slack_needed["spare state slot"] == pytest.approx(m * 8, rel=1e-3)
+    dense = engine_memory(spec, B200, "dense", 1_040_000, 7, EngineMemoryConfig(mem_fraction_static=0.85,
+                                                                                   max_running_requests=16), tp=2)
+    assert dense.slack_needed["spare state slot"] == pytest.approx(m, rel=1e-3)
+    assert dense.slack_needed["request table (req_to_token)"] == 17 * (1_040_000 + 4 + 1) * 4
+    attn_only = engine_memory(get_model("mimo7b"), H200, "native", 2**20, 7, PAPER)
+    assert attn_only.slack_needed["spare state slot"] == 0

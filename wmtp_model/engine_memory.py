@@ -12,7 +12,8 @@ and the arithmetic checked against the paper in calibrate/engines/sglang-facts.m
     N_tok     = floor(rest / cell),  cell = target full-attention KV bytes per token       (the KV pool)
     B_max     = min(floor(N_tok / (S + min(max_new, 4096) * 0.7)), R, C)                   (PrefillAdder admission)
     slack     = (1 - mfs) * M0 must hold: the draft weights, the native draft KV pool (N_tok tokens, 1 layer;
-                a windowed draft keeps a ring instead), CUDA-graph index/mask buffers
+                a windowed draft keeps a ring instead), the request table ((R + 1) rows of S + 4 + d int32), the
+                state pool's spare slot (m, and m * d intermediate states with speculation), CUDA-graph index/mask buffers
                 (max_bs * S * (10 d + 4 (d - 1)) bytes), fp32 verify logits (max_bs * d * vocab * 4),
                 the TP communication buffers, and one chunked-prefill forward's transient activations
                 (`prefill_activation_bytes`, with FlashInfer's workspace); if it cannot, the engine fails.
@@ -211,6 +212,10 @@ def engine_memory(spec: ModelSpec, hw: HardwareSpec, method: str, ctx: int, dept
     elif method == "window":
         draft_kv = max_b * ring_slots * spec.n_mtp * spec.kv_bytes_per_token_layer
     slack_needed = {"draft weights": w_draft, "draft KV": draft_kv,
+                    # SGLang allocates one spare request row and one spare state slot (and its d intermediate states)
+                    # beyond what it reserved inside mem_fraction_static (ReqToTokenPool, MambaPool: size + 1)
+                    "request table (req_to_token)": float(r + 1) * (ctx + 4 + d) * 4,
+                    "spare state slot": float(m) * (1 + (d if speculative else 0)) if m > 0 else 0.0,
                     "CUDA-graph index/mask buffers": graph_buffer_bytes(max_bs, ctx, d) if speculative else 0.0,
                     "verify logits (fp32)": float(max_bs) * d * spec.vocab * 4 if speculative else 0.0,
                     "TP buffers": CUSTOM_ALLREDUCE_BYTES if tp > 1 else 0.0,
