@@ -260,6 +260,7 @@ def test_engine_points_fit_column_case_and_blank(tmp_path):
     swapped = [ln.replace(",yes,", ",YES,", 1).replace(",no,", ",No,", 1) for ln in lines]
     blank = [ln.replace(",yes,", ",,", 1) for ln in lines]
     assert sum(",," in ln for ln in blank) == sum(",yes," in ln for ln in lines) > 0  # the blanks are really there
+    fits = []
     for name, text in (("a", lines), ("b", swapped), ("c", blank)):
         d = tmp_path / name  # the shipped name, with its structure file beside it: the same (v2) fit as shipped
         d.mkdir()
@@ -268,7 +269,12 @@ def test_engine_points_fit_column_case_and_blank(tmp_path):
         r = invoke("engines", "--fit", write(d / "sglang-b200-paper.points.csv", "\n".join(text) + "\n"), "--out", out)
         assert r.exit_code == 0, r.output
         doc = json.loads(out.read_text())
-        assert (doc["terms"], doc["per_model"]) == (ENGINE_PRESET["terms"], ENGINE_PRESET["per_model"]), name
+        fits.append((doc["terms"], doc["per_model"]))
+        # the shipped preset was fitted on another machine: its floats may differ in the last bits (BLAS kernels)
+        assert doc["terms"] == pytest.approx(ENGINE_PRESET["terms"], rel=1e-9), name
+        for m, terms in ENGINE_PRESET["per_model"].items():
+            assert doc["per_model"][m] == pytest.approx(terms, rel=1e-9, abs=1e-12), (name, m)
+    assert fits[0] == fits[1] == fits[2]  # on one machine the three spellings are the same input, bit for bit
 
 
 # ------------------------------------------------------------------------- acceptance length outside [1, d]
