@@ -14,7 +14,7 @@ import pandas as pd
 from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
 from wmtp.calibrate.profile import build_profile, save_profile
 from wmtp.kernel_plan import feature_backend
-from wmtp.fileio import atomic_write_text, check_output_path, open_without_waiting, read_json
+from wmtp.fileio import atomic_write_text, check_lookup, check_output_path, open_without_waiting, read_json
 from wmtp.errors import WmtpError
 from wmtp.models import MODELS
 from wmtp.profile import load_profile
@@ -136,6 +136,9 @@ def _first_copied_measurement(df: pd.DataFrame) -> tuple[int, int, int] | None:
 def raw_sidecar(raw: Path) -> Path:
     """The provenance sidecar of a raw sweep CSV, as the sweep and the shipped profiles name it: raw.csv ->
     raw.meta.json, h200.raw.csv.gz -> h200.raw.meta.json (else NAME.csv.meta.json beside a .gz, where that exists)."""
+    check_lookup(raw, "raw sweep CSV")
+    if raw.is_dir() or not raw.name:  # '/' or '.' has no name to put a sidecar beside (a ValueError)
+        raise WmtpError(f"{raw} is a folder, not a raw sweep CSV: give its raw.csv (or .csv.gz)")
     name = raw.name
     base = next((name[: -len(x)] for x in (".csv.gz", ".csv", ".gz") if name.endswith(x) and len(name) > len(x)),
                 raw.stem)
@@ -256,6 +259,7 @@ def merge_tp(profile_path: Path, tp_dir: Path) -> list[str]:
 
     prof = load_profile(profile_path)
     raw = tp_dir / "tp_raw.csv"
+    check_lookup(raw, "tp_bench output")
     if not raw.exists():
         raise WmtpError(f"no tp_raw.csv in {tp_dir}")
     added = []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from wmtp.calibrate.fitting import fit_raw_to_profile, read_raw, read_sidecar
 from wmtp.errors import WmtpError
-from wmtp.fileio import atomic_write_text
+from wmtp.fileio import atomic_write_text, check_lookup
 from wmtp.specs import ModelSpec
 
 # The rows each part of the sweep writes (`kernel` column); the ceilings (copy, gemm_peak) belong to every run.
@@ -84,6 +84,7 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
                         "whose other parts it completes")
     base = None
     if base_raw is not None:
+        check_lookup(base_raw, "--base-raw")
         if not Path(base_raw).exists():
             raise WmtpError(f"no base raw data at {base_raw}")
         base = read_raw(Path(base_raw))  # a corrupt base is an error before the sweep, not after it

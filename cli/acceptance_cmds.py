@@ -12,6 +12,7 @@ from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_WINDOW, CtxOpt, HwOpt, JsonOp
                              refuse_overwriting_inputs)
 from wmtp import defaults
 from wmtp.errors import WmtpError
+from wmtp.fileio import check_lookup
 
 
 def _f(x, p: int = 2) -> str:
@@ -70,6 +71,8 @@ def logs(
     from wmtp.log_analysis import analyse
 
     check_count(batch, "--batch", 1, MAX_BATCH)
+    for f in files:  # the log readers probe the path first (Path.is_dir() raised ENAMETOOLONG on Python 3.11)
+        check_lookup(f, "log")
     out = []
     for f in files:
         rep = analyse(f, batch)
@@ -103,6 +106,8 @@ def accept(
     check_count(depth, "--depth", 2, MAX_DEPTH)
     if compare and len(files) != 2:
         raise WmtpError("--compare takes exactly two files: native, then window")
+    for f in files:
+        check_lookup(f, "acceptance file")
     profs = [read_acceptance(f, depth) for f in files]
     _refuse_unread_depth(files, profs, depth)
     if compare and any(p is None for p, _ in profs):

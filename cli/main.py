@@ -72,6 +72,24 @@ def _quiet_stdout() -> None:
     sys.stdout = open(os.devnull, "w")
 
 
+MAX_TERMINAL = 10_000  # columns or lines: more than any terminal has
+
+
+def _sane_terminal_env() -> None:
+    """$COLUMNS / $LINES (rich) and $TERMINAL_WIDTH (typer's help) it cannot use are dropped, so the terminal's own
+    size (else 80 x 25) counts: 0 printed nothing and exited 0, '²' or 5000 digits were a ValueError traceback,
+    'abc' one in --help; a huge one is capped (rich pads help lines to it: 99999999 took minutes and gigabytes)."""
+    for name in ("COLUMNS", "LINES", "TERMINAL_WIDTH"):
+        text = os.environ.get(name)
+        if text is None or (name != "TERMINAL_WIDTH" and not text.isdigit()):  # rich ignores what is not digits
+            continue
+        digits = text.strip().lstrip("0")
+        if not (digits.isascii() and digits.isdigit()):  # 0, '²', 'abc', '-5'
+            del os.environ[name]
+        else:
+            os.environ[name] = str(min(int(digits) if len(digits) <= 6 else MAX_TERMINAL, MAX_TERMINAL))
+
+
 class _Group(TyperGroup):
     """Typer's group with click's usage errors reported as one `error:` line, exit code 1; an interrupt (Ctrl-C)
     is one `error: interrupted` line and exit code 130; a stdout that cannot take the result is one line and exit
@@ -79,6 +97,7 @@ class _Group(TyperGroup):
 
     def main(self, *args, **kwargs):
         kwargs["standalone_mode"] = False
+        _sane_terminal_env()
         if not isinstance(sys.stdout, _GuardedStdout):
             if hasattr(sys.stdout, "reconfigure"):  # a name an ASCII-only stdout cannot encode is escaped, not a crash
                 sys.stdout.reconfigure(errors="backslashreplace")

@@ -12,6 +12,7 @@ from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt,
                              file_to_write, handles_errors, parse_accept, parse_depth, refuse_overwriting_inputs,
                              resolve_model)
 from wmtp.errors import WmtpError
+from wmtp.fileio import check_lookup
 
 
 @handles_errors
@@ -33,7 +34,6 @@ def report(
     except ImportError as e:
         fail(f"wmtp report needs plotly ({e.name} is missing): pip install 'wmtp[reports]'")
     from wmtp.acceptance import AcceptanceChoice, choose_acceptance
-    from wmtp.acceptance_io import profile_from_file
     from wmtp.profile import ProfileCostModel, cost_model_for
     from wmtp.decisions import Scenario
     from wmtp.engine import memory_config
@@ -60,16 +60,7 @@ def report(
     p = run_predict(spec, gpu, parse_tokens(ctx, "--ctx"), d, parse_tokens(window, "--window"), sink, batch, acc_len, cost=cost,
                     frameworks=framework, task=task)
     acc = choose_acceptance(spec.key, d, acc_len, task)
-    profiles = {"native": acc.native, "window": acc.window}
-    given: set[str] = set()
-    for item in histogram or []:
-        method, _, path = item.partition("=")
-        if method not in profiles or not path:
-            raise WmtpError(f"--histogram/--logs take native=FILE or window=FILE, got {item!r}")
-        if method in given:  # the second would silently replace the first
-            raise WmtpError(f"--histogram/--logs give {method}= twice; give one file per method")
-        given.add(method)
-        profiles[method] = profile_from_file(path, d)[0]
+    profiles = _acceptance_files(histogram or [], {"native": acc.native, "window": acc.window}, d)
     acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
     sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, p.overheads or None,
                   memory_config(spec.key, framework))
@@ -95,6 +86,23 @@ def report(
         room = None
     write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources, room))
     typer.echo(f"wrote {out}")
+
+
+def _acceptance_files(items: list[str], profiles: dict, d: int) -> dict:
+    """`profiles` (method -> acceptance profile) with each --histogram/--logs METHOD=FILE read over its method's."""
+    from wmtp.acceptance_io import profile_from_file
+
+    given: set[str] = set()
+    for item in items:
+        method, _, path = item.partition("=")
+        if method not in profiles or not path:
+            raise WmtpError(f"--histogram/--logs take native=FILE or window=FILE, got {item!r}")
+        if method in given:  # the second would silently replace the first
+            raise WmtpError(f"--histogram/--logs give {method}= twice; give one file per method")
+        given.add(method)
+        check_lookup(path, "--histogram file")
+        profiles[method] = profile_from_file(path, d)[0]
+    return profiles
 
 
 def register(app: typer.Typer) -> None:

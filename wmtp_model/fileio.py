@@ -10,6 +10,7 @@ replace it. Reads refuse binary, oversized and malformed input with one `error` 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -111,6 +112,21 @@ def atomic_write_text(path: str | Path, text: str, what: str = "output file") ->
         if isinstance(e, OSError) and not isinstance(e, WmtpError):
             raise WriteError(f"cannot write {what} {path}: {e.strerror or e}") from None
         raise
+
+
+def check_lookup(path: str | Path, what: str, error: type[Exception] = WmtpError) -> None:
+    """`path` as one the file system will look up: a name longer than it allows (ENAMETOOLONG), a folder on the way
+    that may not be searched (EACCES) or a NUL byte raises `error`. Python 3.11's Path.exists() and is_dir() raise
+    those instead of answering (3.12 answers False), a traceback wherever a reader probed first; a missing path, a
+    path through a file or a symlink loop passes (the readers say so)."""
+    try:
+        os.stat(path)
+    except ValueError:  # an embedded NUL byte
+        raise error(f"cannot read {what} {str(path)[:80]!r}: a path holds no NUL byte") from None
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            shown = str(path) if len(str(path)) <= 80 else str(path)[:77] + "..."
+            raise error(f"cannot read {what} {shown}: {e.strerror or e}") from None
 
 
 def open_without_waiting(path: str | Path):

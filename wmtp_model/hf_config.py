@@ -346,6 +346,9 @@ def resolve_config_path(source: str | Path) -> tuple[Path, str | None]:
     if source is None or str(source).strip() == "":
         raise ConfigError("the model is empty: give --model KEY or --config (a config.json, a model folder or a "
                           "Hugging Face repo id)")
+    from wmtp.fileio import check_lookup
+
+    check_lookup(source, "config", ConfigError)
     p = Path(source)
     if p.is_dir():
         cfg = p / "config.json"

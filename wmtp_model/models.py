@@ -119,8 +119,11 @@ def get_model(key: str) -> ModelSpec:
         raise UnknownSpecError(f"empty model key; known: {', '.join(MODELS)}")
     if key.strip().lower() in MODELS:
         return MODELS[key.strip().lower()]
+    from wmtp.fileio import check_lookup
     from wmtp.hf_config import looks_like_repo_id
 
+    if "/" in key:
+        check_lookup(key, "model folder or config", UnknownSpecError)
     if "/" in key and (Path(key).exists() or looks_like_repo_id(key)):
         return config_model(key)
     try:

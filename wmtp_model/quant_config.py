@@ -70,7 +70,10 @@ def _is_mtp_module(module: str, n_layers: object) -> bool:
     if "mtp" in module.lower():
         return True
     m = re.search(r"layers\\?\.(\d+)", module)  # also a regex entry, re:.*layers\\.61
-    return bool(m) and isinstance(n_layers, int) and not isinstance(n_layers, bool) and int(m.group(1)) >= n_layers
+    if not m or not isinstance(n_layers, int) or isinstance(n_layers, bool):
+        return False
+    digits = m.group(1).lstrip("0") or "0"  # int() of over 4300 digits is a ValueError: so many digits are past any
+    return len(digits) > 18 or int(digits) >= n_layers  # model's layers
 
 
 def _is_routed_expert(module: str) -> bool:

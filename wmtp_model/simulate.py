@@ -144,14 +144,15 @@ def read_trace(path) -> list[int]:
     if bad is not None:
         raise WmtpError(f"cannot read trace {path}: {bad[:40]!r} is not a count of accepted draft tokens (one "
                         "non-negative integer a line)")
-    tr = [int(w) for w in words]
-    if not tr or min(tr) < 0:
+    if not words:
         raise WmtpError(f"trace {path} holds no non-negative accepted counts")
-    if max(tr) > MAX_DEPTH - 1:  # a step accepts at most gamma = d - 1 drafts; more was clamped, silently
-        big = str(max(tr))
+    # a step accepts at most gamma = d - 1 drafts; more was clamped, silently (and int() of 4300 digits is a ValueError)
+    counts = [w.lstrip("0") or "0" for w in words]
+    big = next((w for w in counts if len(w) > 4 or int(w) > MAX_DEPTH - 1), None)
+    if big is not None:
         raise WmtpError(f"trace {path}: a step with {big if len(big) <= 20 else big[:17] + '...'} accepted draft "
                         f"tokens; a draft of d <= {MAX_DEPTH} accepts at most {MAX_DEPTH - 1} a step")
-    return tr
+    return [int(w) for w in counts]
 
 
 class StepTimes:

@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from wmtp.errors import WmtpError
+from wmtp.fileio import check_lookup
 
 _PKG = "sglang.srt.layers.moe.moe_runner.triton_utils"
 _REL = Path("sglang/srt/layers/moe/moe_runner/triton_utils")
@@ -90,6 +91,8 @@ def load() -> tuple[types.ModuleType, types.ModuleType]:
         return _mods["kernels"], _mods["config"]
     base = sglang_dir() / _REL
     files = {"kernels": base / "fused_moe_triton_kernels.py", "config": base / "fused_moe_triton_config.py"}
+    for p in files.values():  # a WMTP_SGLANG_DIR too long to look up: one error, not an OSError from is_file()
+        check_lookup(p, "SGLang's file")
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
         raise WmtpError(f"the sglang MoE backend needs SGLang's Triton MoE files, not found: {', '.join(missing)} "
