@@ -75,9 +75,11 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "spec_", "accept", "completion_tokens", "predicted_", "draft_n", "num_spec", "tpot_ms", "ms per token",
           "draft acceptance", "#mean acc len", "#gen drafts", " tg = ", "decoded ", "[METRIC] tpot=",
           "Serving Benchmark Result", "Speculative Decoding", "per_output_token", "draft_verify",
-          "speculative_tokens", "speculative-tokens")
+          "speculative_tokens", "speculative-tokens", "Avg thr (in/out)",  # (LMDeploy's window)
+          "gen throughput (token/s)")  # (an SGLang decode line with no `Decode batch`: v0.1's)
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
-                "n_predict", "position", "latency", "eel (ms)", "e0el (ms)")  # `Mean E2EL (ms)`, skeleton `E0EL`
+                "n_predict", "position", "latency", "eel (ms)", "e0el (ms)", "[al] ",  # trtllm-bench's `[AL] AVERAGE`
+                "decoded tokens per iter")  # `Mean E2EL (ms)`, skeleton `E0EL`
 
 
 def _maybe_ours(shape: str) -> bool:

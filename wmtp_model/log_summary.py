@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from wmtp.log_records import Value, finite, num
+from wmtp.log_records import Value, VllmThroughput, finite, num
 
 POSITION = re.compile(r"(?:position|acceptance (?:rate )?at token)\s+(\d+)$")
 LABELS = {
@@ -33,6 +33,11 @@ LABELS = {
     "number of draft proposals": "drafts", "number of draft tokens generated": "draft_tokens",
     "number of accepted tokens": "accepted_tokens",
     "decode. median latency": "one_batch_decode_s",  # sglang.bench_one_batch: `Decode.  median latency: X s, ...`
+    # trtllm-bench's report (tensorrt_llm/bench/dataclasses/reporting.py): the streaming TPOT average and its
+    # `[TPOT] AVERAGE` / `[AL] AVERAGE` breakdown rows; TensorRT-LLM's benchmark_serving: `Mean Avg Decoded Tokens per
+    # Iter` (tokens a request gets per engine iteration: its acceptance length)
+    "average time-per-output-token [tpot] (ms)": "tpot_mean_ms", "[al] average": "accept_length", "mean avg decoded tokens per iter": "accept_length",
+    "avg decoded tokens per iter": "accept_length",
 }
 # labels that may also stand after other `label: value` pairs on one line (never the first pair's label)
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
@@ -188,6 +193,37 @@ def parse_prometheus(line: str, n: int):
             return PROM_OTHER
         field = f"pos{p.group(1)}"
     return Value(n, f"prom:{field}{_POS_LABEL.sub('', labels or '')}", x)
+
+
+# LMDeploy's stats line (lmdeploy/metrics/loggers.py, 2026): `[YYYY-MM-DD HH:MM:SS Engine 000] Avg thr (in/out): P / G
+# tokens/s, Server (succeeded/failed/routed/waiting): ..., Engine (running/waiting): R / W, KV cache: X%, ` (its first
+# form, PR 4297: `[... DP0]`, `API server (completed/routed/waiting)`), with speculative decoding vLLM's
+# `SpecDecoding metrics: ...` fields appended to the same line
+_LMD = re.compile(r"Avg thr \(in/out\):\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)\s*tokens/s,"
+                  r".*?Engine \(running/waiting\):\s*(\d+)\s*/\s*\d+")
+_LMD_RANK = re.compile(r"(?:Engine |DP)(\d+)\]")
+
+
+def parse_lmdeploy(line: str, n: int, prefix, spec) -> list | None:
+    """An LMDeploy stats line's records: its window as a `VllmThroughput` (Running = the engine's running requests,
+    the engine its DP rank), then the `VllmSpecLine` that `spec` (`wmtp.logs.parse_vllm`) reads from the spec fields
+    on the same line; None for a line that is not one (or whose numbers or spec fields do not read).
+    `prefix`: `wmtp.logs`' prefix reader ((timestamp, seconds, pid, DP rank) of the text before the message)."""
+    m = _LMD.search(line)
+    if m is None:
+        return None
+    prompt, gen, running = finite(num(m.group(1))), finite(num(m.group(2))), int(m.group(3))
+    if prompt is None or gen is None or running > 10**7:
+        return None
+    rank = _LMD_RANK.search(line, 0, m.start())
+    _, secs, pid, _ = prefix(line[:m.start()])
+    out: list = [VllmThroughput(n, secs, pid, rank.group(1) if rank else "", prompt, gen, running)]
+    if "SpecDecoding metrics:" in line:
+        rec = spec(line, n)
+        if rec is None:
+            return None
+        out.append(rec)
+    return out
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal colour / style codes (CSI sequences)

@@ -37,7 +37,7 @@ from wmtp.errors import WmtpError
 from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
 from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_spec_k, parse_step,
-                               parse_table_row, strip_collector)
+                               parse_lmdeploy, parse_table_row, strip_collector)
 from wmtp.log_wrap import SoftJoined, Unwrapped, soft_wrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, day_seconds, finite, num, strict_float, ungroup)
@@ -146,9 +146,10 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
     if "\t" in line:  # a paste whose spaces became tabs
         line = line.replace("\t", " ")
     d = line.find("Decode batch")
-    k = line.find("#running-req: ", d)
+    k = line.find("#running-req: ", max(d, 0))
     if k < 0:
         return None
+    d = d if d >= 0 else k  # (SGLang v0.1, 2024: `[gpu_id=0] #running-req: ...`, no `Decode batch`)
     body = line[k + 14:]
     j = body.find(", ")  # fields end at `, ` (a comma inside a number groups its thousands)
     i = body.find("gen throughput (token/s): ")
@@ -278,8 +279,12 @@ def parse_other(line: str, n: int):
     if "Prefill batch" in line:
         _, secs, pid, dp = _prefix(line[:line.find("Prefill batch")])
         return PrefillLine(n, secs, pid, dp)
+    if "gen throughput (token/s)" in line and "#running-req: " in line:  # an SGLang decode line with no
+        return _parse_sglang_general(line, n) or False  # `Decode batch` (v0.1, 2024; the fast path needs it)
     if "Avg generation throughput" in line:
         return parse_throughput(line, n) or False
+    if "Avg thr (in/out)" in line:  # LMDeploy's window (and its spec fields): `log_summary.parse_lmdeploy`
+        return parse_lmdeploy(line, n, _prefix, parse_vllm) or False
     if "SpecDecoding metrics" in line or "peculative metrics" in line or "peculative Metrics" in line:
         return parse_vllm(line, n) or False
     if "etract" in line and "total_retractions" not in line:
@@ -395,14 +400,14 @@ def tally_other(rec, stats: ParseStats) -> tuple | list:
     if rec is False:
         stats.garbled += 1
         return ()
-    if isinstance(rec, list):
-        stats.other += 1
-        return rec
-    if isinstance(rec, VllmSpecLine):
+    one = rec[-1] if isinstance(rec, list) else rec  # (LMDeploy's window and spec fields: a spec line)
+    if type(one) is VllmSpecLine:
         stats.vllm += 1
+    elif type(one) is DecodeLine:  # (`parse_other`'s SGLang v0.1 decode line)
+        stats.decode += 1
     else:
         stats.other += 1
-    return (rec,)
+    return rec if isinstance(rec, list) else (rec,)
 
 
 def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> Iterator:

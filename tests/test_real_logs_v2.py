@@ -1,0 +1,85 @@
+"""The version corpus (tests/data/real_v2/: one synthetic excerpt per real engine log format, numbers ours):
+`wmtp logs` / `wmtp accept` (both views) read every file with no traceback and no garbled line, and agree with
+the hand-derived values of EXPECTED.tsv within 1 % (TPOT: per line running / throughput, median; AL: see README)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wmtp.cli.main import app
+from wmtp.log_records import DecodeLine, VllmSpecLine, VllmThroughput
+from wmtp.logs import parse_other
+
+V2 = Path(__file__).parent / "data" / "real_v2"
+ROWS = {r["file"]: r for r in csv.DictReader((V2 / "EXPECTED.tsv").open(), delimiter="\t")}
+FILES = sorted(p.name for p in V2.iterdir() if p.name not in ("README.md", "EXPECTED.tsv"))
+TOL = 0.01
+
+
+def _run(args):
+    r = CliRunner().invoke(app, args, env={"COLUMNS": "100"})
+    assert "Traceback" not in r.output and (r.exception is None or isinstance(r.exception, SystemExit)), r.output
+    return r
+
+
+def test_every_file_has_an_expected_row():
+    assert len(FILES) >= 19 and set(FILES) == set(ROWS)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_logs_reads_the_format(name):
+    row = ROWS[name]
+    r = _run(["logs", str(V2 / name), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)[0]
+    assert out["garbled"] == 0 and out["records"]["sglang_decode"] == int(row["decode_lines"]), out["records"]
+    assert abs(out["tpot_ms"] / float(row["expect_tpot_ms"]) - 1) <= TOL, (out["tpot_ms"], row["how"])
+    if row["expect_al"]:
+        assert abs(out["accept_length"] / float(row["expect_al"]) - 1) <= TOL, (out["accept_length"], row["how"])
+    else:
+        assert out["accept_length"] is None
+    r = _run(["logs", str(V2 / name)])
+    assert r.exit_code == 0 and "TPOT:" in r.output and "AL:" in r.output, r.output
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_accept_reads_the_format(name):
+    row = ROWS[name]
+    r = _run(["accept", str(V2 / name), "--json"])
+    if not row["expect_al"]:  # no acceptance data: one `error:` line that points at the TPOT
+        assert r.exit_code == 1 and r.output.startswith("error: ") and r.output.count("\n") == 1, r.output
+        assert "no acceptance length" in r.output
+        return
+    assert r.exit_code == 0, r.output
+    al = json.loads(r.output)["files"][0]["accept_length"]
+    assert abs(al / float(row["expect_al"]) - 1) <= TOL, (al, row["how"])
+    assert _run(["accept", str(V2 / name)]).exit_code == 0
+
+
+def test_sglang_v01_line_without_decode_batch_is_a_decode_record():
+    line = ("I0228 11:50:57.566828 24354 model_rpc.py:697] #running-req: 12, #token: 8650, token usage: 0.09, "
+            "gen throughput (token/s): 375.00, #queue-req: 0\n")
+    rec = parse_other(line, 7)
+    assert isinstance(rec, DecodeLine)
+    assert (rec.line_no, rec.running, rec.gen_throughput, rec.queue) == (7, 12, 375.0, 0)
+
+
+def test_lmdeploy_line_gives_its_window_and_its_spec_fields():
+    line = ("[2026-05-10 10:00:10 Engine 003] Avg thr (in/out): 12.5 / 500.0 tokens/s, Server (succeeded/failed/"
+            "routed/waiting): 5 / 0 / 10 / 0, Engine (running/waiting): 10 / 2, KV cache: 5.2%, SpecDecoding metrics: "
+            "Draft acceptance rate: 40.00%, Mean acceptance length: 2.20, Accepted: 1200 tokens, Drafted: 3000 tokens, "
+            "Per-position acceptance rate: 0.600, 0.400, 0.200\n")
+    thr, spec = parse_other(line, 4)
+    assert isinstance(thr, VllmThroughput) and isinstance(spec, VllmSpecLine)
+    assert (thr.engine, thr.prompt_thr, thr.gen_thr, thr.running) == ("003", 12.5, 500.0, 10)
+    assert (spec.accepted, spec.drafted, spec.k, spec.mean_al) == (1200, 3000, 3, 2.2)
+
+
+def test_lmdeploy_line_with_a_broken_number_is_garbled_not_dropped():
+    line = "[2026-02-05 17:05:17 DP0] Avg thr (in/out): 0.0 / x tokens/s, Engine (running/waiting): 4 / 0, \n"
+    assert parse_other(line, 1) is False
