@@ -176,8 +176,10 @@ def linear_state_component(spec: ModelSpec, batch: int, d: int, l2: float, copie
     g = torch.rand(batch, d, h, device=DEVICE) * 0.5 + 0.5
     beta = torch.rand(batch, d, h, device=DEVICE)
     calls = []
-    for _ in range(copies):
+    for _ in range(copies):  # a speculative verify (d >= 2) keeps every token's state (`latency.state_traffic_states`)
         st = torch.randn(batch, h, dk, dv, device=DEVICE) * 0.01
-        calls.append(lambda st=st: linear_state_update(st, q, k, v, g, beta, delta))
+        inter = torch.empty(batch, d, h, dk, dv, device=DEVICE) if d >= 2 else None
+        calls.append(lambda st=st, inter=inter: linear_state_update(st, q, k, v, g, beta, delta,
+                                                                    save_intermediate=inter))
     work = _pick(verify_work(s, 1, d, batch), "linear_state")
     return Component("linear_state", work.name, work, calls)

@@ -59,6 +59,17 @@ def test_verify_reads_each_layer_kv_once_per_request():
     assert attn.bytes == 2 * (2**20 + 7) * 2048
 
 
+@pytest.mark.parametrize("key, state_mib_per_layer", [("q35", 2), ("q122", 4), ("nem", 4)])
+@pytest.mark.parametrize("d, b", [(1, 1), (2, 1), (7, 1), (7, 4), (9, 16)])
+def test_linear_state_moves_every_draft_token_state(key, state_mib_per_layer, d, b):
+    """Per request and layer the update reads the fp32 state and writes it back (architectures.md: q35 32 V-heads x
+    128 x 128, q122 64 x 128 x 128, nem 128 heads x 64 x state 128, x 4 bytes); a speculative verify (d >= 2) also
+    writes one state per token for the rollback: 2 + d states. Dense decoding (d = 1) moves two."""
+    state = [w for w in verify_work(get_model(key), 2**20, d, b) if w.kind == "linear_state"][0]
+    assert state.bytes == b * (2 + (d if d > 1 else 0)) * state_mib_per_layer * 2**20
+    assert state.count == {"q35": 30, "q122": 36, "nem": 40}[key]
+
+
 @given(st.sampled_from(["q35", "q122", "nem", "dsv3"]), st.integers(1, 4096))
 def test_experts_touched_bounded_by_design(key, tokens):
     spec = get_model(key)

@@ -111,6 +111,15 @@ def _lm_head_work(spec: ModelSpec, tokens: int, prefix: str) -> Work:
                 2.0 * tokens * spec.lm_head_params, 1, 1, {"tokens": tokens, "wdtype": spec.weight_format("lm_head")})
 
 
+def state_traffic_states(d: int) -> int:
+    """Recurrent states a linear-attention layer's update moves per request over d tokens: the state read and the
+    final state written, and with speculation (d >= 2) one intermediate state written per draft token, which an
+    engine keeps to roll back to the accepted position (SGLang's `intermediate_ssm` / conv windows, vLLM's per-token
+    state slots). Not counted: the engine's copy of the accepted state into its slot afterwards (SGLang:
+    `update_mamba_state_after_mtp_verify`, one more read and write)."""
+    return 2 + (d if d >= 2 else 0)
+
+
 def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
     """Target forward over B*d tokens: F attention layers over S keys, linear layers, FFNs, lm_head."""
     tokens = batch * d
@@ -127,10 +136,10 @@ def verify_work(spec: ModelSpec, ctx: int, d: int, batch: int) -> list[Work]:
              2.0 * tokens * spec.attn_params, 2, spec.n_full_attn, {"tokens": tokens, "wdtype": wdtype}),
     ]
     if spec.n_linear:
-        state = spec.ssm_state_bytes_per_layer
         items += [
-            Work("linear_state", f"verify.{spec.linear_kind}_state", batch * 2 * state,
-                 batch * d * 6.0 * state / 4, 2, spec.n_linear, {"batch": batch, "d": d}),
+            Work("linear_state", f"verify.{spec.linear_kind}_state", batch * state_traffic_states(d)
+                 * spec.ssm_state_bytes_per_layer, batch * d * 6.0 * spec.ssm_state_bytes_per_layer / 4, 2,
+                 spec.n_linear, {"batch": batch, "d": d}),
             Work("gemm", f"verify.{spec.linear_kind}_proj",
                  _wbytes(spec, "dense", spec.linear_params, linear_rows(spec)) + act,
                  2.0 * tokens * spec.linear_params, 2, spec.n_linear, {"tokens": tokens, "wdtype": wdtype}),
