@@ -10,13 +10,11 @@ import zlib
 import pytest
 
 torch = pytest.importorskip("torch")
-triton = pytest.importorskip("triton")
-tl = triton.language
+pytest.importorskip("triton")
 
 from kernel_refs import ref_attention, ref_index  # noqa: E402
 from wmtp.measure.kernels.index_build import build_kv_indices  # noqa: E402
 from wmtp.measure.kernels.paged_attention import decode_attention, paged_attention, verify_attention  # noqa: E402
-from wmtp.measure.kernels.paged_rows import e4m3_bits_f16  # noqa: E402
 
 
 def stable_seed(*key) -> int:
@@ -278,60 +276,6 @@ def test_fp8_decode_fp16_dots_take_queries_beyond_fp16_range(fp8_dot):
                      k_scale=2e-5, v_scale=0.5, num_splits=2, block_n=16, fp8_dot=fp8_dot)
     assert not torch.isnan(out).any()
     assert rel_err(out, ref) < TOL[torch.bfloat16]
-
-
-@triton.jit
-def _bits_kernel(X, Y, ASM: tl.constexpr):
-    offs = tl.arange(0, 256)
-    tl.store(Y + offs, e4m3_bits_f16(tl.load(X + offs), ASM))
-
-
-@pytest.mark.parametrize("asm", [False, True])
-def test_e4m3_bit_move_is_exact_for_every_code(asm):
-    if asm and not GPU:
-        pytest.skip("PTX runs on a GPU only")
-    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
-    want = codes.view(torch.float8_e4m3fn).double() / 256  # torch's own decoding of each code, times 2^-8
-    got = torch.empty(256, dtype=torch.float16, device=DEV)
-    _bits_kernel[(1,)](codes.to(DEV), got, ASM=asm)
-    finite = ~torch.isnan(want)  # 0x7f / 0xff: NaN in e4m3fn, a finite 480 / 256 after the bit move
-    assert int(finite.sum()) == 254
-    assert torch.equal(got.cpu().double()[finite], want[finite])
-    assert torch.equal(got.cpu().double()[~finite].abs(), torch.full((2,), 480 / 256, dtype=torch.double))
-
-
-@pytest.mark.parametrize("d", [1, 7])
-def test_fp8_bit_move_conversion_matches_the_reference(d):
-    gen = torch.Generator().manual_seed(71 + d)
-    hq, hkv, hd, n = 16, 2, 32, 77
-    # codes from subnormal (2^-9) to the largest finite (448), both signs
-    k = (torch.randn(n + 5, hkv, hd, generator=gen) * torch.logspace(-3, 2.5, hd)).to(torch.float8_e4m3fn)
-    v = (torch.randn(n + 5, hkv, hd, generator=gen) * 4).to(torch.float8_e4m3fn)
-    ptr = torch.tensor([0, n], dtype=torch.int32)
-    idx = torch.randperm(n + 5, generator=gen)[:n].to(torch.int32)
-    qo = torch.tensor([0, d], dtype=torch.int32)
-    q = torch.randn(d, hq, hd, generator=gen).to(torch.bfloat16)
-    ref = ref_attention(q, k.double() * 0.25, v.double() * 0.5, ptr, idx, qo)
-    out = torch.full_like(q, float("nan"), device=DEV)
-    paged_attention(q.to(DEV), k.to(DEV), v.to(DEV), ptr.to(DEV), idx.to(DEV), qo.to(DEV), d, n, out=out,
-                    kernel="rows", k_scale=0.25, v_scale=0.5, num_splits=2, block_n=16, fp8_dot="f16",
-                    fp8_convert="bits")
-    assert not torch.isnan(out).any()
-    assert rel_err(out, ref) < TOL[torch.bfloat16]
-
-
-def test_fp8_bit_move_errors():
-    ptr = torch.tensor([0, 4], dtype=torch.int32, device=DEV)
-    idx = torch.arange(4, dtype=torch.int32, device=DEV)
-    q = torch.zeros(1, 4, 64, dtype=torch.bfloat16, device=DEV)
-    k = torch.zeros(8, 2, 64, dtype=torch.float8_e4m3fn, device=DEV)
-    with pytest.raises(ValueError, match="fp8_convert must be"):
-        decode_attention(q, k, k, ptr, idx, 4, kernel="rows", fp8_convert="fast")
-    with pytest.raises(ValueError, match="e4m3 KV and fp16 dots"):
-        decode_attention(q, k, k, ptr, idx, 4, kernel="rows", fp8_dot="bf16", fp8_convert="bits")
-    e5 = k.to(torch.float8_e5m2)
-    with pytest.raises(ValueError, match="e4m3 KV and fp16 dots"):
-        decode_attention(q, e5, e5, ptr, idx, 4, kernel="rows", fp8_convert="bits")
 
 
 def test_rows_kernel_errors():

@@ -23,7 +23,7 @@ import triton.language as tl
 
 from wmtp.kernel_plan import ROWS_MAX, AttentionPlan, attention_plan, default_kernel, rows_plan, sub_plan, ws_plan
 from wmtp.measure.kernels.paged_merge import merge_splits
-from wmtp.measure.kernels.paged_rows import e4m3_bits_f16, kv_tile, softmax_tile_step, split_bounds, sub_attention
+from wmtp.measure.kernels.paged_rows import kv_tile, softmax_tile_step, split_bounds, sub_attention
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -102,15 +102,11 @@ def _attn_split_kernel(
 @triton.jit
 def _rows_tile(q, acc, m_i, l_i, K, V, kv_indices, kv_start, start_n, hi, limit, kvh, dims,
                stride_kt, stride_kh, stride_vt, stride_vh, qk_scale,
-               BLOCK_N: tl.constexpr, MASK: tl.constexpr, BITS: tl.constexpr = 0):
+               BLOCK_N: tl.constexpr, MASK: tl.constexpr):
     """One K/V tile against all rows of the tile (online softmax, base 2). MASK: the split's last
-    partial tile or the causal diagonal; otherwise every row sees every key and no mask is built.
-    BITS (K / V are e4m3 codes as uint8): 1 converts them by moving bits in Triton, 2 in PTX (`e4m3_bits_f16`)."""
+    partial tile or the causal diagonal; otherwise every row sees every key and no mask is built."""
     offs_n, n_ok, k, v = kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, stride_kh, stride_vt,
                                  stride_vh, BLOCK_N, MASK)
-    if BITS > 0:
-        k = e4m3_bits_f16(k, BITS == 2)
-        v = e4m3_bits_f16(v, BITS == 2)
     return softmax_tile_step(q, acc, m_i, l_i, k, v, offs_n, n_ok, limit, qk_scale, MASK)
 
 
@@ -121,15 +117,13 @@ def _rows_split_kernel(
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     M_BLOCKS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-    UPCAST: tl.constexpr, DECODE: tl.constexpr, F16: tl.constexpr = False, BITS: tl.constexpr = 0,
+    UPCAST: tl.constexpr, DECODE: tl.constexpr, F16: tl.constexpr = False,
 ):
     """Packed rows: tile row r of row block mb is the KV group's row g = mb * BLOCK_M + r, query head
     g // n_q, query token g % n_q. Row blocks of one (KV head, split) are neighbours in launch order,
     so a group cut into several blocks re-reads its K/V from L2. Grid (M_BLOCKS * kv_heads, splits, B).
     F16 (fp8 KV): the dots run in fp16, so K/V tiles convert fp8 -> fp16, not -> bf16; q is multiplied by the score
-    scale before its one conversion (|q| * qk_scale must stay below fp16's 65504, not |q| itself). BITS (with F16):
-    K / V are e4m3 codes as uint8, converted by moving bits (`_rows_tile`); the launcher scales qk_scale and v_scale
-    by 256 for the 2^-8 that conversion leaves."""
+    scale before its one conversion (|q| * qk_scale must stay below fp16's 65504, not |q| itself)."""
     mb = tl.program_id(0) % M_BLOCKS
     kvh = tl.program_id(0) // M_BLOCKS
     split = tl.program_id(1)
@@ -161,10 +155,10 @@ def _rows_split_kernel(
     full_end = lo + tl.maximum(full_hi - lo, 0) // BLOCK_N * BLOCK_N
     for start_n in range(lo, full_end, BLOCK_N):
         acc, m_i, l_i = _rows_tile(q, acc, m_i, l_i, K, V, kv_indices, kv_start, start_n, hi, limit, kvh, dims,
-                                   stride_kt, stride_kh, stride_vt, stride_vh, qk_scale, BLOCK_N, False, BITS)
+                                   stride_kt, stride_kh, stride_vt, stride_vh, qk_scale, BLOCK_N, False)
     for start_n in range(full_end, hi, BLOCK_N):
         acc, m_i, l_i = _rows_tile(q, acc, m_i, l_i, K, V, kv_indices, kv_start, start_n, hi, limit, kvh, dims,
-                                   stride_kt, stride_kh, stride_vt, stride_vh, qk_scale, BLOCK_N, True, BITS)
+                                   stride_kt, stride_kh, stride_vt, stride_vh, qk_scale, BLOCK_N, True)
 
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.math.log2(l_safe))
@@ -237,18 +231,6 @@ def _options(plan, ws_ok: bool, kv_fp8: bool, decode: bool, scaled: bool, fp8_do
     return fp8_dot
 
 
-def _bits(fp8_convert: str, plan, kv_dtype, fp8_dot: str) -> int:
-    """The rows kernel's BITS for `fp8_convert` (0: conversion instructions; 1 / 2: the bit move in Triton's integer
-    ops / in PTX, `paged_rows.e4m3_bits_f16`)."""
-    if fp8_convert not in ("cvt", "bits"):
-        raise ValueError(f"fp8_convert must be 'cvt' or 'bits', got {fp8_convert!r}")
-    if fp8_convert == "cvt":
-        return 0
-    if plan.kernel != "rows" or kv_dtype != torch.float8_e4m3fn or fp8_dot != "f16":
-        raise ValueError("fp8_convert='bits' applies to the rows kernel with e4m3 KV and fp16 dots only")
-    return 1 if _INTERPRET else 2
-
-
 def _try_ws(asked: bool, q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q, max_kv, sm_scale, out,
             plan) -> bool:
     """Run the ws kernel into `out`; False where it does not compile with this Triton (its Gluon differs from the
@@ -313,7 +295,6 @@ def paged_attention(
     v_scale: float = 1.0,
     merge: str = "kernel",  # sub kernel: "kernel", "pdl" or "fused" (`paged_rows`)
     fp8_dot: str = "auto",  # rows kernel, fp8 KV: the dots' input type ("bf16", "f16", or "auto": f16 for decode)
-    fp8_convert: str = "cvt",  # rows kernel, e4m3 KV, f16 dots: "cvt" (conversion instructions) or "bits"
     prefetch: bool = False,  # sub kernel: L2 prefetch of the next K/V tile (CUDA only)
     **tune,  # num_splits, block_n, max_rows, num_warps, num_stages (all); waves, min_keys (rows, sub);
     # part_max, pow2 (sub)
@@ -334,7 +315,6 @@ def paged_attention(
     ws_ok = _ws_ok(q, k_pool)
     plan = _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune, kv_fp8, ws_ok)
     fp8_dot = _options(plan, ws_ok, kv_fp8, decode, k_scale != 1.0 or v_scale != 1.0, fp8_dot, merge, prefetch)
-    bits = _bits(fp8_convert, plan, k_pool.dtype, fp8_dot)
     splits = plan.splits
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     if out is None:
@@ -357,13 +337,11 @@ def paged_attention(
     strides = (q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
                mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1))
     if plan.kernel == "rows":
-        unit = 256.0 if bits else 1.0  # the bit move leaves K and V at 2^-8 of their values
-        kp, vp = (k_pool.view(torch.uint8), v_pool.view(torch.uint8)) if bits else (k_pool, v_pool)
         _rows_split_kernel[(plan.m_blocks * hkv, splits, bsz)](
-            q, kp, vp, qo, kv_indptr, kv_indices, mid_o, mid_l,
-            sm_scale * k_scale * LOG2E * unit, v_scale * unit, splits, group, hkv, *strides,
+            q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l,
+            sm_scale * k_scale * LOG2E, v_scale, splits, group, hkv, *strides,
             M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, UPCAST=upcast,
-            DECODE=decode, F16=fp8_dot == "f16", BITS=bits, num_warps=plan.num_warps, num_stages=plan.num_stages)
+            DECODE=decode, F16=fp8_dot == "f16", num_warps=plan.num_warps, num_stages=plan.num_stages)
     else:
         _attn_split_kernel[(bsz, hkv * plan.m_blocks, splits)](
             q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l, sm_scale * LOG2E, splits, *strides,

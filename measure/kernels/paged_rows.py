@@ -46,24 +46,6 @@ def kv_tile(K, V, kv_indices, kv_start, start_n, hi, kvh, dims, stride_kt, strid
 
 
 @triton.jit
-def e4m3_bits_f16(x, ASM: tl.constexpr):
-    """fp8 e4m3 codes (uint8) -> fp16 by moving bits, 2^-8 times their value (exact: e4m3's exponent bias is 7,
-    fp16's 15; subnormals included; the NaN code 0x7f becomes 480 / 256): the sign to bit 15, exponent and
-    mantissa shifted by 7. ASM: two `prmt` and a shift and two masks per four codes (one 32-bit register in, two
-    out) instead of one conversion instruction per two codes; the same bits in Triton's integer ops otherwise
-    (the CPU interpreter runs no PTX)."""
-    if ASM:
-        return tl.inline_asm_elementwise(
-            "{ .reg .b32 a, b, z;\n\tmov.b32 z, 0;\n\t"
-            "prmt.b32 a, $2, z, 0x1404;\n\tprmt.b32 b, $2, z, 0x3424;\n\t"
-            "shr.b32 $0, a, 1;\n\tand.b32 $0, $0, 0x3f803f80;\n\tand.b32 a, a, 0x80008000;\n\tor.b32 $0, $0, a;\n\t"
-            "shr.b32 $1, b, 1;\n\tand.b32 $1, $1, 0x3f803f80;\n\tand.b32 b, b, 0x80008000;\n\tor.b32 $1, $1, b; }",
-            "=r,=r,r", [x], dtype=tl.float16, is_pure=True, pack=4)
-    x16 = x.to(tl.uint16)
-    return (((x16 & 0x80) << 8) | ((x16 & 0x7F) << 7)).to(tl.float16, bitcast=True)
-
-
-@triton.jit
 def softmax_tile_step(q, acc, m_i, l_i, k, v, offs_n, n_ok, limit, qk_scale, MASK: tl.constexpr):
     """One K/V tile against a block of query rows (online softmax, base 2; the rows and sub kernels).
     Without MASK every row sees every key of the tile, so the running maximum is finite."""
