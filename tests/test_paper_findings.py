@@ -178,7 +178,7 @@ def test_verify_tiling_step_between_d4_and_d5(fid):
 
 
 # ------------------------------------------------------------------ phase decomposition (App. B Table 7)
-BOOKKEEPING = ("the fitted per-step host term (every method pays it) counts as bookkeeping at the kernel boundary; q35 / nem's (4.6 / 8.9 ms) put the share above the paper's range")
+BOOKKEEPING = ("the fitted per-step host term (every method pays it) counts as bookkeeping at the kernel boundary; q35 / nem's (4.2 / 8.5 ms in the preset's .md) put the share above the paper's range")
 
 
 @pytest.mark.parametrize("fid", [

@@ -24,5 +24,4 @@ kill $CLK
 tail -3 $R/val_h200.log; tail -3 $R/val_fi.log; cat $R/val_h200/validation.md 2>/dev/null | head -12; cat $R/val_fi/validation.md 2>/dev/null | head -12
 date -u +%FT%TZ >> $R/env.txt
 tar -C $OUT -czf $OUT/run3.tgz r && rm -rf $R
-if [ -d .fi_cache ]; then tar -C . -czf /tmp/fi_cache.tgz .fi_cache && split -b 15M -d /tmp/fi_cache.tgz $OUT/fi_cache.tgz.part && du -sh /tmp/fi_cache.tgz; fi
 ls -la $OUT
