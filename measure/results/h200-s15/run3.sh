@@ -16,7 +16,7 @@ CLK=$!
   PYTHONPATH=/tmp/site python3 -c "import flashinfer; print('flashinfer', flashinfer.__version__)"; } > $R/env.txt 2>&1
 cat $R/env.txt
 timeout 150 wmtp validate --profile wmtp_model/data/profiles/h200.json --ctx 64K,256K,1M --depths 3,5,7,9 --out $R/val_h200 > $R/val_h200.log 2>&1; echo "val h200 rc=$? $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
-export FLASHINFER_WORKSPACE_BASE=$PWD/.fi_cache WMTP_SGLANG_DIR=$PWD/.devcarry/sgl
+[ -f .fi_tgz/fi_cache.tgz ] && tar -xzf .fi_tgz/fi_cache.tgz; export FLASHINFER_WORKSPACE_BASE=$PWD/.fi_cache WMTP_SGLANG_DIR=$PWD/.devcarry/sgl
 PYTHONPATH=/tmp/site timeout 330 wmtp validate --profile wmtp_model/data/profiles/h200-flashinfer.json --ctx 96K,256K,700K,1M --depths 3,4,6,7 --out $R/val_fi > $R/val_fi.log 2>&1; echo "val fi rc=$? $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
 (timeout 120 python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_kernels.py tests/test_kernels_ws.py tests/test_kernel_merge.py tests/test_kernel_sets.py > $R/pytest_gpu.txt 2>&1; echo "pytest rc=$?" >> $R/pytest_gpu.txt)
 tail -2 $R/pytest_gpu.txt; echo "tests done $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
