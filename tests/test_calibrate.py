@@ -243,10 +243,7 @@ def _validation_errors(table: str, method: str):
 
 @pytest.mark.parametrize("table,method", [
     ("h200", "dense"), ("h200", "native"), ("h200", "window"),
-    ("h200-flashinfer", "native"), ("h200-flashinfer", "window"),
-    pytest.param("h200-flashinfer", "dense", marks=pytest.mark.xfail(strict=True, reason=(
-        "median 5.02 %: the q35 / q122 dense steps are over-predicted by 4.1-7.7 % (components timed cold, SGLang's "
-        "fused MoE; calibrate/validation/README.md)"))),
+    ("h200-flashinfer", "native"), ("h200-flashinfer", "window"), ("h200-flashinfer", "dense"),
 ])
 def test_shipped_validation_gate(table, method):
     """The composed-step gate per method (median <= 5 %, worst <= 10 %) on the committed tables."""
