@@ -1,0 +1,201 @@
+"""Hostile inputs of the eleventh adversarial sweep (after test_hostile_sweep10.py): config.json fields of the 2025-2026
+families read under one spelling only (the MTP layer count, tie_word_embeddings, Nemotron-H's mamba_n_groups), fields
+a config leaves out priced with wmtp's own fallback instead of the default Hugging Face's config class gives them
+(Qwen3-Next's head_dim 256, DeepSeek-V3's first_k_dense_replace 3), layer_types that are no list or list another
+number of layers (and Nemotron-H's own derived layer_types refused), a null quantization_config that hid ModelOpt's
+sidecar. Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each
+family has a legal control beside it. Expected values are worked out by hand in the comments or are properties (a
+field left out equals that field at HF's default), not taken from the code under test."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from wmtp.engine import engines_dir
+from wmtp.errors import ConfigError
+from wmtp.hf_config import load_config
+from wmtp.profile import PROFILES_DIR
+from cli_checks import assert_one_error, invoke  # noqa: E402
+
+QNEXT = {"model_type": "qwen3_next", "hidden_size": 2048, "vocab_size": 151936, "num_hidden_layers": 48,
+         "full_attention_interval": 4, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+         "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+         "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
+         "shared_expert_intermediate_size": 512, "mtp_num_hidden_layers": 1}
+DS = {"model_type": "deepseek_v3", "hidden_size": 7168, "vocab_size": 129280, "num_hidden_layers": 61,
+      "num_attention_heads": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+      "v_head_dim": 128, "q_lora_rank": 1536, "n_routed_experts": 256, "num_experts_per_tok": 8,
+      "moe_intermediate_size": 2048, "n_shared_experts": 1, "first_k_dense_replace": 3,
+      "intermediate_size": 18432, "num_nextn_predict_layers": 1}
+GLM = {"model_type": "glm4_moe", "hidden_size": 5120, "vocab_size": 151552, "num_hidden_layers": 92,
+       "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128, "n_routed_experts": 160,
+       "num_experts_per_tok": 8, "moe_intermediate_size": 1536, "n_shared_experts": 1,
+       "first_k_dense_replace": 3, "intermediate_size": 12288, "num_nextn_predict_layers": 1}
+NEM = {"model_type": "nemotron_h", "hidden_size": 2688, "vocab_size": 131072, "hybrid_override_pattern": "MEM*E-",
+       "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "mamba_num_heads": 64,
+       "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "n_routed_experts": 128, "intermediate_size": 4096,
+       "num_experts_per_tok": 6, "moe_intermediate_size": 1856, "num_nextn_predict_layers": 1}
+MIMO = {"model_type": "mimo", "hidden_size": 4096, "vocab_size": 151680, "num_hidden_layers": 36,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 11008, "num_nextn_predict_layers": 1}
+
+
+def _without(doc: dict, *keys: str) -> dict:
+    return {k: v for k, v in doc.items() if k not in keys}
+
+
+def write(path: Path, doc) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(doc, bytes):
+        path.write_bytes(doc)
+    else:
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def _predict_json(*args) -> dict:
+    r = invoke("predict", *args, "--ctx", "64K", "--json")
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    return json.loads(r.stdout)
+
+
+# ----------------------------------------------------------------- the MTP layer count, under either of its names
+@pytest.mark.parametrize("base, field", [
+    (_without(QNEXT, "mtp_num_hidden_layers"), "num_nextn_predict_layers"),  # Qwen read only mtp_num_hidden_layers
+    (_without(DS, "num_nextn_predict_layers"), "mtp_num_hidden_layers"),  # DeepSeek only num_nextn_predict_layers
+    (_without(MIMO, "num_nextn_predict_layers"), "mtp_num_hidden_layers"),
+])
+def test_zero_mtp_layers_under_the_other_name_is_refused(tmp_path, base, field):
+    """The config says the checkpoint has no MTP layer; it was priced with one MTP forward per draft token."""
+    bad = write(tmp_path / "m" / "config.json", {**base, field: 0})
+    assert_one_error(invoke("predict", "--config", bad, "--ctx", "64K"), f"{field} is 0", "no MTP head")
+    ok = write(tmp_path / "ok" / "config.json", {**base, field: 1})  # the control
+    assert invoke("predict", "--config", ok, "--ctx", "64K").exit_code == 0
+
+
+def test_two_mtp_layer_counts_that_differ_are_refused(tmp_path):
+    bad = write(tmp_path / "m" / "config.json", {**QNEXT, "num_nextn_predict_layers": 3})  # and mtp_num_hidden_layers 1
+    assert_one_error(invoke("predict", "--config", bad, "--ctx", "64K"), "num_nextn_predict_layers (3)",
+                     "mtp_num_hidden_layers (1)", "differ")
+    same = write(tmp_path / "same" / "config.json", {**QNEXT, "num_nextn_predict_layers": 1})  # the control
+    assert invoke("predict", "--config", same, "--ctx", "64K").exit_code == 0
+
+
+def test_mtp_layers_counted_under_the_other_name_size_the_draft_kv(tmp_path):
+    """DeepSeek-V3 with mtp_num_hidden_layers 2: two MTP layers cache 2 x 576 latent elements x 2 B = 2304 B per token,
+    at 64K tokens 2304 x 65536 = 150,994,944 B of native draft KV (it was priced with one layer: half)."""
+    p = write(tmp_path / "ds" / "config.json", {**_without(DS, "num_nextn_predict_layers"), "mtp_num_hidden_layers": 2})
+    doc = _predict_json("--config", p)
+    assert doc["memory"]["per_request"]["native"]["draft_kv_bytes"] == 2 * 576 * 2 * 65536
+
+
+# ------------------------------------------------------------ fields left out: the default HF's config class gives
+def test_qwen3_next_without_head_dim_takes_hf_default(tmp_path):
+    """HF's Qwen3NextConfig sets head_dim = 256 where config.json has none (hidden_size / heads is 2048 / 16 = 128):
+    12 full-attention layers x 2 (K, V) x 2 KV heads x 256 x 2 B x 65536 tokens = 1,610,612,736 B of target KV."""
+    p = write(tmp_path / "qn" / "config.json", _without(QNEXT, "head_dim"))
+    doc = _predict_json("--config", p)
+    assert doc["memory"]["per_request"]["native"]["target_kv_bytes"] == 12 * 2 * 2 * 256 * 2 * 65536
+
+
+@pytest.mark.parametrize("base, fields", [
+    (DS, ("first_k_dense_replace", "n_shared_experts", "q_lora_rank")),  # HF DeepseekV3Config: 3, 1, 1536
+    (QNEXT, ("head_dim", "shared_expert_intermediate_size")),  # HF Qwen3NextConfig: 256, 512
+    (NEM, ("head_dim",)),  # HF NemotronHConfig: 128 (hidden_size / heads = 2688 / 32 = 84)
+])
+def test_fields_left_out_equal_hf_defaults(tmp_path, base, fields):
+    """The property: these configs hold exactly HF's default values, so leaving the fields out changes nothing."""
+    full = load_config(write(tmp_path / "full" / "config.json", base))
+    bare = load_config(write(tmp_path / "bare" / "config.json", _without(base, *fields)))
+    for attr in ("head_dim", "n_dense_ffn", "n_moe", "n_shared", "shared_ffn", "mla_q_rank", "total_params"):
+        assert getattr(bare, attr) == getattr(full, attr), attr
+
+
+def test_glm_without_first_k_dense_replace_has_one_dense_layer(tmp_path):
+    """HF's Glm4MoeConfig: first_k_dense_replace 1, n_shared_experts 1; wmtp priced all 92 layers MoE, no shared one."""
+    spec = load_config(write(tmp_path / "glm" / "config.json", _without(GLM, "first_k_dense_replace", "n_shared_experts")))
+    assert (spec.n_dense_ffn, spec.n_moe, spec.n_shared) == (1, 91, 1)
+
+
+def test_an_explicit_null_keeps_its_meaning(tmp_path):
+    """The control: q_lora_rank null is DeepSeek-V2-Lite's 'no query compression', not HF's 1536."""
+    assert load_config(write(tmp_path / "ds" / "config.json", {**DS, "q_lora_rank": None})).mla_q_rank == 0
+
+
+def test_nemotron_mamba_n_groups_is_n_groups(tmp_path):
+    """mamba_n_groups is the name HF's NemotronHConfig takes for n_groups (and mamba_d_conv for conv_kernel); it was
+    ignored and 8 groups priced."""
+    spec = load_config(write(tmp_path / "a" / "config.json", {**_without(NEM, "n_groups"), "mamba_n_groups": 16,
+                                                              "mamba_d_conv": 3}))
+    assert (spec.ssm_groups, spec.conv_kernel) == (16, 3)
+    bad = write(tmp_path / "b" / "config.json", {**NEM, "mamba_n_groups": 16})  # and n_groups 8
+    assert_one_error(invoke("predict", "--config", bad, "--ctx", "64K"), "n_groups (8)", "mamba_n_groups (16)")
+
+
+# ---------------------------------------------------------------------------- tie_word_embeddings in every family
+@pytest.mark.parametrize("base", [QNEXT, DS, NEM])
+def test_tied_embeddings_in_every_family(tmp_path, base):
+    """Only the dense families read tie_word_embeddings: a tied MoE model counted its vocabulary matrix twice. Tied,
+    the lm_head shares the embedding: vocab_size x hidden_size parameters fewer."""
+    tied = load_config(write(tmp_path / "t" / "config.json", {**base, "tie_word_embeddings": True}))
+    untied = load_config(write(tmp_path / "u" / "config.json", {**base, "tie_word_embeddings": False}))
+    assert untied.total_params - tied.total_params == base["vocab_size"] * base["hidden_size"]
+    bad = write(tmp_path / "s" / "config.json", {**base, "tie_word_embeddings": "false"})
+    assert_one_error(invoke("predict", "--config", bad, "--ctx", "64K"), "tie_word_embeddings", "true or false")
+
+
+# ------------------------------------------------------------------------------------------------ layer_types
+@pytest.mark.parametrize("base, types, fragment", [
+    (MIMO, "sliding_attention", "must list each layer's kind"),  # a string was ignored: full attention, silently
+    (MIMO, {"0": "full_attention"}, "must list each layer's kind"),
+    (MIMO, ["full_attention"] * 3, "lists 3 layers, num_hidden_layers is 36"),
+    (DS, ["full_attention"] * 62, "lists 62 layers, num_hidden_layers is 61"),
+    (NEM, ["mamba", "moe", "mamba", "attention", "moe"], "lists 5 layers, hybrid_override_pattern 6"),
+    (NEM, ["mamba", "moe", "mamba", "sliding_attention", "moe", "mlp"], "layer_types[3] is 'sliding_attention'"),
+])
+def test_layer_types_that_describe_other_layers(tmp_path, base, types, fragment):
+    p = write(tmp_path / "m" / "config.json", {**base, "layer_types": types})
+    assert_one_error(invoke("predict", "--config", p, "--ctx", "64K"), "layer_types", fragment)
+
+
+@pytest.mark.parametrize("base, types", [
+    (MIMO, ["full_attention"] * 36),
+    # Nemotron-H's config class derives layer_types from the pattern (M mamba, * attention, E moe, '-' mlp or moe):
+    # a config saved with them was refused as attention wmtp does not model
+    (NEM, ["mamba", "moe", "mamba", "attention", "moe", "mlp"]),
+    (NEM, ["mamba", "moe", "mamba", "attention", "moe", "moe"]),
+])
+def test_layer_types_of_every_layer_price_as_without(tmp_path, base, types):
+    with_types = load_config(write(tmp_path / "a" / "config.json", {**base, "layer_types": types}))
+    without = load_config(write(tmp_path / "b" / "config.json", base))
+    assert (with_types.n_full_attn, with_types.n_linear, with_types.total_params) == \
+        (without.n_full_attn, without.n_linear, without.total_params)
+
+
+@pytest.mark.parametrize("value", [0, False, {}, "0,1"])
+def test_mlp_only_layers_that_is_no_list(tmp_path, value):
+    """0, false and {} were read as 'no dense layer' (HF's `layer_idx not in 0` is a TypeError)."""
+    p = write(tmp_path / "m" / "config.json", {**QNEXT, "mlp_only_layers": value})
+    assert_one_error(invoke("predict", "--config", p, "--ctx", "64K"), "mlp_only_layers")
+    for ok in ([], None):  # the controls
+        assert invoke("predict", "--config", write(tmp_path / "ok" / "config.json", {**QNEXT, "mlp_only_layers": ok}),
+                      "--ctx", "64K").exit_code == 0
+
+
+# --------------------------------------------------------------- a null quantization_config beside ModelOpt's file
+def test_null_quantization_config_reads_the_modelopt_sidecar(tmp_path):
+    """vLLM reads hf_quant_config.json where config.json's quantization_config is absent or null; null hid the
+    sidecar, and an NVFP4 checkpoint was priced as bf16."""
+    side = {"quantization": {"quant_algo": "NVFP4", "exclude_modules": ["lm_head"]}}
+    for name, doc in (("null", {**MIMO, "quantization_config": None}), ("absent", MIMO)):
+        write(tmp_path / name / "hf_quant_config.json", side)
+        assert _predict_json("--config", write(tmp_path / name / "config.json", doc))["weight_dtype"] == "nvfp4"
+    # the control: no sidecar, no quantization
+    assert _predict_json("--config", write(tmp_path / "plain" / "config.json", MIMO))["weight_dtype"] == "bf16"
+
+
