@@ -3,9 +3,10 @@ families read under one spelling only (the MTP layer count, tie_word_embeddings,
 a config leaves out priced with wmtp's own fallback instead of the default Hugging Face's config class gives them
 (Qwen3-Next's head_dim 256, DeepSeek-V3's first_k_dense_replace 3), layer_types that are no list or list another
 number of layers (and Nemotron-H's own derived layer_types refused), a null quantization_config that hid ModelOpt's
-sidecar. Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each
-family has a legal control beside it. Expected values are worked out by hand in the comments or are properties (a
-field left out equals that field at HF's default), not taken from the code under test."""
+sidecar; and UTF-16 files called binary. Each bad input ends in exit code 1 and exactly one `error:` line (no
+traceback) and writes nothing; each family has a legal control beside it. Expected values are worked out by hand in
+the comments or are properties (a field left out equals that field at HF's default), not taken from the code under
+test."""
 
 from __future__ import annotations
 
@@ -197,5 +198,18 @@ def test_null_quantization_config_reads_the_modelopt_sidecar(tmp_path):
         assert _predict_json("--config", write(tmp_path / name / "config.json", doc))["weight_dtype"] == "nvfp4"
     # the control: no sidecar, no quantization
     assert _predict_json("--config", write(tmp_path / "plain" / "config.json", MIMO))["weight_dtype"] == "bf16"
+
+
+# ------------------------------------------------------------------------------------- UTF-16 / UTF-32 files
+@pytest.mark.parametrize("codec, name", [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_wide_unicode_config_says_so(tmp_path, codec, name):
+    """A UTF-16 config.json (Windows editors, PowerShell's `>`) was called 'a binary file, not text'."""
+    p = write(tmp_path / "m" / "config.json", json.dumps(MIMO).encode(codec))  # Python writes the byte-order mark
+    assert_one_error(invoke("predict", "--config", p, "--ctx", "64K"), f"is {name} text", "UTF-8", "iconv")
+
+
+def test_a_utf8_config_with_a_byte_order_mark_is_read(tmp_path):  # the control
+    p = write(tmp_path / "m" / "config.json", codecs.BOM_UTF8 + json.dumps(MIMO).encode())
+    assert _predict_json("--config", p)["model"] == "m"
 
 
