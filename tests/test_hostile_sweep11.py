@@ -3,10 +3,10 @@ families read under one spelling only (the MTP layer count, tie_word_embeddings,
 a config leaves out priced with wmtp's own fallback instead of the default Hugging Face's config class gives them
 (Qwen3-Next's head_dim 256, DeepSeek-V3's first_k_dense_replace 3), layer_types that are no list or list another
 number of layers (and Nemotron-H's own derived layer_types refused), a null quantization_config that hid ModelOpt's
-sidecar; and UTF-16 files called binary. Each bad input ends in exit code 1 and exactly one `error:` line (no
-traceback) and writes nothing; each family has a legal control beside it. Expected values are worked out by hand in
-the comments or are properties (a field left out equals that field at HF's default), not taken from the code under
-test."""
+sidecar; UTF-16 files called binary; and a profile point whose batch is null. Each bad input ends in exit code 1 and
+exactly one `error:` line (no traceback) and writes nothing; each family has a legal control beside it. Expected
+values are worked out by hand in the comments or are properties (a field left out equals that field at HF's default),
+not taken from the code under test."""
 
 from __future__ import annotations
 
@@ -211,5 +211,31 @@ def test_a_wide_unicode_config_says_so(tmp_path, codec, name):
 def test_a_utf8_config_with_a_byte_order_mark_is_read(tmp_path):  # the control
     p = write(tmp_path / "m" / "config.json", codecs.BOM_UTF8 + json.dumps(MIMO).encode())
     assert _predict_json("--config", p)["model"] == "m"
+
+
+# --------------------------------------------------------------------------------- a profile point's null batch
+def _profile_with_point(tmp_path, **point) -> Path:
+    doc = json.loads((PROFILES_DIR / "h200.json").read_text())
+    pt = doc["components"]["gemm"]["points"][0]
+    for k, v in point.items():
+        if v is _ABSENT:
+            pt.pop(k)
+        else:
+            pt[k] = v
+    return write(tmp_path / "p.json", doc)
+
+
+_ABSENT = object()
+
+
+def test_profile_point_with_a_null_batch_is_corrupt(tmp_path):
+    """`"batch": null` passed the check (null read as absent) and was a TypeError traceback in the pricing."""
+    r = invoke("predict", "--model", "q35", "--profile", _profile_with_point(tmp_path, batch=None), "--ctx", "256K")
+    assert_one_error(r, "component 'gemm'", "points", "batch")
+
+
+def test_profile_point_without_a_batch_prices(tmp_path):  # the control: absent is batch 1
+    r = invoke("predict", "--model", "q35", "--profile", _profile_with_point(tmp_path, batch=_ABSENT), "--ctx", "256K")
+    assert r.exit_code == 0, r.output
 
 
