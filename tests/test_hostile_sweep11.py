@@ -3,10 +3,12 @@ families read under one spelling only (the MTP layer count, tie_word_embeddings,
 a config leaves out priced with wmtp's own fallback instead of the default Hugging Face's config class gives them
 (Qwen3-Next's head_dim 256, DeepSeek-V3's first_k_dense_replace 3), layer_types that are no list or list another
 number of layers (and Nemotron-H's own derived layer_types refused), a null quantization_config that hid ModelOpt's
-sidecar; UTF-16 files called binary; and a profile point whose batch is null. Each bad input ends in exit code 1 and
-exactly one `error:` line (no traceback) and writes nothing; each family has a legal control beside it. Expected
-values are worked out by hand in the comments or are properties (a field left out equals that field at HF's default),
-not taken from the code under test."""
+sidecar; UTF-16 files called binary; a profile point whose batch is null; and engine fits (`engines --fit`) over
+structure files of the wrong types (tracebacks), memory sections or model spellings the written preset could not be
+read with, points given twice or written with '_' / '+' / other scripts' digits, rows longer or shorter than the
+header. Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each
+family has a legal control beside it. Expected values are worked out by hand in the comments or are properties (a
+field left out equals that field at HF's default), not taken from the code under test."""
 
 from __future__ import annotations
 
@@ -236,6 +238,90 @@ def test_profile_point_with_a_null_batch_is_corrupt(tmp_path):
 
 def test_profile_point_without_a_batch_prices(tmp_path):  # the control: absent is batch 1
     r = invoke("predict", "--model", "q35", "--profile", _profile_with_point(tmp_path, batch=_ABSENT), "--ctx", "256K")
+    assert r.exit_code == 0, r.output
+
+
+# ------------------------------------------------------------------------------------------- engines --fit
+POINTS = (engines_dir() / "sglang-b200-paper.points.csv").read_text()
+STRUCTURE = json.loads((engines_dir() / "sglang-b200-paper.structure.json").read_text())
+
+
+def _fit(tmp_path, points: str = POINTS, structure=STRUCTURE):
+    d = tmp_path / "fit"
+    write(d / "mine.points.csv", points)
+    write(d / "mine.structure.json", structure)
+    out = d / "out.json"
+    return invoke("engines", "--fit", d / "mine.points.csv", "--hw", "b200", "--out", out), out
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"counts": 5}, "counts must be an object"),  # TypeError: 'int' object is not iterable
+    ({"counts": ["verify_index_walks"]}, "counts must be an object"),  # TypeError: argument after ** must be a mapping
+    ({"shared": 5}, "lists of term names"),
+    ({"per_model": [1]}, "lists of term names"),
+    ({"kernel_profile": "../../../etc/h200"}, "kernel_profile must name a shipped profile"),
+    ({"memory": "sglang"}, "memory must be an object"),  # the preset was written, and predict refused it
+    ({"memory": {**STRUCTURE["memory"], "mem_fraction_static": 2}}, "mem_fraction_static"),
+    ({"memory": {**STRUCTURE["memory"], "chunked_prefill": 1}}, "unknown settings chunked_prefill"),
+])
+def test_engine_structure_of_the_wrong_shape(tmp_path, changes, fragment):
+    r, out = _fit(tmp_path, structure={**STRUCTURE, **changes})
+    assert_one_error(r, "engine structure", fragment)
+    assert not out.exists() and not out.with_suffix(".md").exists()
+
+
+def test_engine_fit_whose_preset_would_be_refused_writes_nothing(tmp_path):
+    """Named kernels for one model only: every per-model row must name the same terms, so --framework refused the
+    preset the fit had written."""
+    r, out = _fit(tmp_path, structure={**STRUCTURE, "named": {"q35": STRUCTURE["named"]["q35"]}})
+    assert_one_error(r, "per_model.", "lacks moe_call_ms, moe_tbps")
+    assert not out.exists() and not out.with_suffix(".md").exists()
+
+
+def _rows(edit) -> str:
+    lines = POINTS.splitlines()
+    return "\n".join([lines[0]] + [edit(i, ln) for i, ln in enumerate(lines[1:], start=2)]) + "\n"
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda i, ln: ln.replace("33.9", "3_3.9") if i == 4 else ln, "line 4"),  # float() read 33.9
+    (lambda i, ln: ln.replace("1040000", "1_040_000") if i == 4 else ln, "line 4"),  # int() read 1040000
+    (lambda i, ln: ln.replace("1040000", "+1040000") if i == 4 else ln, "line 4"),
+    (lambda i, ln: ln.replace("1040000", "١٠٤٠٠٠٠") if i == 4 else ln, "line 4"),  # Arabic-Indic digits
+    (lambda i, ln: ln + ",extra" if i == 5 else ln, "more fields than the header"),  # an unquoted comma
+    (lambda i, ln: "q35,native,1040000" if i == 5 else ln, "fewer fields than the header"),
+])
+def test_engine_points_written_oddly(tmp_path, edit, fragment):
+    r, out = _fit(tmp_path, points=_rows(edit))
+    line = assert_one_error(r, "engine points", fragment)
+    assert "Traceback" not in line and not out.exists()
+
+
+def test_engine_point_given_twice_is_refused(tmp_path):
+    """A published point pasted twice weighed twice in the fit (its relative error counted double)."""
+    lines = POINTS.splitlines()
+    r, out = _fit(tmp_path, points="\n".join(lines + [lines[3]]) + "\n")
+    assert_one_error(r, f"line {len(lines) + 1}", "same point as line 4", "q122 native")
+    assert not out.exists()
+
+
+def test_engine_points_model_key_in_any_case_fits_as_the_registry_row(tmp_path):
+    """'Q35' was a model of its own beside the structure's q35: its per-model row lacked q35's named MoE kernel and
+    predict refused the preset. The property: the fit of 'Q35' rows is the fit of 'q35' rows."""
+    upper = _rows(lambda i, ln: ln.replace("q35,", "Q35,", 1))
+    assert upper != POINTS
+    docs = []
+    for name, pts in (("a", POINTS), ("b", upper)):
+        r, out = _fit(tmp_path / name, points=pts)
+        assert r.exit_code == 0, r.output
+        docs.append(json.loads(out.read_text()))
+    assert docs[0]["per_model"] == docs[1]["per_model"] and docs[0]["terms"] == docs[1]["terms"]
+    r = invoke("predict", "--model", "q35", "--hw", "b200", "--framework", tmp_path / "b" / "fit" / "out.json")
+    assert r.exit_code == 0, r.output
+
+
+def test_engine_points_with_spaces_around_a_number_fit(tmp_path):  # the control: ' 1040000 ' is 1040000
+    r, _ = _fit(tmp_path, points=_rows(lambda i, ln: ln.replace(",1040000,", ", 1040000 ,") if i == 4 else ln))
     assert r.exit_code == 0, r.output
 
 
