@@ -3,12 +3,13 @@ families read under one spelling only (the MTP layer count, tie_word_embeddings,
 a config leaves out priced with wmtp's own fallback instead of the default Hugging Face's config class gives them
 (Qwen3-Next's head_dim 256, DeepSeek-V3's first_k_dense_replace 3), layer_types that are no list or list another
 number of layers (and Nemotron-H's own derived layer_types refused), a null quantization_config that hid ModelOpt's
-sidecar; UTF-16 files called binary; a profile point whose batch is null; and engine fits (`engines --fit`) over
+sidecar; UTF-16 files called binary; a profile point whose batch is null; engine fits (`engines --fit`) over
 structure files of the wrong types (tracebacks), memory sections or model spellings the written preset could not be
 read with, points given twice or written with '_' / '+' / other scripts' digits, rows longer or shorter than the
-header. Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each
-family has a legal control beside it. Expected values are worked out by hand in the comments or are properties (a
-field left out equals that field at HF's default), not taken from the code under test."""
+header; and outputs written into the shipped data folders (a new profiles/KEY.json or engines/NAME.json there changes
+every later answer). Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes
+nothing; each family has a legal control beside it. Expected values are worked out by hand in the comments or are
+properties (a field left out equals that field at HF's default), not taken from the code under test."""
 
 from __future__ import annotations
 
@@ -323,5 +324,49 @@ def test_engine_points_model_key_in_any_case_fits_as_the_registry_row(tmp_path):
 def test_engine_points_with_spaces_around_a_number_fit(tmp_path):  # the control: ' 1040000 ' is 1040000
     r, _ = _fit(tmp_path, points=_rows(lambda i, ln: ln.replace(",1040000,", ", 1040000 ,") if i == 4 else ln))
     assert r.exit_code == 0, r.output
+
+
+# --------------------------------------------------------------------------- outputs inside the shipped data folders
+@pytest.fixture
+def shipped_links(tmp_path):
+    """Symlinks to the shipped profiles and engines folders; any file a failing case wrote there is removed."""
+    before = {d: set(os.listdir(d)) for d in (PROFILES_DIR, engines_dir())}
+    (tmp_path / "profiles").symlink_to(PROFILES_DIR, target_is_directory=True)
+    (tmp_path / "engines").symlink_to(engines_dir(), target_is_directory=True)
+    yield tmp_path
+    for d, names in before.items():
+        for extra in set(os.listdir(d)) - names:
+            p = d / extra
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        assert set(os.listdir(d)) == names
+
+
+@pytest.mark.parametrize("args", [
+    # profiles/b200.json is the default profile of --hw b200: a CSV there broke every b200 answer
+    ["sweep", "ctx", "--model", "q35", "--csv", "{t}/profiles/b200.json"],
+    # engines/NAME.json is a preset: an HTML there broke `wmtp engines` and --framework NAME
+    ["report", "--model", "q35", "--out", "{t}/engines/mine.json"],
+    ["calibrate", "--from-raw", str(PROFILES_DIR / "h200.raw.csv.gz"), "--out", "{t}/profiles/new"],
+    ["engines", "--fit", str(engines_dir() / "sglang-b200-paper.points.csv"), "--out", "{t}/engines/refit.json"],
+])
+def test_an_output_into_the_shipped_data_folders_is_refused(shipped_links, args):
+    r = invoke(*[a.format(t=shipped_links) for a in args])
+    assert_one_error(r, "where wmtp keeps the profiles and engine presets it ships")
+
+
+def test_add_tp_into_a_profile_linked_to_the_shipped_one_is_refused(tmp_path):
+    """--add-tp merges into --out/profile.json in place: a link to the shipped H200 profile rewrote it."""
+    out = tmp_path / "cal"
+    out.mkdir()
+    (out / "profile.json").symlink_to(PROFILES_DIR / "h200.json")
+    before = (PROFILES_DIR / "h200.json").read_bytes()
+    r = invoke("calibrate", "--add-tp", tmp_path / "tp", "--out", out)
+    assert_one_error(r, "a file wmtp ships")
+    assert (PROFILES_DIR / "h200.json").read_bytes() == before
+
+
+def test_an_output_beside_the_data_folders_is_written(tmp_path):  # the control
+    r = invoke("sweep", "ctx", "--model", "q35", "--csv", tmp_path / "profiles" / "b200.json")
+    assert r.exit_code == 0 and (tmp_path / "profiles" / "b200.json").is_file(), r.output
 
 
