@@ -16,7 +16,7 @@ import typer
 
 from wmtp import defaults
 from wmtp.errors import WmtpError  # noqa: F401  (re-exported for command modules)
-from wmtp.units import ascii_number, first_repeat
+from wmtp.units import ascii_number, first_repeat, printable
 
 
 def _within_largest_context(value: int | None) -> int | None:
@@ -93,9 +93,15 @@ DEFAULT_TASK = defaults.TASK
 
 
 def fail(msg: str) -> None:
-    """One `error:` line on stderr, exit code 1."""
-    typer.echo(f"error: {msg}", err=True)
+    """One `error:` line on stderr, exit code 1 (control characters of a path or a value written as escapes: a
+    newline split the line in two)."""
+    typer.echo(f"error: {printable(msg)}", err=True)
     raise typer.Exit(1)
+
+
+def warn(msg: str) -> None:
+    """One `warning:` line on stderr, its control characters escaped as `fail`'s."""
+    typer.echo(f"warning: {printable(msg)}", err=True)
 
 
 def handles_errors(fn):

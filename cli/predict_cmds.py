@@ -10,7 +10,7 @@ import typer
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
                              CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
                              SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, file_to_write, handles_errors,
-                             int_option, parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model)
+                             int_option, parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model, warn)
 
 
 @handles_errors
@@ -80,7 +80,7 @@ def predict(
     if as_json:
         echo_json({**result.to_json(), **({"headroom": room} if room else {})})
         for w in odd:
-            typer.echo(f"warning: {w}", err=True)
+            warn(w)
         return
     from wmtp.cli.render import render_headroom, render_prediction
 

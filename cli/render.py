@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from wmtp.provenance import WEAKEST_FIRST, Origin, Source, source
-from wmtp.units import format_bytes, format_tokens
+from wmtp.units import format_bytes, format_tokens, printable
 
 
 class _ConsoleProxy:
@@ -135,7 +135,7 @@ def render_prediction(p) -> None:
                   "fw = includes a framework profile from logs; * = the weakest of mixed components "
                   "(--json lists each).[/dim]")
     for w in p.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(w)}")  # a warning names files and models: no markup
+        console.print(f"[yellow]warning:[/yellow] {escape(printable(w))}")  # a warning names files and models: no markup
 
 
 def render_memory_table(p, names) -> None:

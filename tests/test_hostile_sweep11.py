@@ -6,10 +6,11 @@ number of layers (and Nemotron-H's own derived layer_types refused), a null quan
 sidecar; UTF-16 files called binary; a profile point whose batch is null; engine fits (`engines --fit`) over
 structure files of the wrong types (tracebacks), memory sections or model spellings the written preset could not be
 read with, points given twice or written with '_' / '+' / other scripts' digits, rows longer or shorter than the
-header; and outputs written into the shipped data folders (a new profiles/KEY.json or engines/NAME.json there changes
-every later answer). Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes
-nothing; each family has a legal control beside it. Expected values are worked out by hand in the comments or are
-properties (a field left out equals that field at HF's default), not taken from the code under test."""
+header; outputs written into the shipped data folders (a new profiles/KEY.json or engines/NAME.json there changes
+every later answer); and control characters of paths and names (a newline split the one `error:` line, an ESC reached
+the terminal). Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing;
+each family has a legal control beside it. Expected values are worked out by hand in the comments or are properties
+(a field left out equals that field at HF's default), not taken from the code under test."""
 
 from __future__ import annotations
 
@@ -370,3 +371,30 @@ def test_an_output_beside_the_data_folders_is_written(tmp_path):  # the control
     assert r.exit_code == 0 and (tmp_path / "profiles" / "b200.json").is_file(), r.output
 
 
+# ------------------------------------------------------------------------ control characters of paths and names
+def test_a_newline_in_a_path_stays_in_one_error_line(tmp_path):
+    """An error naming the path 'a<newline>b' was two lines: the second did not start with 'error:'."""
+    line = assert_one_error(invoke("predict", "--config", tmp_path / "a\nb" / "config.json"), "cannot read config")
+    assert "a\\nb" in line
+
+
+def test_a_newline_in_an_option_value_stays_in_one_error_line():
+    line = assert_one_error(invoke("predict", "--model", "q35", "--task", "c\nwe"), "task")
+    assert "c\\nwe" in line
+
+
+@pytest.mark.parametrize("arch, folder", [("Qwen\x1b]0;pwned\x07\x1b[2J", "m"), ("MiMo", "evil\x1b[31mdir")])
+def test_a_config_name_with_terminal_escapes_is_printed_escaped(tmp_path, arch, folder):
+    """architectures[0] (or the model folder's name) is printed as the model's name: an ESC sequence from a downloaded
+    config.json reached the terminal (a title change, a cleared screen)."""
+    p = write(tmp_path / folder / "config.json", {**MIMO, "architectures": [arch]})
+    r = invoke("predict", "--config", p, "--ctx", "64K")
+    assert r.exit_code == 0, r.output
+    assert "\x1b" not in r.output and "\x07" not in r.output
+    assert "\\x1b" in r.output.splitlines()[0]
+
+
+def test_an_ordinary_name_is_printed_as_written(tmp_path):  # the control
+    p = write(tmp_path / "m" / "config.json", {**MIMO, "architectures": ["MiMoForCausalLM"]})
+    r = invoke("predict", "--config", p, "--ctx", "64K")
+    assert r.exit_code == 0 and r.output.startswith("MiMoForCausalLM (m) on"), r.output

@@ -37,6 +37,7 @@ from pathlib import Path
 from wmtp.engine_memory import EngineMemoryConfig, config_from_preset
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_versioned, read_json
+from wmtp.units import printable
 from wmtp.framework import load as load_framework
 
 SCHEMA_VERSION = 1
@@ -230,7 +231,8 @@ def check_preset(doc, p: Path) -> dict:
         for terms in [prof["terms"], *prof["per_model"].values()]:
             if any(k not in TERMS + COUNTS + NAMED for k in terms):
                 raise ValueError
-        if not all(isinstance(prof[k], str) and prof[k] for k in ("name", "hardware")) or not prof["per_model"]:
+        if not all(isinstance(prof[k], str) and prof[k] and printable(prof[k]) == prof[k] for k in ("name", "hardware")) \
+                or not prof["per_model"]:  # a name is printed: no control characters (an ESC sequence)
             raise ValueError
         for key, per in prof["per_model"].items():
             EngineOverhead(f"engine preset {p}, terms + per_model.{key}", **prof["terms"], **per)  # numeric, finite

@@ -25,6 +25,7 @@ from pathlib import Path
 from wmtp.errors import ConfigError, WmtpError
 from wmtp.quant_config import weight_formats
 from wmtp.specs import MAX_COUNT, MAX_LAYERS, ModelSpec
+from wmtp.units import printable
 
 _MTP_FIELDS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")  # a config's count of MTP layers
 FAMILIES = ("qwen3_next", "qwen3_5_moe", "nemotron_h", "deepseek_v3", "glm4_moe", "mimo", "qwen2")
@@ -348,9 +349,9 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
     if not isinstance(family, str) or family not in FAMILIES:
         raise ConfigError(
             f"{path}: model_type {_short(family)} is not supported; supported: {', '.join(FAMILIES)}")
-    key = key or Path(path).parent.name or family
-    archs = cfg.get("architectures")
-    name = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else family
+    key = printable(key or Path(path).parent.name or family)  # a folder's or a config's text, shown on terminals:
+    archs = cfg.get("architectures")  # its control characters (an ESC sequence, a newline) written as escapes
+    name = printable(archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else family)
     _refuse_unmodelled_attention(cfg, family, path)
     f = _Fields(cfg, family, path)
     formats = weight_formats(cfg, quant_path or path) if read_quantization else {}  # wmtp.quant_config
