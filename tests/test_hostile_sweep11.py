@@ -8,7 +8,7 @@ structure files of the wrong types (tracebacks), memory sections or model spelli
 read with, points given twice or written with '_' / '+' / other scripts' digits, rows longer or shorter than the
 header; outputs written into the shipped data folders (a new profiles/KEY.json or engines/NAME.json there changes
 every later answer); and control characters of paths and names (a newline split the one `error:` line, an ESC reached
-the terminal). Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing;
+the terminal); `models --json` / `hardware --json` coloured where colour is forced. Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing;
 each family has a legal control beside it. Expected values are worked out by hand in the comments or are properties
 (a field left out equals that field at HF's default), not taken from the code under test."""
 
@@ -398,3 +398,15 @@ def test_an_ordinary_name_is_printed_as_written(tmp_path):  # the control
     p = write(tmp_path / "m" / "config.json", {**MIMO, "architectures": ["MiMoForCausalLM"]})
     r = invoke("predict", "--config", p, "--ctx", "64K")
     assert r.exit_code == 0 and r.output.startswith("MiMoForCausalLM (m) on"), r.output
+
+
+# ------------------------------------------------------------------------------ --json wherever colour is forced
+@pytest.mark.parametrize("args", [["models"], ["hardware"], ["predict", "--model", "q35", "--ctx", "64K"], ["engines"]])
+def test_json_is_plain_where_colour_is_forced(monkeypatch, args):
+    """FORCE_COLOR (set in many CI systems): `models --json` and `hardware --json` came out of rich's print_json
+    syntax-coloured, escape codes inside the JSON; a parser read none of it. Every --json is json.dumps' text."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    r = invoke(*args, "--json")
+    assert r.exit_code == 0, r.output
+    assert "\x1b" not in r.stdout
+    json.loads(r.stdout)
