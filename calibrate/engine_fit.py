@@ -234,6 +234,12 @@ def markdown(preset: dict, points_path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def structure_path_for(points_path: str | Path) -> Path:
+    """The engine structure a points CSV is fitted with: NAME.structure.json beside NAME.points.csv (v2 when it exists)."""
+    p = Path(points_path)
+    return p.with_name(p.name.split(".")[0] + ".structure.json")
+
+
 def fit_file(points_path: str | Path, hw_key: str, out: str | Path | None = None, name: str | None = None,
              profile: str | Path | None = None) -> dict:
     from wmtp.hardware import get_hardware
@@ -243,7 +249,7 @@ def fit_file(points_path: str | Path, hw_key: str, out: str | Path | None = None
     points_path = Path(points_path)
     name = name or points_path.name.split(".")[0]
     hw = get_hardware(hw_key)
-    structure_path = points_path.with_name(points_path.name.split(".")[0] + ".structure.json")
+    structure_path = structure_path_for(points_path)
     if structure_path.exists():  # v2: the engine's measured kernels, structural counts, fitted host terms
         structure = read_structure(structure_path)
         cost = cost_model_for(hw, profile or (PROFILES_DIR / f"{structure['kernel_profile']}.json"))

@@ -6,11 +6,12 @@ number of layers (and Nemotron-H's own derived layer_types refused), a null quan
 sidecar; UTF-16 files called binary; a profile point whose batch is null; engine fits (`engines --fit`) over
 structure files of the wrong types (tracebacks), memory sections or model spellings the written preset could not be
 read with, points given twice or written with '_' / '+' / other scripts' digits, rows longer or shorter than the
-header; outputs written into the shipped data folders (a new profiles/KEY.json or engines/NAME.json there changes
-every later answer); and control characters of paths and names (a newline split the one `error:` line, an ESC reached
-the terminal); `models --json` / `hardware --json` coloured where colour is forced. Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing;
-each family has a legal control beside it. Expected values are worked out by hand in the comments or are properties
-(a field left out equals that field at HF's default), not taken from the code under test."""
+header, an --out over the structure file; outputs written into the shipped data folders (a new profiles/KEY.json or
+engines/NAME.json there changes every later answer); control characters of paths and names (a newline split the one
+`error:` line, an ESC reached the terminal); and `models --json` / `hardware --json` coloured where colour is forced.
+Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each family has a
+legal control beside it. Expected values are worked out by hand in the comments or are properties (a field left out
+equals that field at HF's default), not taken from the code under test."""
 
 from __future__ import annotations
 
@@ -123,7 +124,8 @@ def test_fields_left_out_equal_hf_defaults(tmp_path, base, fields):
 
 def test_glm_without_first_k_dense_replace_has_one_dense_layer(tmp_path):
     """HF's Glm4MoeConfig: first_k_dense_replace 1, n_shared_experts 1; wmtp priced all 92 layers MoE, no shared one."""
-    spec = load_config(write(tmp_path / "glm" / "config.json", _without(GLM, "first_k_dense_replace", "n_shared_experts")))
+    bare = _without(GLM, "first_k_dense_replace", "n_shared_experts")
+    spec = load_config(write(tmp_path / "glm" / "config.json", bare))
     assert (spec.n_dense_ffn, spec.n_moe, spec.n_shared) == (1, 91, 1)
 
 
@@ -320,6 +322,17 @@ def test_engine_points_model_key_in_any_case_fits_as_the_registry_row(tmp_path):
     assert docs[0]["per_model"] == docs[1]["per_model"] and docs[0]["terms"] == docs[1]["terms"]
     r = invoke("predict", "--model", "q35", "--hw", "b200", "--framework", tmp_path / "b" / "fit" / "out.json")
     assert r.exit_code == 0, r.output
+
+
+def test_engine_fit_out_over_its_structure_file_is_refused(tmp_path):
+    """NAME.structure.json beside the points is an input of the fit: --out naming it replaced it with the preset."""
+    d = tmp_path / "fit"
+    write(d / "mine.points.csv", POINTS)
+    structure = write(d / "mine.structure.json", STRUCTURE)
+    before = structure.read_bytes()
+    r = invoke("engines", "--fit", d / "mine.points.csv", "--out", structure)
+    assert_one_error(r, "engine structure", "would destroy that input")
+    assert structure.read_bytes() == before and not structure.with_suffix(".md").exists()
 
 
 def test_engine_points_with_spaces_around_a_number_fit(tmp_path):  # the control: ' 1040000 ' is 1040000
