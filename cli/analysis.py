@@ -12,7 +12,7 @@ import typer
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CsvOpt, CtxOpt,
                              FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, TpOpt,
                              WdOpt, WindowOpt, decimal_number, echo_json, handles_errors, int_option, parse_accept,
-                             refuse_overwriting_inputs, resolve_model)
+                             refuse_overwriting_inputs, resolve_model, warn)
 from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
 from wmtp.units import format_tokens
@@ -179,7 +179,7 @@ def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Pat
     if csv_path is not None:
         con.print(f"wrote {csv_path}", highlight=False, markup=False)
     if extra.get("warning"):
-        typer.echo(f"warning: {extra['warning']}", err=True)
+        warn(extra["warning"])
 
 
 @handles_errors
@@ -330,7 +330,7 @@ def simulate(
     typer.echo(f"source: simulated; step costs: {sc.cost.name} ({weakest_tag(sources.values())}; --json: each depth's "
                f"source); engine overhead: {engine_label(sc.overheads)}")
     for w in warnings:
-        typer.echo(f"warning: {w}", err=True)
+        warn(w)
 
 
 def register(app: typer.Typer) -> None:

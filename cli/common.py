@@ -16,7 +16,7 @@ import typer
 
 from wmtp import defaults
 from wmtp.errors import WmtpError  # noqa: F401  (re-exported for command modules)
-from wmtp.units import ascii_number, first_repeat
+from wmtp.units import ascii_number, first_repeat, printable
 
 
 def _within_largest_context(value: int | None) -> int | None:
@@ -93,9 +93,15 @@ DEFAULT_TASK = defaults.TASK
 
 
 def fail(msg: str) -> None:
-    """One `error:` line on stderr, exit code 1."""
-    typer.echo(f"error: {msg}", err=True)
+    """One `error:` line on stderr, exit code 1 (control characters of a path or a value written as escapes: a
+    newline split the line in two)."""
+    typer.echo(f"error: {printable(msg)}", err=True)
     raise typer.Exit(1)
+
+
+def warn(msg: str) -> None:
+    """One `warning:` line on stderr, its control characters escaped as `fail`'s."""
+    typer.echo(f"warning: {printable(msg)}", err=True)
 
 
 def handles_errors(fn):
@@ -237,6 +243,26 @@ def refuse_overwriting_inputs(outputs, inputs) -> None:
         if p is not None and real(p) in shipped:  # the default profile a report read without being told
             raise WmtpError(f"{opt} {p} is a file wmtp ships and reads by default (a profile or engine preset): "
                             "writing it would change every later answer; give another path")
+        if p is not None:
+            refuse_shipped_folder(opt, p)
+
+
+def refuse_shipped_folder(opt: str, path) -> None:
+    """An output inside the folders of the shipped profiles and engine presets (wmtp_model/data/profiles, .../engines),
+    by its path or through a symlink: a new file there is read by default too (profiles/b200.json priced every
+    --hw b200 answer from a CSV; an HTML engines/NAME.json broke `wmtp engines`), so nothing is written there."""
+    from wmtp.engine import engines_dir
+    from wmtp.profile import PROFILES_DIR
+
+    try:
+        target = os.path.realpath(path)
+        folders = [os.path.realpath(f) for f in (PROFILES_DIR, engines_dir())]
+    except (OSError, ValueError):
+        return
+    for folder in folders:
+        if target == folder or target.startswith(folder.rstrip(os.sep) + os.sep):
+            raise WmtpError(f"{opt} {path} is inside {folder}, where wmtp keeps the profiles and engine presets it "
+                            "ships and reads by default: writing there would change later answers; give another path")
 
 
 def _shipped_files(real) -> set[str]:

@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     import click
 
 from wmtp.cli import interrupted_while_starting
+from wmtp.units import printable
 from wmtp.cli import acceptance_cmds, analysis, measure_cmds, predict_cmds, report
 
 _INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
@@ -122,7 +123,7 @@ class _Group(TyperGroup):
             if type(e).__name__ == "NoArgsIsHelpError":  # `wmtp` alone: the help, as before
                 e.show()
                 sys.exit(2)
-            typer.echo(f"error: {e.format_message()}", err=True)
+            typer.echo(f"error: {printable(e.format_message())}", err=True)
             sys.exit(1)
         if rv == _INTERRUPTED:  # typer turns Ctrl-C into this exit code, silently (commands themselves return None)
             typer.echo("error: interrupted", err=True)

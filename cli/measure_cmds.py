@@ -9,7 +9,7 @@ import typer
 
 from wmtp import defaults
 from wmtp.cli.common import (CtxOpt, check_count, comma_list, fail, handles_errors, int_option,
-                             refuse_overwriting_inputs)
+                             refuse_overwriting_inputs, refuse_shipped_folder)
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_output_folder
 
@@ -53,6 +53,7 @@ def measure_kernels(
 
     check_count(max(batches), "--batch", 1, MAX_BATCH)
     check_output_folder(out, "--out folder")
+    refuse_shipped_folder("--out", out)
     from wmtp.measure.run import run_kernels
 
     try:
@@ -120,11 +121,7 @@ def calibrate(
         typer.echo(framework_fit_summary(prof, target))
         return
     if add_tp is not None:
-        from wmtp.calibrate.fitting import merge_tp
-
-        added = merge_tp(out / "profile.json", add_tp)
-        typer.echo(f"added {', '.join(added)} to {out / 'profile.json'}")
-        return
+        return _add_tp(out / "profile.json", add_tp)
     specs = [get_model(k) for k in comma_list(models, "--models")]
     try:
         if from_raw is not None:
@@ -139,11 +136,21 @@ def calibrate(
             from wmtp.measure.backends import check_name
 
             check_output_folder(out, "--out folder")
+            refuse_shipped_folder("--out", out)
             path = run_calibrate(specs, out, quick=quick, resume=resume, backend=check_name(backend, attention=True),
                                  parts=parse_parts(parts), base_raw=base_raw, moe_impl=moe_backend)
     except KeyboardInterrupt:
         fail(f"interrupted: the samples taken so far are in {out / 'raw.csv'}; `wmtp calibrate --resume` continues")
     typer.echo(f"wrote {path} and {path.with_suffix('.md')}")
+
+
+def _add_tp(target: Path, tp_dir: Path) -> None:
+    """--add-tp: the all-reduce fits merged into --out's profile, in place (never a shipped profile)."""
+    from wmtp.calibrate.fitting import merge_tp
+
+    refuse_overwriting_inputs([("--out", target)], [])
+    added = merge_tp(target, tp_dir)
+    typer.echo(f"added {', '.join(added)} to {target}")
 
 
 def _one_mode(modes: dict[str, bool], sweep_opts: dict[str, bool], log_opts: dict[str, bool], logs: bool) -> None:
@@ -210,6 +217,7 @@ def validate(
     if bad:
         raise WmtpError(f"--depths must lie in 2..{MAX_DEPTH}, got {bad[0]}")
     check_output_folder(out, "--out folder")
+    refuse_shipped_folder("--out", out)
     require_gpu()
     from wmtp.calibrate.validate import run_validate
 

@@ -10,7 +10,7 @@ import typer
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
                              CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
                              SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, file_to_write, handles_errors,
-                             int_option, parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model)
+                             int_option, parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model, warn)
 
 
 @handles_errors
@@ -80,7 +80,7 @@ def predict(
     if as_json:
         echo_json({**result.to_json(), **({"headroom": room} if room else {})})
         for w in odd:
-            typer.echo(f"warning: {w}", err=True)
+            warn(w)
         return
     from wmtp.cli.render import render_headroom, render_prediction
 
@@ -123,7 +123,7 @@ def engines(
     from wmtp.engine import load_preset, preset_names
 
     if fit is not None:
-        from wmtp.calibrate.engine_fit import fit_file
+        from wmtp.calibrate.engine_fit import fit_file, structure_path_for
         from wmtp.fileio import check_output_path, read_text
 
         read_text(fit, "engine points CSV", WmtpError)  # binary or unreadable: one error line
@@ -135,8 +135,9 @@ def engines(
             raise WmtpError(f"--out {out} ends in .md, the name of the preset's summary: give NAME.json")
         check_output_path(out, "engine preset")
         check_output_path(out.with_suffix(".md"), "engine preset summary")
-        refuse_overwriting_inputs([(opt, out), (f"{opt} (its .md)", out.with_suffix(".md"))],
-                                  [("--fit", fit), ("--profile", profile)])
+        refuse_overwriting_inputs([(opt, out), (f"{opt} (its .md)", out.with_suffix(".md"))],  # the structure too:
+                                  [("--fit", fit), ("--profile", profile),  # it was replaced by the preset
+                                   ("engine structure (beside --fit)", structure_path_for(fit))])
 
         preset = fit_file(fit, hw, out, None, profile)
         rows = [preset]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from rich import box
@@ -11,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from wmtp.provenance import WEAKEST_FIRST, Origin, Source, source
-from wmtp.units import format_bytes, format_tokens
+from wmtp.units import format_bytes, format_tokens, printable
 
 
 class _ConsoleProxy:
@@ -135,7 +134,7 @@ def render_prediction(p) -> None:
                   "fw = includes a framework profile from logs; * = the weakest of mixed components "
                   "(--json lists each).[/dim]")
     for w in p.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(w)}")  # a warning names files and models: no markup
+        console.print(f"[yellow]warning:[/yellow] {escape(printable(w))}")  # a warning names files and models: no markup
 
 
 def render_memory_table(p, names) -> None:
@@ -164,6 +163,14 @@ def render_memory_table(p, names) -> None:
     console.print(mt)
 
 
+def _plain_json(obj) -> None:
+    """--json of the registries as every other command prints it (`wmtp.cli.common.echo_json`): strict and plain. Rich's
+    print_json coloured it wherever colour was forced (FORCE_COLOR, a CI log): escape codes inside the JSON."""
+    from wmtp.cli.common import echo_json
+
+    echo_json(obj)
+
+
 def render_models(as_json: bool) -> None:
     from wmtp.models import MODELS
 
@@ -174,7 +181,7 @@ def render_models(as_json: bool) -> None:
             d.update(total_params=s.total_params, kv_bytes_per_token_layer=s.kv_bytes_per_token_layer,
                      state_bytes_per_layer=s.state_bytes_per_layer)
             rows.append(d)
-        console.print_json(json.dumps(rows))
+        _plain_json(rows)
         return
     t = compact_table("Models (--model KEY, a model folder or a Hugging Face repo id)")
     add_columns(t, ("key", False), ("name", False), ("layers: full\n+ linear", False), ("heads\nq/kv x dim", True),
@@ -194,7 +201,7 @@ def render_hardware(as_json: bool) -> None:
     from wmtp.hardware import HARDWARE
 
     if as_json:
-        console.print_json(json.dumps([asdict(h) for h in HARDWARE.values()]))
+        _plain_json([asdict(h) for h in HARDWARE.values()])
         return
     t = compact_table("Hardware (--hw KEY): datasheet peaks per GPU")
     add_columns(t, ("key", False), ("name", False), ("HBM", True), ("TB/s", True), ("TFLOP/s\nbf16/fp8/fp4", True),

@@ -37,6 +37,7 @@ from pathlib import Path
 from wmtp.engine_memory import EngineMemoryConfig, config_from_preset
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_versioned, read_json
+from wmtp.units import printable
 from wmtp.framework import load as load_framework
 
 SCHEMA_VERSION = 1
@@ -206,13 +207,32 @@ def load_preset(name_or_path: str | Path, doc: dict | None = None) -> dict:
     """An engine preset by name (data/engines/NAME.json) or path (or `doc`, already parsed from
     that path), validated: every term known and numeric."""
     p = _preset_path(name_or_path)
-    doc = read_json(p, "engine preset", WmtpError) if doc is None else doc
+    return check_preset(read_json(p, "engine preset", WmtpError) if doc is None else doc, p)
+
+
+def check_memory(mem, where: str):
+    """An engine preset's `memory` section (`wmtp.engine_memory.config_from_preset`), validated; `where` leads the
+    error."""
+    if not isinstance(mem, dict):
+        raise WmtpError(f"{where}: memory must be an object of engine settings")
+    try:
+        return config_from_preset(mem)
+    except WmtpError as e:
+        detail = str(e).removeprefix("engine preset memory section: ").removeprefix("engine memory: ")
+        raise WmtpError(f"{where}: memory section: {detail}") from None
+
+
+def check_preset(doc, p: Path) -> dict:
+    """`doc`, read from (or to be written to) `p`, if it is an engine preset `--framework` can price with: every
+    term known and numeric, the required ones named, its memory section sound; else `WmtpError`."""
+    p = Path(p)
     prof = check_versioned(doc, p, "engine preset", KIND, SCHEMA_VERSION, WmtpError)
     try:
         for terms in [prof["terms"], *prof["per_model"].values()]:
             if any(k not in TERMS + COUNTS + NAMED for k in terms):
                 raise ValueError
-        if not all(isinstance(prof[k], str) and prof[k] for k in ("name", "hardware")) or not prof["per_model"]:
+        if not all(isinstance(prof[k], str) and prof[k] and printable(prof[k]) == prof[k] for k in ("name", "hardware")) \
+                or not prof["per_model"]:  # a name is printed: no control characters (an ESC sequence)
             raise ValueError
         for key, per in prof["per_model"].items():
             EngineOverhead(f"engine preset {p}, terms + per_model.{key}", **prof["terms"], **per)  # numeric, finite
@@ -225,6 +245,8 @@ def load_preset(name_or_path: str | Path, doc: dict | None = None) -> dict:
     kp = prof.get("kernel_profile")
     if kp is not None and (not isinstance(kp, str) or not kp.replace("-", "").replace("_", "").isalnum()):
         raise WmtpError(f"engine preset {p}: kernel_profile must name a shipped profile, got {kp!r}")
+    if prof.get("memory") is not None:
+        check_memory(prof["memory"], f"engine preset {p}")
     return prof
 
 
@@ -321,9 +343,7 @@ def memory_config(spec_key: str, items) -> EngineMemoryConfig | None:
     for p, doc, is_preset in read_items(items):
         if is_preset:
             mem = doc.get("memory")
-            if mem is not None and not isinstance(mem, dict):
-                raise WmtpError(f"engine preset {p}: memory must be an object of engine settings")
-            out = config_from_preset(mem) or out
+            out = (check_memory(mem, f"engine preset {p}") if mem is not None else None) or out
     return out
 
 

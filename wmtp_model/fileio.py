@@ -10,6 +10,7 @@ replace it. Reads refuse binary, oversized and malformed input with one `error` 
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import math
@@ -140,6 +141,10 @@ def open_without_waiting(path: str | Path):
     return f
 
 
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+              (codecs.BOM_UTF16_BE, "UTF-16"))  # UTF-32's little-endian mark begins with UTF-16's: tried first
+
+
 def read_text(path: str | Path, what: str, error: type[Exception], max_bytes: int = MAX_READ_BYTES) -> str:
     """The UTF-8 text of a regular file; missing, unreadable, binary or oversized raises `error`."""
     p = Path(path)
@@ -152,6 +157,9 @@ def read_text(path: str | Path, what: str, error: type[Exception], max_bytes: in
         raise error(f"cannot read {what} {p}: {e.strerror or e}") from None
     if len(data) > max_bytes:
         raise error(f"{what} {p} is larger than {max_bytes // 2**20} MiB: not a {what}")
+    wide = next((name for bom, name in _WIDE_BOMS if data.startswith(bom)), None)
+    if wide:  # a UTF-16 file (Windows editors, PowerShell's `>`) was called a binary file
+        raise error(f"{what} {p} is {wide} text; wmtp reads UTF-8: convert it (e.g. iconv -f {wide} -t UTF-8)")
     if b"\x00" in data:
         raise error(f"{what} {p} is a binary file, not text")
     try:

@@ -4,7 +4,9 @@ Families: qwen3_next, qwen3_5_moe (text fields may sit under `text_config`), nem
 (`hybrid_override_pattern`: M = Mamba2, * = attention, E = MoE, - = dense MLP), deepseek_v3,
 glm4_moe, mimo and qwen2 (dense; MTP from `num_nextn_predict_layers`). Anything else, or a config
 lacking a field the model needs, is a `ConfigError` naming what is missing; so is a field of the
-wrong type, negative, non-finite or absurdly large (more than `MAX_LAYERS` layers).
+wrong type, negative, non-finite or absurdly large (more than `MAX_LAYERS` layers). A field a config leaves out
+takes the default of the family's Hugging Face config class (`_HF_DEFAULTS`), which is what an engine loading the
+file runs; the MTP layer count is read under either of its names (`_MTP_FIELDS`) in every family.
 
 `load_config` takes a config.json, a local model folder holding one, or a Hugging Face repo id
 (`Qwen/Qwen3-Next-80B-A3B-Instruct`), read through `huggingface_hub` (optional: imported only then)
@@ -23,14 +25,34 @@ from pathlib import Path
 from wmtp.errors import ConfigError, WmtpError
 from wmtp.quant_config import weight_formats
 from wmtp.specs import MAX_COUNT, MAX_LAYERS, ModelSpec
+from wmtp.units import printable
 
 _MTP_FIELDS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")  # a config's count of MTP layers
 FAMILIES = ("qwen3_next", "qwen3_5_moe", "nemotron_h", "deepseek_v3", "glm4_moe", "mimo", "qwen2")
+# What Hugging Face's config class of each family sets a field to when config.json leaves it out (what an engine
+# loading the file runs), where that differs from wmtp's own fallback: a Qwen3-Next config without head_dim was
+# priced with hidden_size / num_attention_heads (128 where HF runs 256), a DeepSeek-V3 one without
+# first_k_dense_replace with no dense layer (HF: 3). An explicit null keeps wmtp's fallback (q_lora_rank null: no
+# query compression, as HF reads it). Aliases: the names HF's __init__ takes for the fields config.json stores.
+_HF_DEFAULTS = {
+    "qwen3_next": {"head_dim": 256, "shared_expert_intermediate_size": 512},
+    "qwen3_5_moe": {"head_dim": 256, "shared_expert_intermediate_size": 512},
+    "nemotron_h": {"head_dim": 128, "moe_shared_expert_intermediate_size": 7688},
+    "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1, "q_lora_rank": 1536},
+    "glm4_moe": {"first_k_dense_replace": 1, "n_shared_experts": 1},
+}
+_ALIASES = {"nemotron_h": {"n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv"}}
 
 
 class _Fields:
     def __init__(self, cfg: dict, family: str, path: str):
         self.cfg, self.family, self.path, self.missing = cfg, family, path, []
+        for name, alias in _ALIASES.get(family, {}).items():
+            if alias in cfg:
+                if name in cfg and cfg[name] != cfg[alias]:
+                    raise ConfigError(f"{path}: {name} ({_short(cfg[name])}) and {alias} ({_short(cfg[alias])}) are "
+                                      "two names of one field with different values; give one")
+                self.cfg = cfg = {**cfg, name: cfg[alias]}
 
     def need(self, name: str, kind=int):
         if name not in self.cfg or self.cfg[name] is None:
@@ -49,9 +71,23 @@ class _Fields:
         return kind(value)
 
     def get(self, name: str, default, kind=int):
-        if self.cfg.get(name) is None:
+        """The field, or where config.json leaves it out the default of HF's config class (`_HF_DEFAULTS`), else
+        `default` (also for an explicit null)."""
+        if name not in self.cfg:
+            return _HF_DEFAULTS.get(self.family, {}).get(name, default)
+        if self.cfg[name] is None:
             return default
         return self.need(name, kind)
+
+    def mtp_layers(self) -> int:
+        """The MTP block's layer count, under either of its names (`_MTP_FIELDS`; 1 where the config names neither):
+        the family's other spelling was not read, so `num_nextn_predict_layers: 0` in a Qwen config was priced with
+        one MTP layer. Both names with different values are two models."""
+        given = {k: self.need(k) for k in _MTP_FIELDS if self.cfg.get(k) is not None}
+        if len(set(given.values())) > 1:
+            raise ConfigError(f"{self.path}: " + " and ".join(f"{k} ({v})" for k, v in given.items())
+                              + " both count the MTP layers and differ; give one")
+        return next(iter(given.values()), 1)
 
     def positive(self, name: str, default: int | None = None) -> int:
         """A head count or width the latency and memory models divide by or multiply with: an integer >= 1 (a
@@ -85,11 +121,14 @@ def _layer_count(f: _Fields, n: int, what: str = "num_hidden_layers") -> int:
 
 
 def _head_dim(f: _Fields) -> int:
-    """head_dim, or hidden_size / num_attention_heads where the config leaves it out (as HF does); a width that
-    does not divide has no such default (it was floored: GLM-4.5's 4096 / 96 read as 42, not its 128)."""
+    """head_dim; where the config leaves it out, the family's HF default (`_HF_DEFAULTS`: Qwen3-Next / Qwen3.5 256,
+    Nemotron-H 128), else hidden_size / num_attention_heads (as HF does); a width that does not divide has no such
+    default (it was floored: GLM-4.5's 4096 / 96 read as 42, not its 128)."""
     heads = f.need("num_attention_heads")
     if f.cfg.get("head_dim") is not None:
         return f.need("head_dim")
+    if "head_dim" not in f.cfg and "head_dim" in _HF_DEFAULTS.get(f.family, {}):  # HF's class default, not h / heads
+        return _HF_DEFAULTS[f.family]["head_dim"]
     hidden = f.need("hidden_size")
     if heads and hidden % heads:
         raise ConfigError(f"{f.path}: no head_dim, and hidden_size ({hidden}) is not a multiple of "
@@ -113,7 +152,8 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
         raise ConfigError(f"{f.path}: layer_types has unknown kinds {', '.join(sorted(unknown)[:5])}; "
                           "known: full_attention, linear_attention")
     n_full = sum(t == "full_attention" for t in types)
-    mlp_only = f.cfg.get("mlp_only_layers") or []
+    mlp_only = f.cfg.get("mlp_only_layers")
+    mlp_only = [] if mlp_only is None else mlp_only  # 0, false or {} was read as no layer, not refused
     if not isinstance(mlp_only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers
                                              for i in mlp_only) or len(set(mlp_only)) != len(mlp_only):
         raise ConfigError(f"{f.path}: mlp_only_layers must list distinct layer indices in [0, num_hidden_layers)")
@@ -134,7 +174,7 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
         n_shared=1 if f.get("shared_expert_intermediate_size", 0) else 0,
         shared_ffn=f.get("shared_expert_intermediate_size", 0),
         dense_ffn=f.need("intermediate_size") if dense_layers else 0,
-        n_mtp=f.get("mtp_num_hidden_layers", 1),
+        n_mtp=f.mtp_layers(), tied_embeddings=_flag(f, "tie_word_embeddings"),
     )
     f.check()
     f.divides("linear_num_key_heads", "linear_num_value_heads", spec, "lin_k_heads", "lin_v_heads")
@@ -152,6 +192,7 @@ def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
     bad = set(pattern) - set("M*E-")
     if bad:
         raise ConfigError(f"{f.path}: hybrid_override_pattern has unknown block kinds {sorted(bad)}")
+    _check_nemotron_layer_types(f, pattern)
     n_moe = pattern.count("E")
     spec = dict(
         hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=len(pattern),
@@ -165,8 +206,7 @@ def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
         n_shared=f.get("n_shared_experts", 1) if n_moe else 0,
         shared_ffn=f.get("moe_shared_expert_intermediate_size", 0),
         moe_latent=f.get("moe_latent_size", 0), dense_ffn=f.get("intermediate_size", 0),
-        ffn_act="relu2", n_mtp=f.get("num_nextn_predict_layers", f.get("mtp_num_hidden_layers", 1)),
-        mtp_moe=n_moe > 0,
+        ffn_act="relu2", n_mtp=f.mtp_layers(), mtp_moe=n_moe > 0, tied_embeddings=_flag(f, "tie_word_embeddings"),
     )
     f.check()
     f.divides("n_groups", "mamba_num_heads", spec, "ssm_groups", "lin_v_heads")
@@ -187,8 +227,9 @@ def _moe_first_dense(f: _Fields, key: str, name: str, mla: bool) -> ModelSpec:
         n_experts=f.need("n_routed_experts"), top_k=f.need("num_experts_per_tok"),
         expert_ffn=f.need("moe_intermediate_size"), n_shared=f.get("n_shared_experts", 0),
         dense_ffn=f.need("intermediate_size") if n_moe < n_layers else 0,
-        n_mtp=f.get("num_nextn_predict_layers", 1),
+        n_mtp=f.mtp_layers(), tied_embeddings=_flag(f, "tie_word_embeddings"),
     )
+    _check_layer_types(f, n_layers)
     spec["shared_ffn"] = spec["expert_ffn"] if spec["n_shared"] else 0
     if mla:
         rope = f.positive("qk_rope_head_dim")
@@ -199,6 +240,38 @@ def _moe_first_dense(f: _Fields, key: str, name: str, mla: bool) -> ModelSpec:
         spec.update(kv_heads=f.need("num_key_value_heads"), head_dim=_head_dim(f))
     f.check()
     return ModelSpec(key=key, name=name, family=f.family, **spec)
+
+
+def _check_layer_types(f: _Fields, n_layers: int) -> None:
+    """A family whose layers are all full attention may list them in layer_types (HF's newer configs do): one entry
+    per layer. Another kind is refused before (`_refuse_unmodelled_attention`); a list of another length describes
+    another model (a 3-entry list for 36 layers was read without a word)."""
+    types = f.cfg.get("layer_types")
+    if types is not None and len(types) != n_layers:
+        raise ConfigError(f"{f.path}: layer_types lists {len(types)} layers, num_hidden_layers is {n_layers}: one "
+                          "entry per layer")
+
+
+# Nemotron-H's config class derives layer_types from hybrid_override_pattern (and config.json may carry them):
+# M -> mamba, * -> attention, E -> moe, '-' (an MLP) -> mlp, or moe where the cache validator refuses 'mlp'
+_NEMOTRON_KINDS = {"M": ("mamba",), "*": ("attention",), "E": ("moe",), "-": ("mlp", "moe")}
+
+
+def _check_nemotron_layer_types(f: _Fields, pattern: str) -> None:
+    """layer_types beside hybrid_override_pattern: the pattern's own blocks, per layer (a config saved by the newer
+    config class holds them: it was refused as attention wmtp does not model), or an error saying where they
+    differ (a sliding or other kind of layer the pattern does not name)."""
+    types = f.cfg.get("layer_types")
+    if types is None:
+        return
+    if len(types) != len(pattern):
+        raise ConfigError(f"{f.path}: layer_types lists {len(types)} layers, hybrid_override_pattern {len(pattern)}: "
+                          "one entry per layer")
+    for i, (t, c) in enumerate(zip(types, pattern)):
+        if t not in _NEMOTRON_KINDS[c]:
+            raise ConfigError(f"{f.path}: layer_types[{i}] is {_short(t)} where hybrid_override_pattern's block {i} "
+                              f"is {c!r} ({' or '.join(_NEMOTRON_KINDS[c])}): they describe different layers; wmtp "
+                              "prices the pattern's blocks, every attention layer as full attention over the context")
 
 
 def _flag(f: _Fields, name: str) -> bool:
@@ -217,9 +290,9 @@ def _dense(f: _Fields, key: str, name: str) -> ModelSpec:
         n_full_attn=n_layers, n_linear=0, n_moe=0, n_dense_ffn=n_layers,
         q_heads=f.need("num_attention_heads"), kv_heads=f.get("num_key_value_heads", f.cfg.get("num_attention_heads", 0)),
         head_dim=_head_dim(f), dense_ffn=f.need("intermediate_size"),
-        n_mtp=f.get("num_nextn_predict_layers", 1), mtp_moe=False,
-        tied_embeddings=_flag(f, "tie_word_embeddings"),
+        n_mtp=f.mtp_layers(), mtp_moe=False, tied_embeddings=_flag(f, "tie_word_embeddings"),
     )
+    _check_layer_types(f, n_layers)
     f.check()
     return ModelSpec(key=key, name=name, family=f.family, **spec)
 
@@ -235,7 +308,9 @@ def _refuse_unmodelled_attention(cfg: dict, family: str, path: str) -> None:
     """Attention a model row cannot hold (sliding-window or chunked layers, DeepSeek Sparse Attention): priced as
     full attention over the whole context, a long-context prediction would be silently wrong, so it is refused."""
     types = cfg.get("layer_types")
-    if family not in _HYBRID_KINDS and isinstance(types, list):
+    if types is not None and not isinstance(types, list):  # a string was ignored: priced as full attention
+        raise ConfigError(f"{path}: layer_types must list each layer's kind, got {_short(types)}")
+    if family not in _HYBRID_KINDS + ("nemotron_h",) and isinstance(types, list):
         other = sorted({_short(t) for t in types if t != "full_attention"})
         if other:
             raise ConfigError(f"{path}: layer_types lists {', '.join(other[:3])} layers; {_NOT_MODELLED} "
@@ -274,9 +349,9 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
     if not isinstance(family, str) or family not in FAMILIES:
         raise ConfigError(
             f"{path}: model_type {_short(family)} is not supported; supported: {', '.join(FAMILIES)}")
-    key = key or Path(path).parent.name or family
-    archs = cfg.get("architectures")
-    name = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else family
+    key = printable(key or Path(path).parent.name or family)  # a folder's or a config's text, shown on terminals:
+    archs = cfg.get("architectures")  # its control characters (an ESC sequence, a newline) written as escapes
+    name = printable(archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else family)
     _refuse_unmodelled_attention(cfg, family, path)
     f = _Fields(cfg, family, path)
     formats = weight_formats(cfg, quant_path or path) if read_quantization else {}  # wmtp.quant_config
@@ -382,11 +457,14 @@ def _with_modelopt_sidecar(cfg, p: Path) -> tuple[object, str | None]:
 
     side = p.parent / "hf_quant_config.json"
     text = cfg.get("text_config") if isinstance(cfg, dict) else None
-    if (not isinstance(cfg, dict) or "quantization_config" in cfg
-            or (isinstance(text, dict) and "quantization_config" in text) or not side.is_file()):
+    # a null quantization_config is none (as vLLM reads it): the sidecar was skipped and NVFP4 priced as bf16
+    if (not isinstance(cfg, dict) or cfg.get("quantization_config") is not None
+            or (isinstance(text, dict) and text.get("quantization_config") is not None) or not side.is_file()):
         return cfg, None
     doc = read_json(side, "ModelOpt quantization config", ConfigError)
     quant = doc.get("quantization") if isinstance(doc, dict) else None
     if not isinstance(quant, dict):
         raise ConfigError(f"{side}: no quantization object (ModelOpt's hf_quant_config.json holds one with quant_algo)")
+    if isinstance(text, dict) and "quantization_config" in text:  # the null under text_config would win the merge
+        cfg = {**cfg, "text_config": {k: v for k, v in text.items() if k != "quantization_config"}}
     return {**cfg, "quantization_config": {"quant_method": "modelopt", **quant}}, str(side)

@@ -116,8 +116,9 @@ def _component_problem(c, kind: str) -> str | None:
     pts = c.get("points")
     if not isinstance(pts, list) or not all(
             isinstance(pt, dict) and all(pt.get(k) is not None and _is_num(pt.get(k), 0.0) for k in ("bytes", "flops"))
-            and _is_num(pt.get("batch"), 0.0) and isinstance(pt.get("model"), str) for pt in pts):
-        return "is malformed: points need model, bytes and flops"
+            and ("batch" not in pt or pt["batch"] is not None and _is_num(pt["batch"], 0.0))  # null: a TypeError
+            and isinstance(pt.get("model"), str) for pt in pts):
+        return "is malformed: points need model, bytes and flops (and a batch, where given, a number >= 0)"
     groups = c.get("groups", {})
     if not isinstance(groups, dict) or not all(v is not None and _is_num(v, 1e-3, 1e3) for v in groups.values()):
         return "is malformed: group factors must be finite numbers in [0.001, 1000]"

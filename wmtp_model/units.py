@@ -15,6 +15,18 @@ MAX_TOKENS = 1 << 34  # 16G tokens: far past any model's context; more is a typo
 _TOKENS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)\s*$", re.IGNORECASE | re.ASCII)
 
 
+# C0 controls (newline, ESC, ...), DEL, C1 controls and Unicode's line / paragraph separators: none belongs in one
+# line of terminal output
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters written as escapes ('\\n', '\\x1b'), for a line on a terminal: a newline in
+    a path split one `error:` line in two, and an ESC from a config.json's architectures (or a folder name) reached the
+    terminal as an escape sequence."""
+    return _CONTROL_RE.sub(lambda m: repr(m.group())[1:-1], str(text))
+
+
 def ascii_number(text: str) -> str:
     """`text`, for int() / float(), which also read other scripts' digits ('٣' and '３' are 3) and '_' separators
     ('0_5' is 5): a ValueError for those, as every other number option refuses them (`parse_whole`, LOG:D)."""
