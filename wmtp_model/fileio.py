@@ -91,6 +91,11 @@ def check_output_folder(path: str | Path, what: str = "output folder") -> Path:
 
 def atomic_write_text(path: str | Path, text: str, what: str = "output file") -> None:
     """Write via a temporary file in the same folder, fsync, and rename over the target."""
+    atomic_write_bytes(path, text.encode("utf-8"), what)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, what: str = "output file") -> None:
+    """`atomic_write_text` for bytes (a gzip file, say)."""
     p = check_output_path(path, what)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -102,8 +107,8 @@ def atomic_write_text(path: str | Path, text: str, what: str = "output file") ->
     except OSError as e:
         raise WriteError(f"cannot write {what} {path}: {e.strerror or e}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
