@@ -40,7 +40,7 @@ _V1 = r"(\(APIServer pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] )"
 _V0 = r"(INFO \d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\] )"
 _LAYOUT = re.compile(
     # 1-9: SGLang decode: prefix, running, #token, #full token, accept len, accept rate, cuda graph, throughput, queue
-    rf"{_SGL}Decode batch(?:\.|,| \[\d+\],) #running-req: ({_N}), (?:#token: ({_N}), token usage: {_U}|"
+    rf"{_SGL}Decode batch(?:\.|,| \[\d+\],) #running-req: ({_N}), (?:#cached-token: {_N}, )?(?:#token: ({_N}), token usage: {_U}|"
     rf"#full token: ({_N}), full token usage: {_U}(?:, mamba num: {_U}, mamba usage: {_U})?), "
     rf"(?:accept len: ({_N}), )?(?:accept rate: ({_N}), )?(?:cuda graph: (True|False), )?"
     rf"gen throughput \(token/s\): ({_N})(?:, #queue-req: ({_N}))?,? ?[^\S\n]*$"

@@ -90,13 +90,14 @@ def _opt(v: str | None) -> float | None:
 _PASTE = str.maketrans({"\t": " ", "\u2502": "|", "\u2503": "|"})
 _SGL_KEYS = ("#token: ", "#full token: ", "accept len: ", "accept rate: ", "#retracted-req: ", "#queue-req: ",
              "cuda graph: ")
-# The common decode layouts (dense, speculative, hybrid `#full token`/`mamba`), matched from `Decode batch`
+# The common decode layouts (dense, speculative, hybrid `#full token`/`mamba`, 2026's `#cached-token` after
+# `#running-req`: scheduler_components/metrics_reporter.py), matched from `Decode batch`
 # to the end of the line in one regex call: the fast path. A value here holds no `,` and no `:`, so every key
 # the general path looks for occurs only where this pattern puts it, and both read the same text for it (a
 # value with markdown fails its conversion; the prefix must be free of it: the general path strips it).
 _V, _U = r"([^,:]*)", r"[^,:]*"
 _DECODE = re.compile(
-    rf"Decode batch(?:\.|,| \[\d+\],) #running-req: {_V}, (?:#token: {_V}, token usage: {_U}|"
+    rf"Decode batch(?:\.|,| \[\d+\],) #running-req: {_V}, (?:#cached-token: {_U}, )?(?:#token: {_V}, token usage: {_U}|"
     rf"#full token: {_V}, full token usage: {_U}(?:, mamba num: {_U}, mamba usage: {_U})?), "
     rf"(?:accept len: {_V}, )?(?:accept rate: {_V}, )?(?:cuda graph: (True|False), )?"
     rf"gen throughput \(token/s\): {_V}(?:, #queue-req: {_V})?,? ?\s*$")
