@@ -79,3 +79,26 @@ def test_sglang_2026_decode_line_with_cached_token_takes_the_fast_paths():
     assert decode_fast(line, d, lambda *a: a, 1, None, None, None, None) is not GENERAL
     assert repr(parse_sglang(line + "\n", 3)) == repr(_parse_sglang_general(line + "\n", 3))
     assert _SKELETONS[line.encode().translate(_ZERO_UTF8)][1] == _DEC
+
+
+@pytest.mark.parametrize("prefix", ["trtllm_", "trtllm:"])  # (`trtllm:` behind Dynamo's /metrics)
+def test_trtllm_prometheus_per_position_counters_and_tpot(tmp_path, prefix):
+    lab = 'model_name="m",engine_type="trtllm"'
+    text = "".join([
+        f'{prefix}time_per_output_token_seconds_sum{{{lab}}} 0.2\n', f'{prefix}time_per_output_token_seconds_count{{{lab}}} 10\n',
+        *(f'{prefix}spec_decode_drafted_tokens_total{{{lab},token_position="{i}"}} 100.0\n' for i in range(2)),
+        f'{prefix}spec_decode_accepted_tokens_total{{{lab},token_position="0"}} 70.0\n',
+        f'{prefix}spec_decode_accepted_tokens_total{{{lab},token_position="1"}} 30.0\n'])
+    p = tmp_path / "m.txt"
+    p.write_text(text)
+    out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
+    assert out["tpot_ms"] == pytest.approx(20.0) and out["accept_length"] == pytest.approx(2.0)
+    assert out["al"]["per_position"] == pytest.approx([0.7, 0.3])
+
+
+def test_trtllm_acceptance_gauge_alone_is_a_fallback(tmp_path):
+    p = tmp_path / "m.txt"
+    p.write_text('trtllm_spec_decode_acceptance_length{model_name="m",engine_type="trtllm"} 2.25\n'
+                 'trtllm_spec_decode_num_draft_tokens_total{model_name="m",engine_type="trtllm"} 300.0\n')
+    out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
+    assert out["accept_length"] == pytest.approx(2.25) and "last iteration" in out["al"]["estimator"]

@@ -301,27 +301,34 @@ class Summaries:
 
     def prom_al(self) -> dict | None:
         """AL from Prometheus spec-decode counters: 1 + accepted tokens / drafts, the per-position counters / drafts
-        as rates; else the mean of the `spec_accept_length` gauges; None without either."""
-        tot, lines = self.prom_totals("drafts", "accepted", "pos")
+        as rates (TensorRT-LLM counts no drafts: its drafted tokens at position 0 are one per draft, and its accepted
+        tokens are the per-position ones summed, both counted per finished request); else the mean of the
+        `spec_accept_length` / `spec_decode_acceptance_length` gauges; None without either."""
+        tot, lines = self.prom_totals("drafts", "accepted", "pos", "dpos")
         if not tot:
             tot, lines = self.prom_totals("al")
         drafts, acc = tot.get("drafts"), tot.get("accepted")
+        est = "Prometheus counters: 1 + accepted tokens / drafts (summed over engines)"
+        k = sum(1 for f in tot if f.startswith("pos"))
+        if not drafts and tot.get("dpos0") and k and all(f"pos{i}" in tot for i in range(k)):
+            drafts, acc = tot["dpos0"], sum(tot[f"pos{i}"] for i in range(k))
+            est = ("Prometheus per-position counters: 1 + sum of accepted tokens over positions / drafted tokens at "
+                   "position 0 (one per draft)")
         if drafts and acc is not None:
-            out = {"value": 1 + acc / drafts, "lines": lines, "drafts": drafts,
-                   "estimator": "Prometheus counters: 1 + accepted tokens / drafts (summed over engines)"}
-            k = sum(1 for f in tot if f.startswith("pos"))
+            out = {"value": 1 + acc / drafts, "lines": lines, "drafts": drafts, "estimator": est}
             if k and all(f"pos{i}" in tot for i in range(k)):
                 out["per_position"] = [min(tot[f"pos{i}"] / drafts, 1.0) for i in range(k)]
             return out
         if tot.get("al") and tot["al"] >= 1:
-            return {"value": tot["al"], "lines": lines, "estimator": "Prometheus spec_accept_length gauge (mean of series)"}
+            return {"value": tot["al"], "lines": lines,
+                    "estimator": "Prometheus acceptance-length gauge (mean of series; TensorRT-LLM's: its last iteration)"}
         return None
 
     def prom_tpot(self) -> dict | None:
         """TPOT from a Prometheus histogram: per-request TPOT (`request_time_per_output_token_seconds`), else the
         inter-token latency (`inter_token_latency_seconds`, older `time_per_output_token_seconds`): sum / count."""
         tot, lines = self.prom_totals("tpot_", "itl_")
-        for s, n, what in (("tpot_s", "tpot_n", "request_time_per_output_token"), ("itl_s", "itl_n", "inter-token latency")):
+        for s, n, what in (("tpot_s", "tpot_n", "per-request time per output token"), ("itl_s", "itl_n", "inter-token latency")):
             if tot.get(n) and tot.get(s) is not None:
                 return {"value_ms": tot[s] / tot[n] * 1e3, "lines": lines, "samples": int(tot[n]), "confidence": "high",
                         "estimator": f"Prometheus histogram {what}: sum / count"}

@@ -8,7 +8,7 @@ tabulate grid or markdown: a header row naming `mean_tpot_ms` / `accept_length` 
 read a row at a time by `parse_table_row`; `wmtp.log_sources.Summaries` keeps the first data row under the header.
 Box-drawn tables (genai-perf / AIPerf consoles: `│ Inter token latency (ms) │ 1.85 │ ...`) read as `|` tables, their
 first number the `avg` column. Prometheus samples (`/metrics` text or a Grafana `metric{labels} | value` table) of the
-spec-decode counters and TPOT histograms are read by `parse_prometheus`."""
+spec-decode counters and TPOT histograms (vLLM, SGLang, llama.cpp, TensorRT-LLM) are read by `parse_prometheus`."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def parse_spec_k(line: str, n: int) -> Value | None:
 
 
 # Prometheus samples: `name{labels} value [timestamp]`, or a Grafana table row `name{labels} | value`
-_PROM = re.compile(r"\s*(?:[+>]\s*)?(?:vllm|sglang|llamacpp)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
+_PROM = re.compile(r"\s*(?:[+>]\s*)?(vllm|sglang|llamacpp|trtllm)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?Inf)(?:\s+\d+)?\s*\|?\s*$")
 PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "spec_decode_num_drafts": "drafts", "draft_verify_steps": "drafts",  # llama.cpp #25327's names
@@ -169,7 +169,12 @@ PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "spec_decode_num_accepted_tokens_per_pos": "pos", "spec_accept_length": "al", "draft_mean_accept_len": "al",
     "request_time_per_output_token_seconds_sum": "tpot_s", "request_time_per_output_token_seconds_count": "tpot_n",
     "time_per_output_token_seconds_sum": "itl_s", "time_per_output_token_seconds_count": "itl_n",
-    "inter_token_latency_seconds_sum": "itl_s", "inter_token_latency_seconds_count": "itl_n"}
+    "inter_token_latency_seconds_sum": "itl_s", "inter_token_latency_seconds_count": "itl_n",
+    # TensorRT-LLM's (tensorrt_llm/metrics/collector.py, 2026; `trtllm_`, or `trtllm:` behind Dynamo): per-position
+    # drafted and accepted tokens (label `token_position`), the last iteration's acceptance length
+    "spec_decode_drafted_tokens": "dpos", "spec_decode_accepted_tokens": "pos", "spec_decode_acceptance_length": "al"}
+# TensorRT-LLM's `time_per_output_token_seconds` is the per-request TPOT (vLLM's older metric of that name: inter-token)
+_TRT_FIELDS = {"itl_s": "tpot_s", "itl_n": "tpot_n"}
 PROM_OTHER = "prometheus"  # a Prometheus sample of another metric (`_created` gauges, buckets, ...): nothing to read
 _POS_LABEL = re.compile(r'position="(\d+)"')
 
@@ -177,21 +182,25 @@ _POS_LABEL = re.compile(r'position="(\d+)"')
 def parse_prometheus(line: str, n: int):
     """A `Value` (key `prom:<field><labels>`: one series; the last sample of a series wins) for a sample of a
     spec-decode counter (`vllm:spec_decode_num_drafts_total`, `..._accepted_tokens_total`, per position; llama.cpp's
-    `llamacpp:spec_decode_num_*`), the `sglang:spec_accept_length` gauge (the draft engine's own series left out) or a
-    TPOT / inter-token latency histogram's `_sum` / `_count`; PROM_OTHER for another metric; None for no sample."""
+    `llamacpp:spec_decode_num_*`; TensorRT-LLM's per-position `trtllm_spec_decode_drafted_tokens_total` and
+    `..._accepted_tokens_total`), the `sglang:spec_accept_length` / `trtllm_spec_decode_acceptance_length` gauges (the
+    draft engine's own series left out) or a TPOT / inter-token latency histogram's `_sum` / `_count`; PROM_OTHER for
+    another metric; None for no sample."""
     m = _PROM.match(line)
     if m is None:
         return None
-    name, labels, raw = m.groups()
+    engine, name, labels, raw = m.groups()
     field = PROM_FIELDS.get(name)
     x = finite(num(raw))
     if field is None or x is None or 'engine_type="draft"' in (labels or ""):
         return PROM_OTHER
-    if field == "pos":
+    if engine == "trtllm":
+        field = _TRT_FIELDS.get(field, field)
+    if field == "pos" or field == "dpos":
         p = _POS_LABEL.search(labels or "")
         if p is None:
             return PROM_OTHER
-        field = f"pos{p.group(1)}"
+        field = f"{field}{p.group(1)}"
     return Value(n, f"prom:{field}{_POS_LABEL.sub('', labels or '')}", x)
 
 

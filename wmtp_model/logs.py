@@ -296,7 +296,8 @@ def parse_other(line: str, n: int):
         return Event(n, "oom")
     if "preempted" in line and "PreemptionMode" in line:
         return Event(n, "preemption")
-    if ("vllm" in own or "sglang" in own or "llamacpp" in own) and (rec := parse_prometheus(own, n)) is not None:
+    if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own) and \
+            (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
     k = (parse_spec_k(line, n) if "speculative_tokens" in line or "speculative-tokens" in line
          or "num_spec_tokens" in line else None)  # the configured draft length, with whatever else the line holds
