@@ -102,3 +102,65 @@ def test_trtllm_acceptance_gauge_alone_is_a_fallback(tmp_path):
                  'trtllm_spec_decode_num_draft_tokens_total{model_name="m",engine_type="trtllm"} 300.0\n')
     out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
     assert out["accept_length"] == pytest.approx(2.25) and "last iteration" in out["al"]["estimator"]
+
+
+_TRT_2025 = ("[01/16/2026-06:20:18] [TRT-LLM] [RANK 0] [I] iter = {i}, global_rank = 0, rank = 0, currank_total_requests = "
+             "0/0, host_step_time = {ms}ms, prev_device_step_time = 19.4ms, timestamp = 2026-01-16 06:20:18, "
+             "num_scheduled_requests: 4, states = {{'num_ctx_requests': 0, 'num_ctx_tokens': 0, 'num_generation_tokens': {g}}}\n")
+
+
+def test_trtllm_iter_log_2025_layout_and_seconds_spelling():
+    from wmtp.log_engines import parse_trt_iter
+    v = parse_trt_iter(_TRT_2025.format(i=7, ms="20.512208938598633", g=4), 3)
+    assert v.key == "engine_step" and v.value == pytest.approx([20.512208938598633, 4, 0, 1.0, 0, 0, 0])
+    old = ("[TRT-LLM] [I] iter = 9, global_rank = 0, rank = 0, currank_total_requests = 0/0, elapsed_time = 0.0205s, "
+           "timestamp = 2025-03-01 10:00:00, num_scheduled_requests: 4, states = {'num_ctx_requests': 0, "
+           "'num_ctx_tokens': 0, 'num_generation_tokens': 4}")
+    assert parse_trt_iter(old, 1).value[0] == pytest.approx(20.5)
+    assert parse_trt_iter(old.split(", states")[0], 1) is None  # cut before its states: garbled
+
+
+def test_trtllm_verify_iterations_need_the_files_al(tmp_path):
+    lines = [_TRT_2025.format(i=i, ms=ms, g=16) for i, ms in enumerate(["30.0", "30.0", "33.0"])]  # 4 requests x (1 + 3)
+    p = tmp_path / "spec.log"
+    p.write_text("".join(lines))
+    r = _run(["logs", str(p)])
+    assert r.exit_code == 1 and r.output.count("\n") == 1 and "verify iterations (median step 30.00 ms)" in r.output
+    p.write_text("".join(lines) + "Accept length: 2.50\n")
+    out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
+    assert out["tpot_ms"] == pytest.approx(12.0, rel=1e-3) and "the file's AL 2.50" in out["tpot"]["estimator"]
+
+
+def test_trtllm_iteration_stats_step_time_choice(tmp_path):
+    """The C++ executor's records (avgNumDecodedTokensPerIter filled) time with iterLatencyMS; the PyTorch executor's
+    under the overlap scheduler without hostStepTimeMS give no TPOT, only AL and a note."""
+    def rec(avg, mode=None):
+        d = {"iter": 1, "iterLatencyMS": 50.0, "inflightBatchingStats": {"avgNumDecodedTokensPerIter": avg,
+             "numContextRequests": 0, "numGenRequests": 8}, "specDecodingStats": {"numAcceptedTokens": 8,
+             "numRequestsWithDraftTokens": 8}}
+        return json.dumps({**d, "schedulerMode": mode} if mode else d) + "\n"
+    p = tmp_path / "s.jsonl"
+    p.write_text(rec(2.0) * 3)
+    out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
+    assert out["tpot_ms"] == pytest.approx(25.0, rel=1e-3) and out["accept_length"] == pytest.approx(2.0)
+    p.write_text(rec(0.0) * 3)
+    out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
+    assert out["tpot_ms"] is None and out["accept_length"] == pytest.approx(2.0)
+    assert any("spans about two loops" in n for n in out["notes"])
+    p.write_text(rec(0.0, "non_overlap") * 3)
+    assert json.loads(_run(["logs", str(p), "--json"]).output)[0]["tpot_ms"] == pytest.approx(25.0, rel=1e-3)
+    p.write_text('{"iter": 1, "iterLatencyMS": "fast"}\n')
+    r = _run(["logs", str(p)])
+    assert r.exit_code == 1 and "1 garbled" in r.output
+    from wmtp.log_engines import parse_trt_stats
+    assert parse_trt_stats('{"iter": 1, "iterLatencyMS": -3}', 1) is False
+    assert parse_trt_stats('    "iterLatencyMS": 25.0,', 1) is None  # a pretty-printed record's inner line
+
+
+def test_tgi_plain_text_success_line():
+    from wmtp.log_engines import parse_tgi
+    line = ('2024-12-10T21:50:03.478010Z  INFO chat_completions{total_time="735.200735ms" validation_time="955.594µs" '
+            'queue_time="73.176µs" inference_time="734.172108ms" time_per_token="36.708605ms" seed="Some(1)"}: '
+            'text_generation_router::server: router/src/server.rs:622: Success')
+    assert parse_tgi(line, 1).value == pytest.approx(36.708605)
+    assert parse_tgi(line.replace('"36.708605ms"', '"1.2s"'), 1).value == pytest.approx(1200.0)

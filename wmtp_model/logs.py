@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
+from wmtp.log_engines import parse_tgi, parse_trt_iter, parse_trt_stats
 from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
 from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_spec_k, parse_step,
@@ -288,6 +289,12 @@ def parse_other(line: str, n: int):
         return parse_lmdeploy(line, n, _prefix, parse_vllm) or False
     if "SpecDecoding metrics" in line or "peculative metrics" in line or "peculative Metrics" in line:
         return parse_vllm(line, n) or False
+    if ("host_step_time = " in line or "elapsed_time = " in line) and "iter = " in line:  # TensorRT-LLM iteration
+        return parse_trt_iter(line, n) or False  # log (`wmtp.log_engines`), its statistics records, TGI requests
+    if '"iterLatencyMS"' in line:
+        return parse_trt_stats(line, n)
+    if "time_per_token" in line and (rec := parse_tgi(line, n)) is not None:
+        return rec
     if "etract" in line and "total_retractions" not in line:
         m = re.search(r"#?retracted[_ -]?reqs?\s*[:=]\s*(\d+)", line)
         if m or "etract request" in line or "etracted" in line:
