@@ -164,3 +164,22 @@ def test_tgi_plain_text_success_line():
             'text_generation_router::server: router/src/server.rs:622: Success')
     assert parse_tgi(line, 1).value == pytest.approx(36.708605)
     assert parse_tgi(line.replace('"36.708605ms"', '"1.2s"'), 1).value == pytest.approx(1200.0)
+
+
+def test_prometheus_sample_lines_of_one_length_are_no_terminal_wrap():
+    from wmtp.log_wrap import wrap_width
+    head = "".join(f'vllm:num_requests_running{{engine="{i}",model_name="some/model-name-x"}} 3.0\n' for i in range(6))
+    head += 'vllm:inter_token_latency_seconds_sum{engine="0",model_name="x"} 2.0\n'
+    assert wrap_width(head, True) is None
+
+
+def test_inter_token_latency_is_not_pooled_with_time_per_output_token(tmp_path):
+    p = tmp_path / "m.txt"
+    p.write_text('sglang:time_per_output_token_seconds_sum{m="a"} 5.0\nsglang:time_per_output_token_seconds_count{m="a"} 50\n'
+                 'sglang:inter_token_latency_seconds_sum{m="a"} 10.0\nsglang:inter_token_latency_seconds_count{m="a"} 1000\n'
+                 'sglang:spec_accept_length{m="a"} 2.0\n')
+    out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
+    assert out["tpot_ms"] == pytest.approx(10.0) and "inter-token" in out["tpot"]["estimator"]
+    p.write_text('vllm:time_per_output_token_seconds_sum{m="a"} 5.0\nvllm:time_per_output_token_seconds_count{m="a"} 500\n'
+                 'vllm:spec_decode_num_drafts_total{m="a"} 10\nvllm:spec_decode_num_accepted_tokens_total{m="a"} 15\n')
+    assert json.loads(_run(["logs", str(p), "--json"]).output)[0]["tpot_ms"] == pytest.approx(10.0)

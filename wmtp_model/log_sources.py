@@ -396,10 +396,12 @@ class Summaries:
         return None
 
     def prom_tpot(self) -> dict | None:
-        """TPOT from a Prometheus histogram: per-request TPOT (`request_time_per_output_token_seconds`), else the
-        inter-token latency (`inter_token_latency_seconds`, older `time_per_output_token_seconds`): sum / count."""
-        tot, lines = self.prom_totals("tpot_", "itl_")
-        for s, n, what in (("tpot_s", "tpot_n", "per-request time per output token"), ("itl_s", "itl_n", "inter-token latency")):
+        """TPOT from a Prometheus histogram: per-request TPOT (vLLM's `request_time_per_output_token_seconds`,
+        TensorRT-LLM's `time_per_output_token_seconds`), else the inter-token latency (`inter_token_latency_seconds`),
+        else `time_per_output_token_seconds` (vLLM's older name for it): sum / count, one histogram, never two pooled."""
+        tot, lines = self.prom_totals("tpot_", "itl_", "tpo_")
+        for s, n, what in (("tpot_s", "tpot_n", "per-request time per output token"), ("itl_s", "itl_n", "inter-token latency"),
+                           ("tpo_s", "tpo_n", "time per output token")):
             if tot.get(n) and tot.get(s) is not None:
                 return {"value_ms": tot[s] / tot[n] * 1e3, "lines": lines, "samples": int(tot[n]), "confidence": "high",
                         "estimator": f"Prometheus histogram {what}: sum / count"}

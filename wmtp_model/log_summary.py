@@ -168,13 +168,14 @@ PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "spec_decode_num_draft_tokens": "draft_tokens", "draft_tokens": "draft_tokens",
     "spec_decode_num_accepted_tokens_per_pos": "pos", "spec_accept_length": "al", "draft_mean_accept_len": "al",
     "request_time_per_output_token_seconds_sum": "tpot_s", "request_time_per_output_token_seconds_count": "tpot_n",
-    "time_per_output_token_seconds_sum": "itl_s", "time_per_output_token_seconds_count": "itl_n",
+    "time_per_output_token_seconds_sum": "tpo_s", "time_per_output_token_seconds_count": "tpo_n",
     "inter_token_latency_seconds_sum": "itl_s", "inter_token_latency_seconds_count": "itl_n",
     # TensorRT-LLM's (tensorrt_llm/metrics/collector.py, 2026; `trtllm_`, or `trtllm:` behind Dynamo): per-position
     # drafted and accepted tokens (label `token_position`), the last iteration's acceptance length
     "spec_decode_drafted_tokens": "dpos", "spec_decode_accepted_tokens": "pos", "spec_decode_acceptance_length": "al"}
-# TensorRT-LLM's `time_per_output_token_seconds` is the per-request TPOT (vLLM's older metric of that name: inter-token)
-_TRT_FIELDS = {"itl_s": "tpot_s", "itl_n": "tpot_n"}
+# `time_per_output_token_seconds`: TensorRT-LLM's per-request TPOT; vLLM's older name of its inter-token latency;
+# SGLang's beside its `inter_token_latency_seconds` (per request in some builds, the first token's wait included)
+_TRT_FIELDS = {"tpo_s": "tpot_s", "tpo_n": "tpot_n"}
 PROM_OTHER = "prometheus"  # a Prometheus sample of another metric (`_created` gauges, buckets, ...): nothing to read
 _POS_LABEL = re.compile(r'position="(\d+)"')
 
