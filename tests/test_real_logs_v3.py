@@ -183,3 +183,18 @@ def test_inter_token_latency_is_not_pooled_with_time_per_output_token(tmp_path):
     p.write_text('vllm:time_per_output_token_seconds_sum{m="a"} 5.0\nvllm:time_per_output_token_seconds_count{m="a"} 500\n'
                  'vllm:spec_decode_num_drafts_total{m="a"} 10\nvllm:spec_decode_num_accepted_tokens_total{m="a"} 15\n')
     assert json.loads(_run(["logs", str(p), "--json"]).output)[0]["tpot_ms"] == pytest.approx(10.0)
+
+
+def test_bench_one_batch_server_without_report_and_a_dense_table(tmp_path):
+    block = ("batch size: 4\ninput_len: 1024\noutput_len: 256\nlatency: 1.10 s\ninput throughput: 40960.00 tok/s\n"
+             "output throughput: 1000.00 tok/s\nlast_ttft: 0.10 s\nlast generation throughput: 990.00 tok/s\n")
+    p = tmp_path / "b.log"
+    p.write_text(block + "acc_length: 2.20 \n")
+    out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
+    assert out["tpot_ms"] == pytest.approx(4.0) and out["accept_length"] == pytest.approx(2.2)
+    p.write_text(block + "| batch size | input len | latency (s) | input throughput (tok/s)  | output throughput (tok/s) | "
+                 "acc length | ITL (ms) | input cost ($/1M) | output cost ($/1M) |\n| --- | --- | --- | --- | --- | --- | --- "
+                 "| --- | --- |\n| 4 | 1024 | 1.10 | 40960.00 | 1000.00 | n/a | 4.00 | 0.02 | 0.56 |\n")
+    out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
+    assert out["tpot_ms"] == pytest.approx(4.0) and out["accept_length"] is None
+    assert "first row" in out["tpot"]["estimator"]

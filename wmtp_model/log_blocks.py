@@ -80,7 +80,8 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "host_step_time = ", "elapsed_time = ", '"iterLatencyMS"', "time_per_token")  # (`wmtp.log_engines`' lines)
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
                 "n_predict", "position", "latency", "eel (ms)", "e0el (ms)", "[al] ",  # trtllm-bench's `[AL] AVERAGE`
-                "decoded tokens per iter")  # `Mean E2EL (ms)`, skeleton `E0EL`
+                "decoded tokens per iter",  # `Mean E2EL (ms)`, skeleton `E0EL`
+                "batch size", "output throughput", "acc_length", "acc length")  # (sglang.bench_one_batch_server's)
 
 
 def _maybe_ours(shape: str) -> bool:

@@ -207,10 +207,10 @@ class Summaries:
             self.table = [int(x) for x in v.value]
             return
         t = self.table
-        if t is None or len(v.value) != t[2]:
+        if t is None or len(v.value) != t[3]:
             return
         self.table = None
-        for col, key in ((t[0], "table_tpot_ms"), (t[1], "accept_length")):
+        for col, key in ((t[0], "table_tpot_ms"), (t[1], "accept_length"), (t[2], "table_itl_ms")):
             x = v.value[col] if col >= 0 else float("nan")
             if x == x and (key != "accept_length" or x >= 1):
                 self.values[key] = (x, v.line_no)
@@ -411,7 +411,9 @@ class Summaries:
         g = self.get
         for key, est in (("tpot_mean_ms", "bench summary Mean TPOT"), ("metric_tpot_ms", "[METRIC] tpot"),
                          ("table_tpot_ms", "bench results table: mean_tpot_ms of its first row"),
-                         ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"), ("llama_decoded_s", ""),
+                         ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"),
+                         ("table_itl_ms", "bench results table: ITL (ms) of its first row (sglang.bench_one_batch_server: "
+                                          "batch size / output throughput)"), ("llama_decoded_s", ""),
                          ("llama_eval_ms_per_token", "llama.cpp eval time per token"),
                          ("llama_predicted_per_token_ms", "llama.cpp timings predicted_per_token_ms")):
             if key == "llama_decoded_s":  # a speculative example's own total: its `eval time` lines are per
@@ -420,6 +422,10 @@ class Summaries:
                             "estimator": "llama.cpp decoded seconds / tokens", "lines": self.line("llama_decoded_tokens")}
             elif g(key):
                 return {"value_ms": g(key), "estimator": est, "lines": self.line(key), "samples": 1, "confidence": "high"}
+        if g("obs_batch") and g("obs_out_thr"):  # sglang.bench_one_batch_server's per-case block (its last case)
+            return {"value_ms": g("obs_batch") / g("obs_out_thr") * 1e3, "samples": 1, "confidence": "high",
+                    "lines": self.line("obs_batch", "obs_out_thr"), "estimator": "sglang.bench_one_batch_server: batch "
+                    "size / output throughput of its last case (decode time: the last request's TTFT excluded)"}
         if self.prom and (out := self.prom_tpot()) is not None:
             return out
         if self.engine.lines[0] or self.engine.tgi_lines[0]:

@@ -38,6 +38,9 @@ LABELS = {
     # Iter` (tokens a request gets per engine iteration: its acceptance length)
     "average time-per-output-token [tpot] (ms)": "tpot_mean_ms", "[al] average": "accept_length", "mean avg decoded tokens per iter": "accept_length",
     "avg decoded tokens per iter": "accept_length",
+    # sglang.bench_one_batch_server's per-case block (`batch size: 8`, `output throughput: 2000.00 tok/s`, `acc_length:
+    # 2.50`): a request's time per output token is the batch over the output throughput (the last TTFT excluded)
+    "batch size": "obs_batch", "output throughput": "obs_out_thr", "acc_length": "accept_length",
 }
 # labels that may also stand after other `label: value` pairs on one line (never the first pair's label)
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
@@ -56,13 +59,17 @@ def _head(cell: str) -> str:
 
 TABLE_COLUMNS = tuple(frozenset(map(_head, names)) for names in (
     ("mean_tpot_ms", "mean tpot (ms)"),
-    ("accept_length", "accept length", "acceptance length", "avg_spec_accept_length", "mean acceptance length")))
+    ("accept_length", "accept length", "acceptance length", "avg_spec_accept_length", "mean acceptance length",
+     "acc length", "acc_length"),  # (sglang.bench_one_batch_server's report: `acc length`, `n/a` without speculation)
+    ("itl (ms)", "mean_itl_ms", "mean itl (ms)")))  # (its `ITL (ms)`: batch size / output throughput)
+_NO_VALUE = frozenset(("n/a", "N/A", "NA", "-", "\u2014", "nan", "NaN", "None", "none"))  # a cell a tool left empty
 
 
 def parse_table_row(line: str, n: int):
-    """A `Value` for a results-table row: `table_head` ([TPOT column, AL column, cells]; -1 where absent) for a header
-    row naming a column of TABLE_COLUMNS (no cell a number), `table_row` (its cells, NaN where not a number) for a row
-    whose non-empty cells are all numbers; None for anything else (separators, labelled rows)."""
+    """A `Value` for a results-table row: `table_head` ([TPOT column, AL column, ITL column, cells]; -1 where absent)
+    for a header row naming a column of TABLE_COLUMNS (no cell a number), `table_row` (its cells, NaN where not a
+    number) for a row whose non-empty cells are all numbers or `n/a`-like; None for anything else (separators,
+    labelled rows)."""
     cells = [c.strip() for c in line.strip().lstrip(">+ ").strip("|").split("|")]  # (a quoted / diffed row)
     if len(cells) < 2:  # (two cells: a two-column table, or a labelled row, `parse_label`'s, below)
         return None
@@ -71,7 +78,7 @@ def parse_table_row(line: str, n: int):
         low = list(map(_head, cells))
         idx = [next((i for i, c in enumerate(low) if c in names), -1) for names in TABLE_COLUMNS]
         return Value(n, "table_head", [float(i) for i in idx] + [float(len(cells))]) if max(idx) >= 0 else None
-    if any(x is None for x, c in zip(xs, cells) if c):
+    if any(x is None for x, c in zip(xs, cells) if c and c not in _NO_VALUE):
         return None
     return Value(n, "table_row", [x if x is not None and finite(x) is not None else float("nan") for x in xs])
 
