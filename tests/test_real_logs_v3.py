@@ -198,3 +198,17 @@ def test_bench_one_batch_server_without_report_and_a_dense_table(tmp_path):
     out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
     assert out["tpot_ms"] == pytest.approx(4.0) and out["accept_length"] is None
     assert "first row" in out["tpot"]["estimator"]
+
+
+def test_trtllm_stats_line_cut_inside_its_only_record_is_garbled():
+    from wmtp.log_engines import parse_trt_stats
+    rec = '{"iter": 3, "iterLatencyMS": 20.0, "inflightBatchingStats": {"numContextRequests": 0, "numGenRequests": 4}}'
+    assert parse_trt_stats(rec[:40], 1) is False
+    assert len(parse_trt_stats("[" + rec + "," + rec[:40], 1)) == 1
+
+
+def test_vllm_bench_serve_json_per_position_rates_give_the_profile():
+    out = json.loads(_run(["accept", str(V3 / "vllm-bench-serve-2026-save-result-json-per-position.json"), "--json"]).output)
+    f = out["files"][0]
+    assert f["measured_depth"] == 4
+    assert [a["alpha"] for a in f["alphas"]] == pytest.approx([0.7, 0.5 / 0.7, 0.3 / 0.5])

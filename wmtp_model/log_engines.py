@@ -53,7 +53,7 @@ def parse_trt_iter(line: str, n: int) -> Value | None:
 
 def _records(line: str) -> tuple[list, bool]:
     """The JSON objects a line holds (one, or an array's; an array cut inside a record: the records before it), and
-    whether the line held JSON at all."""
+    whether the line held JSON at all (a `{` or `[`: a line cut inside its only record holds JSON, no record)."""
     i = min((j for j in (line.find("{"), line.find("[")) if j >= 0), default=-1)
     if i < 0:
         return [], False
@@ -73,7 +73,7 @@ def _records(line: str) -> tuple[list, bool]:
             j += 1
         if j >= end or line[j] != "{":
             break
-    return out, bool(out)
+    return out, True
 
 
 def _num(d: dict, key: str) -> float:
@@ -105,7 +105,8 @@ def _trt_record(d: dict, n: int) -> Value:
 
 def parse_trt_stats(line: str, n: int) -> list | None | bool:
     """The `engine_step`s of the TensorRT-LLM iteration-statistics records on a line, None for a line holding no JSON
-    (a pretty-printed record's inner lines), False for records whose numbers do not read."""
+    (a pretty-printed record's inner lines), False for records whose numbers do not read or a line cut inside its
+    first record."""
     recs, is_json = _records(line)
     if not is_json:
         return None

@@ -234,6 +234,10 @@ class Summaries:
                            ("spec_decode_accepted_tokens", "accepted_tokens"), ("mean_itl_ms", "itl_mean_ms")):
                 if k in num and (key != "accept_length" or num[k] >= 1):
                     self.values[key] = (num[k], m["last"])
+            rates = b.get("spec_decode_per_position_acceptance_rates")  # (vllm bench serve's JSON: accepted at i / drafts)
+            if isinstance(rates, list) and rates and all(0 <= r <= 1 for r in rates):
+                for i, r in enumerate(rates):
+                    self.values[f"pos:{i}"] = (r, m["last"])
             return
         m["requests"] += 1
         for k in ("spec_correct_drafts_histogram", "spec_accept_histogram"):
