@@ -212,3 +212,16 @@ def test_vllm_bench_serve_json_per_position_rates_give_the_profile():
     f = out["files"][0]
     assert f["measured_depth"] == 4
     assert [a["alpha"] for a in f["alphas"]] == pytest.approx([0.7, 0.5 / 0.7, 0.3 / 0.5])
+
+
+def test_trtllm_bench_report_json_on_one_line_and_a_stray_average(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text('{"streaming_metrics": {"avg_tpot_ms": 7.5}, "decoding_stats": {"acceptance_length_percentiles": '
+                 '{"p50": 2.0, "p95": 3.0, "p99": 3.0, "minimum": 1.0, "maximum": 3.0, "average": 2.2}}}\n')
+    out = json.loads(_run(["logs", str(p), "--json"]).output)[0]
+    assert out["tpot_ms"] == pytest.approx(7.5) and out["accept_length"] == pytest.approx(2.2)
+    lines = ['{', '    "decoding_stats": {', '        "acceptance_length_percentiles": null,', '        "x": {',
+             *['            "p%d": 1.0,' % i for i in range(12)], '            "average": 3.0', '        }', '    },',
+             '    "streaming_metrics": {"avg_tpot_ms": 7.5}', '}']
+    p.write_text("\n".join(lines) + "\n")  # a null AL object and an `average` of another object: no AL
+    assert json.loads(_run(["logs", str(p), "--json"]).output)[0]["accept_length"] is None

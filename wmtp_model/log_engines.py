@@ -11,6 +11,9 @@ reads them:
           saved as is; a line cut inside a record keeps the records before it).
   text-generation-inference's per-request `Success` lines: `time_per_token="20.5ms"` in the request's span, plain or
           JSON logging (`"time_per_token":"20.5ms"`), durations as Rust prints them (`ns`, `µs`, `ms`, `s`).
+  trtllm-bench's `--report_json` (tensorrt_llm/bench/dataclasses/reporting.py): `"acceptance_length_percentiles":
+          {..., "average": X}` in its `decoding_stats`, on one line or pretty-printed over several (its `"average"` line
+          then follows the key's), and `"avg_tpot_ms"` (`wmtp.logs`' per-request keys read that).
 
 Each iteration becomes one `Value` `engine_step`: [step ms (-1: no usable step time), requests, context requests,
 tokens per generation request (0: a verify step whose accepted tokens the line does not give), accepted draft tokens,
@@ -127,3 +130,22 @@ def parse_tgi(line: str, n: int) -> Value | None:
         return None
     ms = float(m.group(1)) * _UNIT_MS[m.group(2)]
     return Value(n, "tgi_tpot_ms", ms) if 0 < ms <= MAX_VALUE else None
+
+
+_AVG = re.compile(r'"average"\s*:\s*(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)')
+_AL_BLOCK = re.compile(r'"acceptance_length_percentiles"\s*:\s*(\{[^{}]*\}?|null)?')
+
+
+def parse_bench_al(line: str, n: int) -> Value | None:
+    """trtllm-bench report JSON: `accept_length` for an `"acceptance_length_percentiles"` object whose `average` is
+    on the same line, `bench_al_open` for one opened there (pretty-printed: its average follows), `json_average` for a
+    pretty-printed `"average": X` line (`wmtp.log_sources.Summaries` keeps the one right after an opener); None else."""
+    m = _AL_BLOCK.search(line)
+    if m is not None:
+        a = _AVG.search(m.group(1) or "")
+        if a is not None:
+            x = float(a.group(1))
+            return Value(n, "accept_length", x) if 1 <= x <= 1000 else None
+        return Value(n, "bench_al_open", 0.0) if (m.group(1) or "").strip() in ("", "{") else None
+    a = _AVG.search(line)
+    return Value(n, "json_average", float(a.group(1))) if a is not None and "{" not in line else None

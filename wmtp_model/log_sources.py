@@ -164,6 +164,7 @@ class Summaries:
         self.steps: list = []  # bench_one_batch decode steps: (ms per token, line)
         self.engine = EngineSteps()  # TensorRT-LLM iterations, TGI requests
         self.note = ""  # what `tpot` set aside
+        self.al_open = None  # the line of trtllm-bench's open `acceptance_length_percentiles` object
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
                      "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0}
@@ -185,6 +186,14 @@ class Summaries:
             return
         if v.key == "engine_step" or v.key == "tgi_tpot_ms":
             self.engine.add(v)
+            return
+        if v.key == "bench_al_open" or v.key == "json_average":  # trtllm-bench's pretty-printed report JSON: the
+            if v.key == "bench_al_open":  # `average` within its percentiles object (at most 8 keys) is the AL
+                self.al_open = v.line_no
+            elif self.al_open and v.line_no - self.al_open <= 9:
+                self.al_open = None
+                if 1 <= v.value <= 1000:
+                    self.values["accept_length"] = (v.value, v.line_no)
             return
         if v.key.startswith("prom:"):  # a counter's later sample (a second scrape) replaces its earlier one
             self.prom[v.key[5:]] = (v.value, v.line_no)
@@ -231,7 +240,8 @@ class Summaries:
             for k, key in (("mean_tpot_ms", "tpot_mean_ms"), ("accept_length", "accept_length"),  # bench JSON
                            ("avg_per_output_token_latency", "per_output_token_ms"),
                            ("spec_decode_acceptance_length", "accept_length"), ("spec_decode_num_drafts", "drafts"),
-                           ("spec_decode_accepted_tokens", "accepted_tokens"), ("mean_itl_ms", "itl_mean_ms")):
+                           ("spec_decode_accepted_tokens", "accepted_tokens"), ("mean_itl_ms", "itl_mean_ms"),
+                           ("avg_tpot_ms", "tpot_mean_ms")):  # (trtllm-bench's report JSON: streaming_metrics)
                 if k in num and (key != "accept_length" or num[k] >= 1):
                     self.values[key] = (num[k], m["last"])
             rates = b.get("spec_decode_per_position_acceptance_rates")  # (vllm bench serve's JSON: accepted at i / drafts)
