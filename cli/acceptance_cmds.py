@@ -77,7 +77,7 @@ def logs(
     for f in files:
         rep = analyse(f, batch)
         if rep["tpot"] is None and (rep["al"] is None or rep["al"].get("value") is None):
-            why = f" ({rep['al']['estimator']})" if rep["al"] else ""
+            why = f" ({rep['al']['estimator']})" if rep["al"] else f" ({rep['notes'][0]})" if rep["notes"] else ""
             raise WmtpError(f"{f}: no usable decode line, summary or acceptance data{why} ({rep['lines']} lines read, "
                             f"{rep['garbled']} garbled, {rep['skipped']} skipped)")
         out.append(rep)

@@ -32,6 +32,8 @@ LAYOUTS = [  # {0}..{6}: running, tokens, accept len, accept rate, cuda graph, t
     "gen throughput (token/s): {5}, #queue-req: {6},",
     "Decode batch. #running-req: {0}, #token: {1}, token usage: 0.13, accept len: {2}, pre-allocated usage: 0.1, "
     "#retracted-req: 2, cuda graph: {4}, gen throughput (token/s): {5}, #queue-req: {6}",
+    "Decode batch, #running-req: {0}, #cached-token: {6}, #token: {1}, token usage: 0.13, accept len: {2}, "  # (2026)
+    "accept rate: {3}, cuda graph: {4}, gen throughput (token/s): {5}, #queue-req: {6}",
 ]
 PREFIXES = ["", "[2025-05-31 18:31:21 DP0 TP0] ", "[04:40:55 TP0] ", "(SGLangEngine pid=7) [2025-05-31 18:31:21 TP0] ",
             "INFO 05-31 18:31:22 [DP1 TP0 EP0 scheduler.py:12] ", "**[x]** ", "`[2025-05-31 18:31:21 TP0]` ", "+ "]

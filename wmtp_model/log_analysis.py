@@ -78,6 +78,8 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, refer
             notes.append(vw["note"])
     if tpot is None:
         tpot = summ.meta_tpot()
+    if summ.note:
+        notes.append(summ.note)
     if tpot is not None:
         tpot["source"] = f"{src}:{tpot['lines'][0]}-{tpot['lines'][1]}"
     if windows.idle:

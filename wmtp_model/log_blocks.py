@@ -40,7 +40,7 @@ _V1 = r"(\(APIServer pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] )"
 _V0 = r"(INFO \d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\] )"
 _LAYOUT = re.compile(
     # 1-9: SGLang decode: prefix, running, #token, #full token, accept len, accept rate, cuda graph, throughput, queue
-    rf"{_SGL}Decode batch(?:\.|,| \[\d+\],) #running-req: ({_N}), (?:#token: ({_N}), token usage: {_U}|"
+    rf"{_SGL}Decode batch(?:\.|,| \[\d+\],) #running-req: ({_N}), (?:#cached-token: {_N}, )?(?:#token: ({_N}), token usage: {_U}|"
     rf"#full token: ({_N}), full token usage: {_U}(?:, mamba num: {_U}, mamba usage: {_U})?), "
     rf"(?:accept len: ({_N}), )?(?:accept rate: ({_N}), )?(?:cuda graph: (True|False), )?"
     rf"gen throughput \(token/s\): ({_N})(?:, #queue-req: ({_N}))?,? ?[^\S\n]*$"
@@ -76,10 +76,13 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "draft acceptance", "#mean acc len", "#gen drafts", " tg = ", "decoded ", "[METRIC] tpot=",
           "Serving Benchmark Result", "Speculative Decoding", "per_output_token", "draft_verify",
           "speculative_tokens", "speculative-tokens", "Avg thr (in/out)",  # (LMDeploy's window)
-          "gen throughput (token/s)")  # (an SGLang decode line with no `Decode batch`: v0.1's)
+          "gen throughput (token/s)",  # (an SGLang decode line with no `Decode batch`: v0.1's)
+          "host_step_time = ", "elapsed_time = ", '"iterLatencyMS"', "time_per_token",  # (`wmtp.log_engines`' lines)
+          '"average"', '"acceptance_length_percentiles"')
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
                 "n_predict", "position", "latency", "eel (ms)", "e0el (ms)", "[al] ",  # trtllm-bench's `[AL] AVERAGE`
-                "decoded tokens per iter")  # `Mean E2EL (ms)`, skeleton `E0EL`
+                "decoded tokens per iter",  # `Mean E2EL (ms)`, skeleton `E0EL`
+                "batch size", "output throughput", "acc_length", "acc length")  # (sglang.bench_one_batch_server's)
 
 
 def _maybe_ours(shape: str) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from wmtp.log_records import v1_drafts
 from wmtp.logs import Value, VllmSpecLine
+from wmtp.logstats import TpotBins, confidence
 
 HIST_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 
@@ -87,6 +88,69 @@ class SpecLines:
         return None
 
 
+class EngineSteps:
+    """Engines' per-iteration lines (`wmtp.log_engines`' `engine_step`s: TensorRT-LLM's iteration log and iteration
+    statistics) and text-generation-inference's per-request time per token. An iteration that ran no context request
+    gives each generation request its tokens per request in its step time: TPOT = step / those tokens, binned by the
+    batch (`TpotBins`: the median at the batch held longest). A verify step whose accepted tokens the line does not
+    give (TensorRT-LLM's iteration log under speculation) keeps its step time until an AL from elsewhere in the file
+    divides it. AL of the statistics records: 1 + accepted draft tokens / requests with drafts, over all records."""
+
+    def __init__(self) -> None:
+        self.tpot, self.verify = TpotBins(), TpotBins()
+        self.acc = self.drafted = 0.0
+        self.lines = [None, None]
+        self.no_step = 0  # generation iterations without a usable step time
+        self.tgi = TpotBins()  # TGI per-request time per token (one "batch")
+        self.tgi_lines = [None, None]
+
+    def add(self, v: Value) -> None:
+        if v.key == "tgi_tpot_ms":
+            self.tgi.add(0, v.value)
+            self.tgi_lines = [self.tgi_lines[0] or v.line_no, v.line_no]
+            return
+        step, reqs, ctx, per, acc, drafted, _ = v.value
+        self.lines = [self.lines[0] or v.line_no, v.line_no]
+        self.acc, self.drafted = self.acc + acc, self.drafted + drafted
+        if ctx or reqs <= 0:
+            return
+        if step <= 0:
+            self.no_step += 1
+        elif per > 0:
+            self.tpot.add(int(reqs), step / per)
+        else:
+            self.verify.add(int(reqs), step)
+
+    def al(self) -> dict | None:
+        if not self.drafted:
+            return None
+        return {"value": 1 + self.acc / self.drafted, "lines": self.lines, "kind": "TensorRT-LLM iteration statistics",
+                "estimator": "1 + sum numAcceptedTokens / sum numRequestsWithDraftTokens over the iteration records"}
+
+    def result(self, al: float | None) -> tuple[dict | None, str]:
+        """(the TPOT headline or None, a note)."""
+        if self.tpot.by_batch:
+            ms, n, batch, est = self.tpot.headline()
+            est = est.replace("#running-req / gen throughput", "step time / tokens per request").replace("lines", "iterations")
+            return ({"value_ms": ms, "samples": n, "batch": batch, "confidence": confidence(n), "lines": self.lines,
+                     "estimator": f"TensorRT-LLM iterations without context requests: {est}"}, "")
+        if self.verify.by_batch:
+            ms, n, batch, _ = self.verify.headline()
+            if al is None:
+                return None, (f"{n} TensorRT-LLM verify iterations (median step {ms:.2f} ms) but no AL in the file to "
+                              "divide them by: no TPOT")
+            return ({"value_ms": ms / al, "samples": n, "batch": batch, "confidence": "medium", "lines": self.lines,
+                     "estimator": f"median step time of {n} TensorRT-LLM verify iterations / the file's AL {al:.2f}"}, "")
+        if self.tgi.by_batch:
+            ms, n, _, _ = self.tgi.headline()
+            return ({"value_ms": ms, "samples": n, "confidence": "low", "lines": self.tgi_lines,
+                     "estimator": f"median of {n} text-generation-inference requests' time_per_token (inference time "
+                                  "/ generated tokens: the request's prefill included)"}, "")
+        note = (f"{self.no_step} TensorRT-LLM iteration records without a usable step time (iterLatencyMS of the "
+                "overlap scheduler spans about two loops; no hostStepTimeMS)") if self.no_step else ""
+        return None, note
+
+
 class Summaries:
     """Numbers from summary blocks (last value per key wins) and per-request meta_info objects (summed)."""
 
@@ -98,6 +162,9 @@ class Summaries:
         self.block: dict = {}
         self.prom: dict = {}  # Prometheus series (field + labels) -> (last sample, line)
         self.steps: list = []  # bench_one_batch decode steps: (ms per token, line)
+        self.engine = EngineSteps()  # TensorRT-LLM iterations, TGI requests
+        self.note = ""  # what `tpot` set aside
+        self.al_open = None  # the line of trtllm-bench's open `acceptance_length_percentiles` object
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
                      "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0}
@@ -116,6 +183,17 @@ class Summaries:
             return
         if v.key == "one_batch_step":
             self.steps.append((v.value, v.line_no))
+            return
+        if v.key == "engine_step" or v.key == "tgi_tpot_ms":
+            self.engine.add(v)
+            return
+        if v.key == "bench_al_open" or v.key == "json_average":  # trtllm-bench's pretty-printed report JSON: the
+            if v.key == "bench_al_open":  # `average` within its percentiles object (at most 8 keys) is the AL
+                self.al_open = v.line_no
+            elif self.al_open and v.line_no - self.al_open <= 9:
+                self.al_open = None
+                if 1 <= v.value <= 1000:
+                    self.values["accept_length"] = (v.value, v.line_no)
             return
         if v.key.startswith("prom:"):  # a counter's later sample (a second scrape) replaces its earlier one
             self.prom[v.key[5:]] = (v.value, v.line_no)
@@ -138,10 +216,10 @@ class Summaries:
             self.table = [int(x) for x in v.value]
             return
         t = self.table
-        if t is None or len(v.value) != t[2]:
+        if t is None or len(v.value) != t[3]:
             return
         self.table = None
-        for col, key in ((t[0], "table_tpot_ms"), (t[1], "accept_length")):
+        for col, key in ((t[0], "table_tpot_ms"), (t[1], "accept_length"), (t[2], "table_itl_ms")):
             x = v.value[col] if col >= 0 else float("nan")
             if x == x and (key != "accept_length" or x >= 1):
                 self.values[key] = (x, v.line_no)
@@ -162,9 +240,14 @@ class Summaries:
             for k, key in (("mean_tpot_ms", "tpot_mean_ms"), ("accept_length", "accept_length"),  # bench JSON
                            ("avg_per_output_token_latency", "per_output_token_ms"),
                            ("spec_decode_acceptance_length", "accept_length"), ("spec_decode_num_drafts", "drafts"),
-                           ("spec_decode_accepted_tokens", "accepted_tokens"), ("mean_itl_ms", "itl_mean_ms")):
+                           ("spec_decode_accepted_tokens", "accepted_tokens"), ("mean_itl_ms", "itl_mean_ms"),
+                           ("avg_tpot_ms", "tpot_mean_ms")):  # (trtllm-bench's report JSON: streaming_metrics)
                 if k in num and (key != "accept_length" or num[k] >= 1):
                     self.values[key] = (num[k], m["last"])
+            rates = b.get("spec_decode_per_position_acceptance_rates")  # (vllm bench serve's JSON: accepted at i / drafts)
+            if isinstance(rates, list) and rates and all(0 <= r <= 1 for r in rates):
+                for i, r in enumerate(rates):
+                    self.values[f"pos:{i}"] = (r, m["last"])
             return
         m["requests"] += 1
         for k in ("spec_correct_drafts_histogram", "spec_accept_histogram"):
@@ -250,6 +333,8 @@ class Summaries:
             out = {"value": g("accept_length"), "estimator": "printed acceptance length", "lines": self.line("accept_length")}
         elif prom is not None:  # a /metrics scrape
             out = prom
+        elif self.engine.drafted:  # TensorRT-LLM iteration statistics
+            out = self.engine.al()
         elif g("llama_draft_rounds") and g("llama_draft_n_accepted") is not None:  # MLX servers count accepted
             r, emitted = g("llama_draft_rounds"), (g("llama_predicted_n") or 0) - 1  # drafts past the reply's end
             out = {"value": min(1 + g("llama_draft_n_accepted") / r, emitted / r if emitted >= r else float("inf")),
@@ -301,27 +386,36 @@ class Summaries:
 
     def prom_al(self) -> dict | None:
         """AL from Prometheus spec-decode counters: 1 + accepted tokens / drafts, the per-position counters / drafts
-        as rates; else the mean of the `spec_accept_length` gauges; None without either."""
-        tot, lines = self.prom_totals("drafts", "accepted", "pos")
+        as rates (TensorRT-LLM counts no drafts: its drafted tokens at position 0 are one per draft, and its accepted
+        tokens are the per-position ones summed, both counted per finished request); else the mean of the
+        `spec_accept_length` / `spec_decode_acceptance_length` gauges; None without either."""
+        tot, lines = self.prom_totals("drafts", "accepted", "pos", "dpos")
         if not tot:
             tot, lines = self.prom_totals("al")
         drafts, acc = tot.get("drafts"), tot.get("accepted")
+        est = "Prometheus counters: 1 + accepted tokens / drafts (summed over engines)"
+        k = sum(1 for f in tot if f.startswith("pos"))
+        if not drafts and tot.get("dpos0") and k and all(f"pos{i}" in tot for i in range(k)):
+            drafts, acc = tot["dpos0"], sum(tot[f"pos{i}"] for i in range(k))
+            est = ("Prometheus per-position counters: 1 + sum of accepted tokens over positions / drafted tokens at "
+                   "position 0 (one per draft)")
         if drafts and acc is not None:
-            out = {"value": 1 + acc / drafts, "lines": lines, "drafts": drafts,
-                   "estimator": "Prometheus counters: 1 + accepted tokens / drafts (summed over engines)"}
-            k = sum(1 for f in tot if f.startswith("pos"))
+            out = {"value": 1 + acc / drafts, "lines": lines, "drafts": drafts, "estimator": est}
             if k and all(f"pos{i}" in tot for i in range(k)):
                 out["per_position"] = [min(tot[f"pos{i}"] / drafts, 1.0) for i in range(k)]
             return out
         if tot.get("al") and tot["al"] >= 1:
-            return {"value": tot["al"], "lines": lines, "estimator": "Prometheus spec_accept_length gauge (mean of series)"}
+            return {"value": tot["al"], "lines": lines,
+                    "estimator": "Prometheus acceptance-length gauge (mean of series; TensorRT-LLM's: its last iteration)"}
         return None
 
     def prom_tpot(self) -> dict | None:
-        """TPOT from a Prometheus histogram: per-request TPOT (`request_time_per_output_token_seconds`), else the
-        inter-token latency (`inter_token_latency_seconds`, older `time_per_output_token_seconds`): sum / count."""
-        tot, lines = self.prom_totals("tpot_", "itl_")
-        for s, n, what in (("tpot_s", "tpot_n", "request_time_per_output_token"), ("itl_s", "itl_n", "inter-token latency")):
+        """TPOT from a Prometheus histogram: per-request TPOT (vLLM's `request_time_per_output_token_seconds`,
+        TensorRT-LLM's `time_per_output_token_seconds`), else the inter-token latency (`inter_token_latency_seconds`),
+        else `time_per_output_token_seconds` (vLLM's older name for it): sum / count, one histogram, never two pooled."""
+        tot, lines = self.prom_totals("tpot_", "itl_", "tpo_")
+        for s, n, what in (("tpot_s", "tpot_n", "per-request time per output token"), ("itl_s", "itl_n", "inter-token latency"),
+                           ("tpo_s", "tpo_n", "time per output token")):
             if tot.get(n) and tot.get(s) is not None:
                 return {"value_ms": tot[s] / tot[n] * 1e3, "lines": lines, "samples": int(tot[n]), "confidence": "high",
                         "estimator": f"Prometheus histogram {what}: sum / count"}
@@ -331,7 +425,9 @@ class Summaries:
         g = self.get
         for key, est in (("tpot_mean_ms", "bench summary Mean TPOT"), ("metric_tpot_ms", "[METRIC] tpot"),
                          ("table_tpot_ms", "bench results table: mean_tpot_ms of its first row"),
-                         ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"), ("llama_decoded_s", ""),
+                         ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"),
+                         ("table_itl_ms", "bench results table: ITL (ms) of its first row (sglang.bench_one_batch_server: "
+                                          "batch size / output throughput)"), ("llama_decoded_s", ""),
                          ("llama_eval_ms_per_token", "llama.cpp eval time per token"),
                          ("llama_predicted_per_token_ms", "llama.cpp timings predicted_per_token_ms")):
             if key == "llama_decoded_s":  # a speculative example's own total: its `eval time` lines are per
@@ -340,8 +436,17 @@ class Summaries:
                             "estimator": "llama.cpp decoded seconds / tokens", "lines": self.line("llama_decoded_tokens")}
             elif g(key):
                 return {"value_ms": g(key), "estimator": est, "lines": self.line(key), "samples": 1, "confidence": "high"}
+        if g("obs_batch") and g("obs_out_thr"):  # sglang.bench_one_batch_server's per-case block (its last case)
+            return {"value_ms": g("obs_batch") / g("obs_out_thr") * 1e3, "samples": 1, "confidence": "high",
+                    "lines": self.line("obs_batch", "obs_out_thr"), "estimator": "sglang.bench_one_batch_server: batch "
+                    "size / output throughput of its last case (decode time: the last request's TTFT excluded)"}
         if self.prom and (out := self.prom_tpot()) is not None:
             return out
+        if self.engine.lines[0] or self.engine.tgi_lines[0]:
+            al = self.summary_al() if self.engine.verify.by_batch else None
+            out, self.note = self.engine.result(al["value"] if al else None)
+            if out is not None:
+                return out
         if g("per_output_token_ms"):
             return {"value_ms": g("per_output_token_ms"), "samples": 1, "confidence": "low",
                     "lines": self.line("per_output_token_ms"), "estimator": "bench JSON avg_per_output_token_latency "

@@ -8,7 +8,7 @@ tabulate grid or markdown: a header row naming `mean_tpot_ms` / `accept_length` 
 read a row at a time by `parse_table_row`; `wmtp.log_sources.Summaries` keeps the first data row under the header.
 Box-drawn tables (genai-perf / AIPerf consoles: `│ Inter token latency (ms) │ 1.85 │ ...`) read as `|` tables, their
 first number the `avg` column. Prometheus samples (`/metrics` text or a Grafana `metric{labels} | value` table) of the
-spec-decode counters and TPOT histograms are read by `parse_prometheus`."""
+spec-decode counters and TPOT histograms (vLLM, SGLang, llama.cpp, TensorRT-LLM) are read by `parse_prometheus`."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ LABELS = {
     # Iter` (tokens a request gets per engine iteration: its acceptance length)
     "average time-per-output-token [tpot] (ms)": "tpot_mean_ms", "[al] average": "accept_length", "mean avg decoded tokens per iter": "accept_length",
     "avg decoded tokens per iter": "accept_length",
+    # sglang.bench_one_batch_server's per-case block (`batch size: 8`, `output throughput: 2000.00 tok/s`, `acc_length:
+    # 2.50`): a request's time per output token is the batch over the output throughput (the last TTFT excluded)
+    "batch size": "obs_batch", "output throughput": "obs_out_thr", "acc_length": "accept_length",
 }
 # labels that may also stand after other `label: value` pairs on one line (never the first pair's label)
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
@@ -56,13 +59,17 @@ def _head(cell: str) -> str:
 
 TABLE_COLUMNS = tuple(frozenset(map(_head, names)) for names in (
     ("mean_tpot_ms", "mean tpot (ms)"),
-    ("accept_length", "accept length", "acceptance length", "avg_spec_accept_length", "mean acceptance length")))
+    ("accept_length", "accept length", "acceptance length", "avg_spec_accept_length", "mean acceptance length",
+     "acc length", "acc_length"),  # (sglang.bench_one_batch_server's report: `acc length`, `n/a` without speculation)
+    ("itl (ms)", "mean_itl_ms", "mean itl (ms)")))  # (its `ITL (ms)`: batch size / output throughput)
+_NO_VALUE = frozenset(("n/a", "N/A", "NA", "-", "\u2014", "nan", "NaN", "None", "none"))  # a cell a tool left empty
 
 
 def parse_table_row(line: str, n: int):
-    """A `Value` for a results-table row: `table_head` ([TPOT column, AL column, cells]; -1 where absent) for a header
-    row naming a column of TABLE_COLUMNS (no cell a number), `table_row` (its cells, NaN where not a number) for a row
-    whose non-empty cells are all numbers; None for anything else (separators, labelled rows)."""
+    """A `Value` for a results-table row: `table_head` ([TPOT column, AL column, ITL column, cells]; -1 where absent)
+    for a header row naming a column of TABLE_COLUMNS (no cell a number), `table_row` (its cells, NaN where not a
+    number) for a row whose non-empty cells are all numbers or `n/a`-like; None for anything else (separators,
+    labelled rows)."""
     cells = [c.strip() for c in line.strip().lstrip(">+ ").strip("|").split("|")]  # (a quoted / diffed row)
     if len(cells) < 2:  # (two cells: a two-column table, or a labelled row, `parse_label`'s, below)
         return None
@@ -71,7 +78,7 @@ def parse_table_row(line: str, n: int):
         low = list(map(_head, cells))
         idx = [next((i for i, c in enumerate(low) if c in names), -1) for names in TABLE_COLUMNS]
         return Value(n, "table_head", [float(i) for i in idx] + [float(len(cells))]) if max(idx) >= 0 else None
-    if any(x is None for x, c in zip(xs, cells) if c):
+    if any(x is None for x, c in zip(xs, cells) if c and c not in _NO_VALUE):
         return None
     return Value(n, "table_row", [x if x is not None and finite(x) is not None else float("nan") for x in xs])
 
@@ -160,7 +167,7 @@ def parse_spec_k(line: str, n: int) -> Value | None:
 
 
 # Prometheus samples: `name{labels} value [timestamp]`, or a Grafana table row `name{labels} | value`
-_PROM = re.compile(r"\s*(?:[+>]\s*)?(?:vllm|sglang|llamacpp)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
+_PROM = re.compile(r"\s*(?:[+>]\s*)?(vllm|sglang|llamacpp|trtllm)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?Inf)(?:\s+\d+)?\s*\|?\s*$")
 PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "spec_decode_num_drafts": "drafts", "draft_verify_steps": "drafts",  # llama.cpp #25327's names
@@ -168,8 +175,14 @@ PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "spec_decode_num_draft_tokens": "draft_tokens", "draft_tokens": "draft_tokens",
     "spec_decode_num_accepted_tokens_per_pos": "pos", "spec_accept_length": "al", "draft_mean_accept_len": "al",
     "request_time_per_output_token_seconds_sum": "tpot_s", "request_time_per_output_token_seconds_count": "tpot_n",
-    "time_per_output_token_seconds_sum": "itl_s", "time_per_output_token_seconds_count": "itl_n",
-    "inter_token_latency_seconds_sum": "itl_s", "inter_token_latency_seconds_count": "itl_n"}
+    "time_per_output_token_seconds_sum": "tpo_s", "time_per_output_token_seconds_count": "tpo_n",
+    "inter_token_latency_seconds_sum": "itl_s", "inter_token_latency_seconds_count": "itl_n",
+    # TensorRT-LLM's (tensorrt_llm/metrics/collector.py, 2026; `trtllm_`, or `trtllm:` behind Dynamo): per-position
+    # drafted and accepted tokens (label `token_position`), the last iteration's acceptance length
+    "spec_decode_drafted_tokens": "dpos", "spec_decode_accepted_tokens": "pos", "spec_decode_acceptance_length": "al"}
+# `time_per_output_token_seconds`: TensorRT-LLM's per-request TPOT; vLLM's older name of its inter-token latency;
+# SGLang's beside its `inter_token_latency_seconds` (per request in some builds, the first token's wait included)
+_TRT_FIELDS = {"tpo_s": "tpot_s", "tpo_n": "tpot_n"}
 PROM_OTHER = "prometheus"  # a Prometheus sample of another metric (`_created` gauges, buckets, ...): nothing to read
 _POS_LABEL = re.compile(r'position="(\d+)"')
 
@@ -177,21 +190,25 @@ _POS_LABEL = re.compile(r'position="(\d+)"')
 def parse_prometheus(line: str, n: int):
     """A `Value` (key `prom:<field><labels>`: one series; the last sample of a series wins) for a sample of a
     spec-decode counter (`vllm:spec_decode_num_drafts_total`, `..._accepted_tokens_total`, per position; llama.cpp's
-    `llamacpp:spec_decode_num_*`), the `sglang:spec_accept_length` gauge (the draft engine's own series left out) or a
-    TPOT / inter-token latency histogram's `_sum` / `_count`; PROM_OTHER for another metric; None for no sample."""
+    `llamacpp:spec_decode_num_*`; TensorRT-LLM's per-position `trtllm_spec_decode_drafted_tokens_total` and
+    `..._accepted_tokens_total`), the `sglang:spec_accept_length` / `trtllm_spec_decode_acceptance_length` gauges (the
+    draft engine's own series left out) or a TPOT / inter-token latency histogram's `_sum` / `_count`; PROM_OTHER for
+    another metric; None for no sample."""
     m = _PROM.match(line)
     if m is None:
         return None
-    name, labels, raw = m.groups()
+    engine, name, labels, raw = m.groups()
     field = PROM_FIELDS.get(name)
     x = finite(num(raw))
     if field is None or x is None or 'engine_type="draft"' in (labels or ""):
         return PROM_OTHER
-    if field == "pos":
+    if engine == "trtllm":
+        field = _TRT_FIELDS.get(field, field)
+    if field == "pos" or field == "dpos":
         p = _POS_LABEL.search(labels or "")
         if p is None:
             return PROM_OTHER
-        field = f"pos{p.group(1)}"
+        field = f"{field}{p.group(1)}"
     return Value(n, f"prom:{field}{_POS_LABEL.sub('', labels or '')}", x)
 
 

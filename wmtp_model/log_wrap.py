@@ -14,11 +14,13 @@ from wmtp.log_summary import FileView
 
 MIN_WIDTH, MAX_WIDTH = 60, 512
 _TERMINAL = (80, 100, 120, 132, 160, 200)  # usual terminal widths
-# what starts a line of its own, surely: a blank line, a level name, a date or time, a process prefix, a known
-# kind; and, for finding the width, also what likely does: an indent of two or more (a traceback), a bracket,
-# a quote or a markup character (a piece cut at the width may start with any of these, though)
+# what starts a line of its own, surely: a blank line, a level name, a date or time (TensorRT-LLM's `[MM/DD/YYYY-`
+# too), a process prefix, a known kind, a whole Prometheus sample (`name{labels} value`: a scrape's lines of one
+# length are no terminal's cut); and, for finding the width, also what likely does: an indent of two or more (a
+# traceback), a bracket, a quote or a markup character (a piece cut at the width may start with any of these, though)
 _SURE = (r"\s*$|(?:INFO|WARN|WARNING|ERROR|DEBUG|CRITICAL|TRACE)\b|\[?\d{4}-\d\d-\d\d|\[?\d\d:\d\d:\d\d|"
-         r"\d\d-\d\d[ T]\d\d:|[A-Z][a-z]{2} [ \d]\d \d\d:|\(\w+ pid=\d+\)|(?:Decode|Prefill) batch")
+         r"\d\d-\d\d[ T]\d\d:|[A-Z][a-z]{2} [ \d]\d \d\d:|\(\w+ pid=\d+\)|(?:Decode|Prefill) batch|\[\d\d/\d\d/\d{4}-|\[TRT-LLM\]|\[TensorRT-LLM\]|"
+         r"[A-Za-z_:][\w:]*\w(?:\{[^{}\n]*\})? +[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|NaN|Inf)(?: +-?\d+)?\s*$")
 _START, _LIKELY = re.compile(_SURE), re.compile(_SURE + r"|\s\s|[\[(<{\"'#|>`=]|={3}|-{3}")
 _ZERO = str.maketrans("123456789", "000000000")
 

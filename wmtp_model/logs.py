@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
+from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_trt_stats
 from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
 from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_spec_k, parse_step,
@@ -53,7 +54,8 @@ _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length
                    r"""mean_acceptance_length|num_spec_steps|num_accepted_draft_tokens|acceptance_histogram|"""
                    r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n|draft_rounds|mean_tpot_ms|accept_length|"""
                    r"""avg_per_output_token_latency|spec_decode_acceptance_length|spec_decode_num_drafts|"""
-                   r"""spec_decode_accepted_tokens|e2e_latency|mean_itl_ms)['"]?\s*:\s*"""
+                   r"""spec_decode_accepted_tokens|spec_decode_per_position_acceptance_rates|e2e_latency|mean_itl_ms|avg_tpot_ms)"""
+                   r"""['"]?\s*:\s*"""
                    r"""(\[[^\]]*\]|[-+0-9.eE]+|nan|NaN|Infinity)""")
 
 
@@ -90,13 +92,14 @@ def _opt(v: str | None) -> float | None:
 _PASTE = str.maketrans({"\t": " ", "\u2502": "|", "\u2503": "|"})
 _SGL_KEYS = ("#token: ", "#full token: ", "accept len: ", "accept rate: ", "#retracted-req: ", "#queue-req: ",
              "cuda graph: ")
-# The common decode layouts (dense, speculative, hybrid `#full token`/`mamba`), matched from `Decode batch`
+# The common decode layouts (dense, speculative, hybrid `#full token`/`mamba`, 2026's `#cached-token` after
+# `#running-req`: scheduler_components/metrics_reporter.py), matched from `Decode batch`
 # to the end of the line in one regex call: the fast path. A value here holds no `,` and no `:`, so every key
 # the general path looks for occurs only where this pattern puts it, and both read the same text for it (a
 # value with markdown fails its conversion; the prefix must be free of it: the general path strips it).
 _V, _U = r"([^,:]*)", r"[^,:]*"
 _DECODE = re.compile(
-    rf"Decode batch(?:\.|,| \[\d+\],) #running-req: {_V}, (?:#token: {_V}, token usage: {_U}|"
+    rf"Decode batch(?:\.|,| \[\d+\],) #running-req: {_V}, (?:#cached-token: {_U}, )?(?:#token: {_V}, token usage: {_U}|"
     rf"#full token: {_V}, full token usage: {_U}(?:, mamba num: {_U}, mamba usage: {_U})?), "
     rf"(?:accept len: {_V}, )?(?:accept rate: {_V}, )?(?:cuda graph: (True|False), )?"
     rf"gen throughput \(token/s\): {_V}(?:, #queue-req: {_V})?,? ?\s*$")
@@ -287,6 +290,12 @@ def parse_other(line: str, n: int):
         return parse_lmdeploy(line, n, _prefix, parse_vllm) or False
     if "SpecDecoding metrics" in line or "peculative metrics" in line or "peculative Metrics" in line:
         return parse_vllm(line, n) or False
+    if ("host_step_time = " in line or "elapsed_time = " in line) and "iter = " in line:  # TensorRT-LLM iteration
+        return parse_trt_iter(line, n) or False  # log (`wmtp.log_engines`), its statistics records, TGI requests
+    if '"iterLatencyMS"' in line:
+        return parse_trt_stats(line, n)
+    if "time_per_token" in line and (rec := parse_tgi(line, n)) is not None:
+        return rec
     if "etract" in line and "total_retractions" not in line:
         m = re.search(r"#?retracted[_ -]?reqs?\s*[:=]\s*(\d+)", line)
         if m or "etract request" in line or "etracted" in line:
@@ -295,10 +304,12 @@ def parse_other(line: str, n: int):
         return Event(n, "oom")
     if "preempted" in line and "PreemptionMode" in line:
         return Event(n, "preemption")
-    if ("vllm" in own or "sglang" in own or "llamacpp" in own) and (rec := parse_prometheus(own, n)) is not None:
+    if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own) and \
+            (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
     k = (parse_spec_k(line, n) if "speculative_tokens" in line or "speculative-tokens" in line
          or "num_spec_tokens" in line else None)  # the configured draft length, with whatever else the line holds
+    al = parse_bench_al(line, n) if '"average"' in line or '"acceptance_length_percentiles"' in line else None
     if ("spec_" in line or "accept" in line or "completion_tokens" in line or "predicted_" in line
             or "draft_" in line or "num_spec" in line or "tpot_ms" in line or "per_output_token" in line
             or "e2e_latency" in line or "mean_itl_ms" in line):
@@ -311,9 +322,11 @@ def parse_other(line: str, n: int):
                 if x is None:
                     return False
                 out.append(Value(n, "meta:" + key, x))
-            return out + [k] if k is not None else out
+            return out + [r for r in (k, al) if r is not None]
     if k is not None:
-        return k
+        return [k, al] if al is not None else k
+    if al is not None:
+        return al
     if "=" in line and ("ms per token" in line or "draft acceptance" in line or "#mean acc len" in line
                         or "#gen drafts" in line or " tg = " in line or " draft tokens" in line) or "decoded " in line:
         rec = parse_llama(line, n)  # llama.cpp server / speculative example lines
