@@ -9,10 +9,19 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_WINDOW, CtxOpt, HwOpt, JsonOpt, ModelOpt, ProfileOpt, SinkOpt,
                              WindowOpt, check_count, echo_json, file_to_write, handles_errors, int_option,
-                             refuse_overwriting_inputs)
+                             refuse_overwriting_inputs, stdin_paths)
 from wmtp import defaults
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_lookup
+from wmtp.units import printable
+
+
+def shown(text) -> str:
+    """Text from a user's file (its name, a note quoting a line) for a rich console line: its control characters as
+    escapes (an ESC sequence in a log line reached the terminal raw), then rich markup escaped."""
+    from rich.markup import escape
+
+    return escape(printable(text))
 
 
 def _f(x, p: int = 2) -> str:
@@ -21,19 +30,18 @@ def _f(x, p: int = 2) -> str:
 
 def _render_logs(out: list[dict]) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     con = Console(highlight=False)
     for f in out:
-        con.print(f"[bold]{escape(f['file'])}[/bold]: {f['lines']} lines ({f['records']['sglang_decode']} SGLang decode, "
+        con.print(f"[bold]{shown(f['file'])}[/bold]: {f['lines']} lines ({f['records']['sglang_decode']} SGLang decode, "
                   f"{f['records']['vllm_spec']} vLLM spec, {f['records']['other']} other records, "
                   f"{f['garbled']} garbled, {f['skipped']} skipped)", soft_wrap=True)
         t, a = f["tpot"], f["al"]
         tpot_txt = f"  [{t['estimator']}; {t['source']}; confidence {t['confidence']}]" if t else "  (none in this file)"
         al_txt = f"  [{a['estimator']}; {a.get('source', '')}]" if a else "  (no acceptance data)"
-        con.print(f"  TPOT: {_f(t and t['value_ms'])} ms" + escape(tpot_txt), soft_wrap=True)
-        con.print(f"  AL:   {_f(a and a.get('value'), 3)}" + escape(al_txt), soft_wrap=True)
+        con.print(f"  TPOT: {_f(t and t['value_ms'])} ms" + shown(tpot_txt), soft_wrap=True)
+        con.print(f"  AL:   {_f(a and a.get('value'), 3)}" + shown(al_txt), soft_wrap=True)
         if f["runs"]:
             tab = Table(title="runs (SGLang decode lines)", title_justify="left")
             for c in ("run", "lines", "mode", "DP", "used", "TPOT ms", "conf", "AL", "drop", "stall", "art. ms"):
@@ -55,13 +63,13 @@ def _render_logs(out: list[dict]) -> None:
                             b["confidence"])
             con.print(tab)
         for n in f["notes"]:
-            con.print(f"  note: {escape(n)}", soft_wrap=True)
+            con.print(f"  note: {shown(n)}", soft_wrap=True)
 
 
 @handles_errors
 def logs(
-    files: Annotated[list[Path], typer.Argument(help="Serving logs or summaries (.gz allowed): SGLang/vLLM/llama.cpp "
-                                                     "logs, bench summaries, offline output, meta_info.")],
+    files: Annotated[list[Path], typer.Argument(help="Serving logs or summaries (.gz allowed; - reads standard input): "
+                                                     "SGLang/vLLM/llama.cpp logs, bench summaries, offline output, meta_info.")],
     batch: Annotated[Optional[int], int_option("--batch", "-B", help="The requested batch size, if known.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -71,6 +79,7 @@ def logs(
     from wmtp.log_analysis import analyse
 
     check_count(batch, "--batch", 1, MAX_BATCH)
+    files = stdin_paths(files)
     for f in files:  # the log readers probe the path first (Path.is_dir() raised ENAMETOOLONG on Python 3.11)
         check_lookup(f, "log")
     out = []
@@ -91,7 +100,7 @@ def logs(
 def accept(
     files: Annotated[list[Path], typer.Argument(help="meta_info (JSON, JSONL, dict repr), histogram JSON/CSV, "
                                                      "per-step JSONL, vLLM/SGLang/llama.cpp logs, bench or offline "
-                                                     "summaries.")],
+                                                     "summaries (- reads standard input).")],
     depth: Annotated[Optional[int], int_option("--depth", "-d", help="Depth of the run (a mean AL alone becomes "
                                                                        "a geometric profile at this depth).")] = None,
     compare: Annotated[bool, typer.Option("--compare", help="Two files: native then window; test each position.")] = False,
@@ -106,6 +115,7 @@ def accept(
     check_count(depth, "--depth", 2, MAX_DEPTH)
     if compare and len(files) != 2:
         raise WmtpError("--compare takes exactly two files: native, then window")
+    files = stdin_paths(files)
     for f in files:
         check_lookup(f, "acceptance file")
     profs = [read_acceptance(f, depth) for f in files]
@@ -134,17 +144,15 @@ def accept(
     from rich.console import Console
     from rich.table import Table
 
-    from rich.markup import escape
-
     con = Console(highlight=False)
     for r in result:
         where = f"lines {r['lines'][0]}-{r['lines'][1]}" if r.get("lines") else "whole file"
-        con.print(f"[bold]{escape(r['file'])}[/bold] " + escape(
+        con.print(f"[bold]{shown(r['file'])}[/bold] " + shown(
             f"({r['kind']}): AL {r['accept_length']:.3f}"
             f"{'' if r['measured_depth'] is None else ' at d=' + str(r['measured_depth'])} "
             f"[{r.get('estimator', '')}; {where}]"), soft_wrap=True)
         if r.get("note"):
-            con.print(f"  note: {escape(r['note'])}", soft_wrap=True)
+            con.print(f"  note: {shown(r['note'])}", soft_wrap=True)
         if not r["alphas"]:
             continue
         t = Table(title="per-position acceptance", title_justify="left")

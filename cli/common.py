@@ -143,6 +143,16 @@ def parse_depth(text: str) -> int | str:
         raise WmtpError(f"--depth takes an integer d >= 2 or 'auto' (plain digits), got {text[:40]!r}") from None
 
 
+def stdin_paths(files: list[Path]) -> list[Path]:
+    """The file arguments with `-` as standard input (read once through /dev/stdin, as a pipe: `wmtp.log_input`); `-`
+    twice is an error (one stream cannot be read twice)."""
+    if sum(str(f) == "-" for f in files) > 1:
+        raise WmtpError("'-' (standard input) is given twice; it can be read once")
+    if any(str(f) == "-" for f in files) and not Path("/dev/stdin").exists():
+        raise WmtpError("'-' means standard input, which this system offers no /dev/stdin for; save it to a file")
+    return [Path("/dev/stdin") if str(f) == "-" else f for f in files]
+
+
 def resolve_model(model: str | None, config: Path | None, weight_dtype: str | None, kv_dtype: str | None,
                   frameworks: list[str] | None = None):
     """The model row of --model or --config at the dtypes asked for (the options every model command shares,
