@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from wmtp.errors import WmtpError
-from wmtp.fileio import atomic_write_text, check_lookup
+from wmtp.fileio import atomic_write_text
 from wmtp.framework import KIND, SCHEMA_VERSION
 from wmtp.acceptance import MAX_DEPTH
 from wmtp.latency import MAX_BATCH, step_cost
@@ -97,7 +97,6 @@ def points_from_logs(runs: list[str], batch: int | None, method: str = "native")
         path, _, d = run.rpartition(":")
         if not path or not (d.isascii() and d.isdigit() and len(d) <= 4) or not 1 <= int(d) <= MAX_DEPTH:
             raise WmtpError(f"runs are LOG:D pairs (d in 1..{MAX_DEPTH}), got {run[-200:]!r}")
-        check_lookup(path, "log")
         segs = estimate_segments(stream(path), batch)
         fit = [s for s in segs if s.speculative == want_spec and s.t_iter_ms is not None]
         if not fit:

@@ -161,7 +161,6 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
 
     if (model is None) == (config is None):
         raise WmtpError("give exactly one of --model KEY or --config path/to/config.json")
-    from wmtp.fileio import check_lookup
     from wmtp.specs import KV_DTYPES, WEIGHT_DTYPES
 
     for opt, value, known in (("--weight-dtype", weight_dtype, WEIGHT_DTYPES), ("--kv-dtype", kv_dtype, KV_DTYPES)):
@@ -171,8 +170,6 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
             raise WmtpError(f"{opt} must be one of {', '.join(known)}, got {value[:40]!r}")
     if any(not f.strip() for f in frameworks or []):  # "" would read the current folder as a profile
         raise WmtpError("--framework is empty; give an engine preset name or a framework profile path")
-    for f in frameworks or []:  # a name too long to look up: the preset reader's Path.exists() raised (Python 3.11)
-        check_lookup(f, "framework/engine profile")
     spec = get_model(model) if model is not None else config_model(config, weight_dtype=weight_dtype)
     check_frameworks(frameworks)
     return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)

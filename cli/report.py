@@ -12,7 +12,6 @@ from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt,
                              file_to_write, handles_errors, parse_accept, parse_depth, refuse_overwriting_inputs,
                              resolve_model)
 from wmtp.errors import WmtpError
-from wmtp.fileio import check_lookup
 
 
 @handles_errors
@@ -100,7 +99,6 @@ def _acceptance_files(items: list[str], profiles: dict, d: int) -> dict:
         if method in given:  # the second would silently replace the first
             raise WmtpError(f"--histogram/--logs give {method}= twice; give one file per method")
         given.add(method)
-        check_lookup(path, "--histogram file")
         profiles[method] = profile_from_file(path, d)[0]
     return profiles
 

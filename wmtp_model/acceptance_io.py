@@ -25,6 +25,7 @@ from pathlib import Path
 from wmtp.acceptance import (AcceptanceProfile, check_accept_length, from_histogram, geometric, histogram_count,
                              load_histogram, wilson_interval)
 from wmtp.errors import WmtpError
+from wmtp.fileio import check_lookup
 from wmtp.log_input import is_stream, spool
 from wmtp.log_records import v1_drafts
 from wmtp.log_sources import HIST_KEYS, add_histogram
@@ -126,6 +127,7 @@ def profile_of(al: dict, source: str) -> AcceptanceProfile | None:
 def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[AcceptanceProfile | None, dict]:
     """(a per-position profile or None, info with `accept_length`, estimator, source lines) for one file."""
     p = Path(path)
+    check_lookup(p, "acceptance file")  # Python 3.11's exists() raises on a name too long to look up
     if not p.exists():
         raise WmtpError(f"no such file: {p}")
     if is_stream(p):  # a pipe (`<(cat h.json)`): read once, into a file named for what it holds

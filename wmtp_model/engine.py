@@ -36,7 +36,7 @@ from pathlib import Path
 
 from wmtp.engine_memory import EngineMemoryConfig, config_from_preset
 from wmtp.errors import WmtpError
-from wmtp.fileio import check_versioned, read_json
+from wmtp.fileio import check_lookup, check_versioned, read_json
 from wmtp.units import printable
 from wmtp.framework import load as load_framework
 
@@ -193,6 +193,7 @@ def preset_names() -> list[str]:
 
 
 def _preset_path(name_or_path: str | Path) -> Path:
+    check_lookup(name_or_path, "framework/engine profile")  # Python 3.11's exists() raises on a name too long
     p = Path(name_or_path)
     if p.suffix or p.exists():
         return p

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
+from wmtp.fileio import check_lookup
 from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_trt_stats
 from wmtp.log_input import is_stream, spool
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
@@ -346,6 +347,7 @@ def parse_other(line: str, n: int):
     return parse_label(own, n)
 
 def _open(path: Path):
+    check_lookup(path, "log")  # Python 3.11's is_dir() raises on a name too long to look up
     if path.is_dir():
         raise WmtpError(f"{path} is a folder, not a log file")
     raw = spool(path) if is_stream(path) else None  # a pipe or FIFO: read once, then from a temporary file
@@ -430,9 +432,7 @@ def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> It
     path, with no record built for most lines of a multi-GB log."""
     stats = stats if stats is not None else ParseStats()
     p = Path(path)
-    if p.is_dir():
-        raise WmtpError(f"{p} is a folder, not a log file")
-    f = _open(p)
+    f = _open(p)  # (a folder, a name too long to look up: one error there)
     n = fast = 0
     make = DecodeLine if decode is None else decode
     last_pre, clean, ts, secs, pid, dp = None, False, None, None, None, None  # consecutive lines share a prefix
