@@ -12,16 +12,6 @@ from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_WINDOW, CtxOpt, HwOpt, JsonOp
                              refuse_overwriting_inputs, stdin_paths)
 from wmtp import defaults
 from wmtp.errors import WmtpError
-from wmtp.fileio import check_lookup
-from wmtp.units import printable
-
-
-def shown(text) -> str:
-    """Text from a user's file (its name, a note quoting a line) for a rich console line: its control characters as
-    escapes (an ESC sequence in a log line reached the terminal raw), then rich markup escaped."""
-    from rich.markup import escape
-
-    return escape(printable(text))
 
 
 def _f(x, p: int = 2) -> str:
@@ -31,6 +21,8 @@ def _f(x, p: int = 2) -> str:
 def _render_logs(out: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from wmtp.cli.render import shown
 
     con = Console(highlight=False)
     for f in out:
@@ -80,8 +72,6 @@ def logs(
 
     check_count(batch, "--batch", 1, MAX_BATCH)
     files = stdin_paths(files)
-    for f in files:  # the log readers probe the path first (Path.is_dir() raised ENAMETOOLONG on Python 3.11)
-        check_lookup(f, "log")
     out = []
     for f in files:
         rep = analyse(f, batch)
@@ -116,8 +106,6 @@ def accept(
     if compare and len(files) != 2:
         raise WmtpError("--compare takes exactly two files: native, then window")
     files = stdin_paths(files)
-    for f in files:
-        check_lookup(f, "acceptance file")
     profs = [read_acceptance(f, depth) for f in files]
     _refuse_unread_depth(files, profs, depth)
     if compare and any(p is None for p, _ in profs):
@@ -143,6 +131,8 @@ def accept(
         return
     from rich.console import Console
     from rich.table import Table
+
+    from wmtp.cli.render import shown
 
     con = Console(highlight=False)
     for r in result:

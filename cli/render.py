@@ -9,8 +9,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wmtp.cli.common import echo_json
 from wmtp.provenance import WEAKEST_FIRST, Origin, Source, source
 from wmtp.units import format_bytes, format_tokens, printable
+
+
+def shown(text) -> str:
+    """Text from a user's files (a file or model name, a warning naming one) for a rich console line: its control
+    characters as escapes (an ESC sequence reached the terminal raw), then rich markup escaped."""
+    return escape(printable(text))
 
 
 class _ConsoleProxy:
@@ -134,7 +141,7 @@ def render_prediction(p) -> None:
                   "fw = includes a framework profile from logs; * = the weakest of mixed components "
                   "(--json lists each).[/dim]")
     for w in p.warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(printable(w))}")  # a warning names files and models: no markup
+        console.print(f"[yellow]warning:[/yellow] {shown(w)}")  # a warning names files and models
 
 
 def render_memory_table(p, names) -> None:
@@ -163,14 +170,6 @@ def render_memory_table(p, names) -> None:
     console.print(mt)
 
 
-def _plain_json(obj) -> None:
-    """--json of the registries as every other command prints it (`wmtp.cli.common.echo_json`): strict and plain. Rich's
-    print_json coloured it wherever colour was forced (FORCE_COLOR, a CI log): escape codes inside the JSON."""
-    from wmtp.cli.common import echo_json
-
-    echo_json(obj)
-
-
 def render_models(as_json: bool) -> None:
     from wmtp.models import MODELS
 
@@ -181,7 +180,7 @@ def render_models(as_json: bool) -> None:
             d.update(total_params=s.total_params, kv_bytes_per_token_layer=s.kv_bytes_per_token_layer,
                      state_bytes_per_layer=s.state_bytes_per_layer)
             rows.append(d)
-        _plain_json(rows)
+        echo_json(rows)  # plain, as every --json (rich's print_json coloured it under FORCE_COLOR)
         return
     t = compact_table("Models (--model KEY, a model folder or a Hugging Face repo id)")
     add_columns(t, ("key", False), ("name", False), ("layers: full\n+ linear", False), ("heads\nq/kv x dim", True),
@@ -201,7 +200,7 @@ def render_hardware(as_json: bool) -> None:
     from wmtp.hardware import HARDWARE
 
     if as_json:
-        _plain_json([asdict(h) for h in HARDWARE.values()])
+        echo_json([asdict(h) for h in HARDWARE.values()])
         return
     t = compact_table("Hardware (--hw KEY): datasheet peaks per GPU")
     add_columns(t, ("key", False), ("name", False), ("HBM", True), ("TB/s", True), ("TFLOP/s\nbf16/fp8/fp4", True),
