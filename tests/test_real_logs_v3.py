@@ -5,25 +5,15 @@ within 1 %; and the parsers behind each fix, one line at a time."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from wmtp.cli.main import app
+from corpus_checks import check_accept, check_logs, corpus, run as _run  # noqa: E402
 
 V3 = Path(__file__).parent / "data" / "real_v3"
-ROWS = {r["file"]: r for r in csv.DictReader((V3 / "EXPECTED.tsv").open(), delimiter="\t")}
-FILES = sorted(p.name for p in V3.iterdir() if p.name not in ("README.md", "EXPECTED.tsv"))
-TOL = 0.01
-
-
-def _run(args):
-    r = CliRunner().invoke(app, args, env={"COLUMNS": "100"})
-    assert "Traceback" not in r.output and (r.exception is None or isinstance(r.exception, SystemExit)), r.output
-    return r
+ROWS, FILES = corpus(V3)
 
 
 def test_every_file_has_an_expected_row():
@@ -32,35 +22,12 @@ def test_every_file_has_an_expected_row():
 
 @pytest.mark.parametrize("name", FILES)
 def test_logs_reads_the_format(name):
-    row = ROWS[name]
-    r = _run(["logs", str(V3 / name), "--json"])
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.output)[0]
-    assert out["garbled"] == 0 and out["records"]["sglang_decode"] == int(row["decode_lines"]), out["records"]
-    if row["expect_tpot_ms"]:
-        assert abs(out["tpot_ms"] / float(row["expect_tpot_ms"]) - 1) <= TOL, (out["tpot_ms"], row["how"])
-    else:
-        assert out["tpot_ms"] is None
-    if row["expect_al"]:
-        assert abs(out["accept_length"] / float(row["expect_al"]) - 1) <= TOL, (out["accept_length"], row["how"])
-    else:
-        assert out["accept_length"] is None
-    r = _run(["logs", str(V3 / name)])
-    assert r.exit_code == 0 and "TPOT:" in r.output and "AL:" in r.output, r.output
+    check_logs(V3 / name, ROWS[name])
 
 
 @pytest.mark.parametrize("name", FILES)
 def test_accept_reads_the_format(name):
-    row = ROWS[name]
-    r = _run(["accept", str(V3 / name), "--json"])
-    if not row["expect_al"]:  # no acceptance data: one `error:` line that points at the TPOT
-        assert r.exit_code == 1 and r.output.startswith("error: ") and r.output.count("\n") == 1, r.output
-        assert "no acceptance length" in r.output
-        return
-    assert r.exit_code == 0, r.output
-    al = json.loads(r.output)["files"][0]["accept_length"]
-    assert abs(al / float(row["expect_al"]) - 1) <= TOL, (al, row["how"])
-    assert _run(["accept", str(V3 / name)]).exit_code == 0
+    check_accept(V3 / name, ROWS[name])
 
 
 @pytest.mark.parametrize("name", FILES)
