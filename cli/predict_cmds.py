@@ -123,7 +123,8 @@ def engines(
     from wmtp.engine import load_preset, preset_names
 
     if fit is not None:
-        from wmtp.calibrate.engine_fit import fit_file, structure_path_for
+        from wmtp.calibrate.engine_fit import fit_file
+        from wmtp.calibrate.engine_inputs import structure_path_for
         from wmtp.fileio import check_output_path, read_text
 
         read_text(fit, "engine points CSV", WmtpError)  # binary or unreadable: one error line

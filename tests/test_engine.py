@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from wmtp.acceptance import choose_acceptance, deep_shift, geometric
-from wmtp.calibrate.engine_fit import fit, fit_file, read_points
+from wmtp.calibrate.engine_fit import fit, fit_file
+from wmtp.calibrate.engine_inputs import read_points
 from wmtp.cli.main import app
 from wmtp.engine import EngineOverhead, engines_dir, load_preset, resolve
 from wmtp.errors import WmtpError
@@ -327,7 +328,7 @@ def test_named_engine_moe_kernel_replaces_the_cost_models_moe():
 
 def test_named_moe_kernel_is_the_presets_gpus_only(tmp_path):
     """On another GPU than the preset's the named kernel is dropped (with a warning): it is the preset GPU's kernel."""
-    from wmtp.calibrate.engine_fit import read_structure
+    from wmtp.calibrate.engine_inputs import read_structure
 
     shipped = load_preset("sglang-b200-paper")
     assert shipped["per_model"]["q122"]["moe_tbps"] > 0  # the shipped preset names one

@@ -96,7 +96,7 @@ def test_shipped_presets_still_load(name):  # the control: both generations name
 
 def test_engine_structure_fitting_no_required_term(tmp_path):
     """A structure that fits no step_ms would write a preset that then fails to load: refused before the fit."""
-    from wmtp.calibrate.engine_fit import read_structure
+    from wmtp.calibrate.engine_inputs import read_structure
 
     doc = json.loads((ENGINES / "sglang-b200-paper.structure.json").read_text())
     assert read_structure(ENGINES / "sglang-b200-paper.structure.json")["shared"] == doc["shared"]  # the control
