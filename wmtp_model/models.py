@@ -120,7 +120,7 @@ def get_model(key: str) -> ModelSpec:
     if key.strip().lower() in MODELS:
         return MODELS[key.strip().lower()]
     from wmtp.fileio import check_lookup
-    from wmtp.hf_config import looks_like_repo_id
+    from wmtp.hf_source import looks_like_repo_id
 
     if "/" in key:
         check_lookup(key, "model folder or config", UnknownSpecError)
