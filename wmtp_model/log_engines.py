@@ -17,7 +17,7 @@ reads them:
 
 Each iteration becomes one `Value` `engine_step`: [step ms (-1: no usable step time), requests, context requests,
 tokens per generation request (0: a verify step whose accepted tokens the line does not give), accepted draft tokens,
-requests with drafts, rank (-1: none)]; `wmtp.log_sources.EngineSteps` turns them into TPOT and AL.
+requests with drafts, rank (-1: none)]; `wmtp.log_engine_steps.EngineSteps` turns them into TPOT and AL.
 """
 
 from __future__ import annotations
