@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from wmtp.cli.main import app
 from wmtp.log_analysis import analyse
 from wmtp.log_summary import NoAnsi, parse_label
-from wmtp.logs import open_text
+from wmtp.log_input import open_text
 
 BIN = 0.001  # TPOT medians come from log-spaced bins 0.1 % wide
 

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
-from wmtp.fileio import check_lookup
 from wmtp.log_batch import Lines, Prefixes, decode_columns, decode_fixed, feed, numpy
 from wmtp.log_records import DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
 from wmtp.log_vllm_batch import SPEC, numbers, numbers_fixed, records, texts
-from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, open_text, parse_other,
+from wmtp.log_input import open_text
+from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, parse_other,
                        parse_sglang_general, prefix_fields, tally_decode, tally_other)
 
 BLOCK_CHARS = 1 << 21  # about 12,000 lines; the block's lists take about 10 MiB per MiB of it
@@ -406,10 +406,7 @@ def stream_blocks(path: str | Path, stats: ParseStats, runs, vllm=None) -> Itera
     order (consume each block's records before the next: `vllm` takes a block's lines only when the
     records before them have reached its accumulators)."""
     p = Path(path)
-    check_lookup(p, "log")  # Python 3.11's is_dir() raises on a name too long to look up
-    if p.is_dir():
-        raise WmtpError(f"{p} is a folder, not a log file")
-    f = open_text(p)
+    f = open_text(p)  # (a folder, a name too long to look up: one error there)
     base, tail = 0, ""
     try:
         while True:

@@ -1,17 +1,22 @@
-"""A log or acceptance file that is not a regular file: a FIFO, a process substitution (`<(zcat x.gz)`), a
-character device. The readers open a file more than once (a look at its head, then the stream), which a pipe does
+"""Opening a log (`open_text`: plain or gzip, colour codes dropped, wrapped pastes joined), and a log or acceptance
+file that is not a regular file: a FIFO, a process substitution (`<(zcat x.gz)`), a character device. The readers open a file more than once (a look at its head, then the stream), which a pipe does
 not allow, and opening a FIFO nobody writes to blocks forever. Such an input is read once, without waiting for a
 writer, into an anonymous temporary file, and read from there."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import stat
 import tempfile
+import zlib
 from pathlib import Path
 
 from wmtp.errors import WmtpError
-from wmtp.fileio import open_without_waiting
+from wmtp.fileio import check_lookup, open_without_waiting
+from wmtp.log_summary import ANSI, NoAnsi
+from wmtp.log_wrap import SoftJoined, Unwrapped, soft_wrapped, wrap_width
 
 CHUNK = 1 << 20
 MAX_SPOOL = 16 << 30  # bytes a pipe or device may give: more (/dev/zero, a runaway producer) is an error, not a full disk
@@ -57,3 +62,49 @@ def spool(path: Path, out=None):
         raise
     out.seek(0)
     return out
+
+
+def open_text(path: str | Path):
+    """A text handle on a log: a plain or gzip file, or a stream read once (`spool`), a byte-order mark and terminal
+    colour codes dropped, terminal-wrapped lines joined back (`wmtp.log_wrap`); a folder, a binary or misnamed file,
+    or a path too long to look up raises WmtpError."""
+    path = Path(path)
+    check_lookup(path, "log")  # Python 3.11's is_dir() raises on a name too long to look up
+    if path.is_dir():
+        raise WmtpError(f"{path} is a folder, not a log file")
+    raw = spool(path) if is_stream(path) else None  # a pipe or FIFO: read once, then from a temporary file
+    try:
+        if raw is None:
+            with open(path, "rb") as f:
+                head = f.read(65536)
+        else:
+            head = raw.read(65536)
+            raw.seek(0)
+    except OSError as e:
+        raise WmtpError(f"cannot read {path}: {e.strerror or e}") from None
+    # utf-8-sig: a byte-order mark at the start is not part of the first line
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=raw) if raw is not None else gzip.open(path, "rb") as g:
+                head = g.read(65536)
+        except (OSError, EOFError, zlib.error) as e:
+            raise WmtpError(f"{path}: damaged gzip file ({e})") from None
+        if raw is not None:
+            raw.seek(0)
+            opener = lambda: io.TextIOWrapper(gzip.GzipFile(fileobj=raw), "utf-8-sig", "replace")  # noqa: E731
+        else:
+            opener = lambda: gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")  # noqa: E731
+    elif path.name.endswith(".gz"):
+        raise WmtpError(f"{path}: named .gz but not gzip-compressed")
+    elif raw is not None:
+        opener = lambda: io.TextIOWrapper(raw, "utf-8-sig", "replace")  # noqa: E731
+    else:
+        opener = lambda: open(path, encoding="utf-8-sig", errors="replace")  # noqa: E731
+    if b"\x00" in head:
+        raise WmtpError(f"{path}: binary data, not a text log")
+    f = NoAnsi(opener())  # colour codes may first appear anywhere (a chunk without ESC costs one scan)
+    text = head.decode("utf-8", "replace")
+    text = ANSI.sub("", text) if "\x1b" in text else text
+    soft = soft_wrapped(text)  # wrapped engine lines' lengths (then one full-width line continued shows no cut)
+    width = wrap_width(text, len(head) < 65536, strict=bool(soft))
+    return SoftJoined(f) if soft else Unwrapped(f, width) if width else f  # (engine lines: joined either way)

@@ -25,8 +25,6 @@ NaN, infinite or absurd values, is garbled. Files may be gzip-compressed (recogn
 
 from __future__ import annotations
 
-import gzip
-import io
 import math
 import re
 import zlib
@@ -34,13 +32,11 @@ from pathlib import Path
 from typing import Iterator
 
 from wmtp.errors import WmtpError
-from wmtp.fileio import check_lookup
 from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_trt_stats
-from wmtp.log_input import is_stream, spool
+from wmtp.log_input import open_text
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_summary import (ANSI, PROM_OTHER, NoAnsi, parse_label, parse_prometheus, parse_spec_k, parse_step,
+from wmtp.log_summary import (PROM_OTHER, parse_label, parse_prometheus, parse_spec_k, parse_step,
                                parse_lmdeploy, parse_table_row, strip_collector)
-from wmtp.log_wrap import SoftJoined, Unwrapped, soft_wrapped, wrap_width
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
                               VllmSpecLine, VllmThroughput, after, day_seconds, finite, num, strict_float, ungroup)
 
@@ -346,53 +342,6 @@ def parse_other(line: str, n: int):
             return rec
     return parse_label(own, n)
 
-def _open(path: Path):
-    check_lookup(path, "log")  # Python 3.11's is_dir() raises on a name too long to look up
-    if path.is_dir():
-        raise WmtpError(f"{path} is a folder, not a log file")
-    raw = spool(path) if is_stream(path) else None  # a pipe or FIFO: read once, then from a temporary file
-    try:
-        if raw is None:
-            with open(path, "rb") as f:
-                head = f.read(65536)
-        else:
-            head = raw.read(65536)
-            raw.seek(0)
-    except OSError as e:
-        raise WmtpError(f"cannot read {path}: {e.strerror or e}") from None
-    # utf-8-sig: a byte-order mark at the start is not part of the first line
-    if head[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=raw) if raw is not None else gzip.open(path, "rb") as g:
-                head = g.read(65536)
-        except (OSError, EOFError, zlib.error) as e:
-            raise WmtpError(f"{path}: damaged gzip file ({e})") from None
-        if raw is not None:
-            raw.seek(0)
-            opener = lambda: io.TextIOWrapper(gzip.GzipFile(fileobj=raw), "utf-8-sig", "replace")  # noqa: E731
-        else:
-            opener = lambda: gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")  # noqa: E731
-    elif path.name.endswith(".gz"):
-        raise WmtpError(f"{path}: named .gz but not gzip-compressed")
-    elif raw is not None:
-        opener = lambda: io.TextIOWrapper(raw, "utf-8-sig", "replace")  # noqa: E731
-    else:
-        opener = lambda: open(path, encoding="utf-8-sig", errors="replace")  # noqa: E731
-    if b"\x00" in head:
-        raise WmtpError(f"{path}: binary data, not a text log")
-    f = NoAnsi(opener())  # colour codes may first appear anywhere (a chunk without ESC costs one scan)
-    text = head.decode("utf-8", "replace")
-    text = ANSI.sub("", text) if "\x1b" in text else text
-    soft = soft_wrapped(text)  # wrapped engine lines' lengths (then one full-width line continued shows no cut)
-    width = wrap_width(text, len(head) < 65536, strict=bool(soft))
-    return SoftJoined(f) if soft else Unwrapped(f, width) if width else f  # (engine lines: joined either way)
-
-
-def open_text(path: str | Path):
-    """A text handle on a plain or gzip file; binary or misnamed files raise WmtpError."""
-    return _open(Path(path))
-
-
 def tally_decode(rec, stats: ParseStats, line: str = "") -> tuple:
     """The records of a decode line read by the general parser (None: garbled, or skipped for SGLang's one-off
     `Decode batch [first graph replay], #running-req: N, cuda graph: True, #queue-req: M` notice, which has no
@@ -432,7 +381,7 @@ def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> It
     path, with no record built for most lines of a multi-GB log."""
     stats = stats if stats is not None else ParseStats()
     p = Path(path)
-    f = _open(p)  # (a folder, a name too long to look up: one error there)
+    f = open_text(p)  # (a folder, a name too long to look up: one error there)
     n = fast = 0
     make = DecodeLine if decode is None else decode
     last_pre, clean, ts, secs, pid, dp = None, False, None, None, None, None  # consecutive lines share a prefix
