@@ -16,6 +16,7 @@ appended to its .md.
 from __future__ import annotations
 
 import argparse
+import csv
 import gzip
 import hashlib
 import json
@@ -41,14 +42,14 @@ def splice_rows(base: Path, new: Path, kind: str, out_dir: Path) -> tuple[Path, 
     lines, rows = _lines(base), _lines(new)
     if not lines or not rows or rows[0].rstrip("\r\n") != lines[0].rstrip("\r\n"):
         raise WmtpError(f"{new} does not have the columns of {base}")
-    head = lines[0].rstrip("\r\n").split(",")
+    head = next(csv.reader([lines[0]]))
     k_col, s_col = head.index("kernel"), head.index("status")
     end = lines[0][len(lines[0].rstrip("\r\n")):]
     added = [ln.rstrip("\r\n") + end for ln in rows[1:] if ln.strip()]
-    bad = [ln for ln in added if ln.split(",")[k_col] != kind or ln.split(",")[s_col] != "ok"]
+    bad = [r for r in csv.reader(added) if r[k_col] != kind or r[s_col] != "ok"]  # (a quoted field may hold commas)
     if bad or not added:
         raise WmtpError(f"{new} must hold ok rows of kind {kind} only; {len(bad)} are not")
-    kept = [ln for ln in lines[1:] if ln.split(",", 1)[0] != kind]
+    kept = [ln for ln, r in zip(lines[1:], csv.reader(lines[1:])) if r and r[k_col] != kind]
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / base.name
     # mtime 0 in the gzip header: the same rows give the same bytes
