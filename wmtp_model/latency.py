@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from wmtp.acceptance import window_covers_context
 from wmtp.engine import EngineOverhead, engine_moe_ms, extra_ms, index_walks, verify_factor_applies
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
@@ -272,6 +273,9 @@ def step_cost(
         raise WmtpError(f"depth d must be in 2..64 (d = gamma + 1), got {depth}")
 
     full, spec = spec, per_gpu_spec(spec, tp)
+    # A window that holds the whole context (W + n_sink >= S) is the native draft: no ring (`wmtp.memory`), the same
+    # keys, and so the same engine path (its eager extend and planned draft forwards); priced as native throughout.
+    draft = "native" if method == "window" and window_covers_context(window, sink, ctx) else method
     attn_kind = {"verify": "verify_attn", "ctx": "extend_attn", "fwd": "decode_attn"}
     factor = overhead is not None and verify_factor_applies(cost, hw)
 
@@ -281,13 +285,13 @@ def step_cost(
         if overhead is not None and overhead.moe_tbps > 0:  # the engine's own MoE kernel, named by its preset
             out = tuple(_engine_moe(p, overhead, hw, spec) for p in out)
         if overhead is not None:  # the serving engine's overhead on top of the kernels (wmtp.engine)
-            walks = index_walks(overhead, phase, method)
+            walks = index_walks(overhead, phase, draft)
             if walks:  # the engine's per-request index builds, priced by the cost model like any index build
                 keys = s_eff + (depth if phase == "verify" else 0)
                 out += (cost.price(Work("index_build", f"{phase}.engine_index", batch * keys * INDEX_BYTES_PER_ENTRY,
                                         0.0, 1, walks, {"ctx": keys, "batch": batch}), hw, spec),)
             attn = sum(p.time_ms for p in out if p.work.kind == attn_kind[phase])
-            ms = extra_ms(overhead, phase, method, attn, batch, s_eff, factor)
+            ms = extra_ms(overhead, phase, draft, attn, batch, s_eff, factor)
             out += (Priced(Work("engine", f"{phase}.engine", 0.0, 0.0, 0), ms, source(overhead.source)),)
         return Phase(out)
 
