@@ -273,8 +273,8 @@ def simulate(
     """Monte Carlo decode with the latency model: TPOT with a 95 % interval, fixed or adaptive depth."""
     from dataclasses import asdict
 
-    from wmtp.acceptance import choose_acceptance
-    from wmtp.simulate import parse_phases, read_trace, step_time_fn
+    from wmtp.acceptance import choose_acceptance, window_model, window_profile
+    from wmtp.simulate import decode_profile, parse_phases, read_trace, step_time_fn
     from wmtp.simulate import simulate as run
 
     from wmtp.simulate import MAX_TOKENS
@@ -304,10 +304,12 @@ def simulate(
     ph = parse_phases(phases) if phases else None
     tr = read_trace(trace) if trace is not None else None
     sc, warnings = scenario(opts, DEFAULT_DEPTH)
-    if ph is None:
-        prof = getattr(choose_acceptance(sc.spec.key, DEFAULT_DEPTH, None), method)
+    if ph is None:  # the acceptance `wmtp predict` uses: the window's at this W (the native draft's if it covers S)
+        acc = choose_acceptance(sc.spec.key, DEFAULT_DEPTH, None)
+        prof = acc.native if method == "native" else window_profile(
+            acc, window_model(sc.spec.key, DEFAULT_DEPTH, acc, False, DEFAULT_TASK), sc.window, sc.sink, sc.ctx)
         ph = [(tokens, list(prof.alphas_at(16)))]
-    steps = step_time_fn(sc, method)
+    steps = step_time_fn(sc, method, decode_profile(ph, tr))
     res = run(steps, ph, tokens, policy, seed, tr)
     out = asdict(res)
     if res.tpot_ci95[0] != res.tpot_ci95[0]:  # NaN is not JSON

@@ -157,14 +157,18 @@ def read_trace(path) -> list[int]:
 
 class StepTimes:
     """step(d) in ms of `method` in scenario `sc` (a `wmtp.decisions.Scenario`), priced once per depth; `sources`
-    says where those prices come from (measured, interpolated, ...)."""
+    says where those prices come from (measured, interpolated, ...). With `profile` (the acceptance the decode
+    draws from), each depth's draft extend runs over that profile's AL(d) accepted tokens, as `wmtp predict` prices
+    it, so that a long simulation converges to predict's TPOT; without one, over d tokens (every draft accepted:
+    the costliest extend)."""
 
-    def __init__(self, sc, method: str):
-        self.sc, self.method, self._priced = sc, method, {}
+    def __init__(self, sc, method: str, profile=None):
+        self.sc, self.method, self.profile, self._priced = sc, method, profile, {}
 
     def _at(self, d: int) -> tuple:
         if d not in self._priced:
-            self._priced[d] = self.sc.priced(self.method, None, depth=d, accept_length=float(d) if d > 1 else 1.0)
+            al = self.profile.accept_length(d) if self.profile is not None else float(d)
+            self._priced[d] = self.sc.priced(self.method, None, depth=d, accept_length=al if d > 1 else 1.0)
         return self._priced[d]
 
     def __call__(self, d: int) -> float:
@@ -174,5 +178,21 @@ class StepTimes:
         return {d: self._at(d)[3] for d in sorted(depths)}
 
 
-def step_time_fn(sc, method: str) -> StepTimes:
-    return StepTimes(sc, method)
+def step_time_fn(sc, method: str, profile=None) -> StepTimes:
+    return StepTimes(sc, method, profile)
+
+
+def decode_profile(phases: Sequence[Phase] | None, trace: Sequence[int] | None, depth: int = MAX_DEPTH):
+    """The acceptance a simulated decode draws from, as one profile (`wmtp.acceptance.AcceptanceProfile`) that
+    prices its steps' draft extend (`StepTimes`): a recorded trace's accepted counts as a histogram, else the phases'
+    per-position alphas weighted by the tokens each phase lasts."""
+    from wmtp.acceptance import AcceptanceProfile, from_histogram
+
+    if trace is not None:
+        counts = [0.0] * min(max(trace) + 2, MAX_DEPTH)  # one empty bin past the most accepted: nothing deeper
+        for n in trace:
+            counts[n] += 1
+        return from_histogram(counts, "the recorded trace")
+    total = sum(t for t, _ in phases)
+    alphas = [sum(t * a[min(j, len(a) - 1)] for t, a in phases if a) / total for j in range(depth - 1)]
+    return AcceptanceProfile(tuple(min(1.0, max(0.0, a)) for a in alphas), depth, "the simulated phases")
