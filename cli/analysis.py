@@ -201,7 +201,7 @@ def sweep(
     import math
 
     from wmtp.acceptance import choose_acceptance, window_model
-    from wmtp.decisions import SWEEPS
+    from wmtp.decisions import SWEEPS, scenario_window_profile
     from wmtp.decisions import sweep as run_sweep
 
     if what not in SWEEPS:
@@ -230,14 +230,16 @@ def sweep(
                 weight_dtype=weight_dtype, profile=profile, speed_of_light=speed_of_light, tp=tp, framework=framework)
     sc, warnings = scenario(opts, depth)
     acc = choose_acceptance(sc.spec.key, depth, parse_accept(accept_length), task)
+    # the AL(W) model predict uses (--al-window points only in a window sweep, which refuses them elsewhere): the
+    # window's acceptance at --window in the ctx, depth and batch sweeps, and at each W of the window sweep
+    al_model = window_model(sc.spec.key, depth, acc, accept_length is not None, task, al_window, sc.ctx)
+    win = scenario_window_profile(sc, acc, al_model) if what != "window" else acc.window
     extra = {"model": sc.spec.key, "hardware": sc.hw.key, "cost_model": sc.cost.name,
              "engine_overhead": engine_label(sc.overheads),
-             "acceptance": {"native": acc.native.tag(depth), "window": acc.window.tag(depth)}}
+             "acceptance": {"native": acc.native.tag(depth), "window": win.tag(depth)}}
     warnings = ([acc.warning] if acc.warning else []) + warnings
     if warnings:
         extra["warning"] = "; ".join(warnings)
-    al_model = (window_model(sc.spec.key, depth, acc, accept_length is not None, task, al_window, sc.ctx)
-                if what == "window" else None)
     rows, found = run_sweep(what, sc, acc, threshold=threshold, al_model=al_model)
     extra.update(found)
     _emit(what, rows, extra, as_json, csv_out, _title(what, sc))

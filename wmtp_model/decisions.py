@@ -69,11 +69,21 @@ class Scenario:
         return c.step_ms / al, c.step_ms, al, c.source
 
 
-def depth_curve(sc: Scenario, acc: AcceptanceChoice, depths=defaults.DEPTH_GRID) -> list[dict]:
+def scenario_window_profile(sc: Scenario, acc: AcceptanceChoice, al_model: WindowAcceptance | None = None,
+                            ctx: int | None = None) -> AcceptanceProfile:
+    """The windowed draft's acceptance in `sc` (at `ctx` when given), as `wmtp predict` takes it
+    (`wmtp.acceptance.window_profile`): the native draft's where the window covers the context, else the AL(W)
+    model's at the scenario's W, else the chosen window acceptance."""
+    return window_profile(acc, al_model, sc.window, sc.sink, ctx or sc.ctx)
+
+
+def depth_curve(sc: Scenario, acc: AcceptanceChoice, depths=defaults.DEPTH_GRID,
+                al_model: WindowAcceptance | None = None) -> list[dict]:
     rows = []
+    win = scenario_window_profile(sc, acc, al_model)
     for d in depths:
         row = {"depth": d}
-        for method, prof in (("native", acc.native), ("window", acc.window)):
+        for method, prof in (("native", acc.native), ("window", win)):
             tpot, step, al, src = sc.priced(method, prof, depth=d)
             row.update({f"{method}_tpot_ms": tpot, f"{method}_step_ms": step, f"{method}_accept_length": al,
                         f"{method}_accept_source": prof.tag(d), f"{method}_step_source": src})
@@ -85,12 +95,12 @@ def best_depths(rows: list[dict]) -> dict:
     return {m: min(rows, key=lambda r: r[f"{m}_tpot_ms"])["depth"] for m in ("native", "window")}
 
 
-def context_curve(sc: Scenario, acc: AcceptanceChoice, ctxs) -> list[dict]:
+def context_curve(sc: Scenario, acc: AcceptanceChoice, ctxs, al_model: WindowAcceptance | None = None) -> list[dict]:
     dense_rows = []
     for ctx in ctxs:
         d_tpot, _, _, d_src = sc.priced("dense", None, ctx=ctx)
         n_tpot, n_step, n_al, n_src = sc.priced("native", acc.native, ctx=ctx)
-        w_tpot, w_step, w_al, w_src = sc.priced("window", acc.window, ctx=ctx)
+        w_tpot, w_step, w_al, w_src = sc.priced("window", scenario_window_profile(sc, acc, al_model, ctx), ctx=ctx)
         dense_rows.append({"ctx": ctx, "dense_tpot_ms": d_tpot, "native_tpot_ms": n_tpot, "window_tpot_ms": w_tpot,
                            "native_step_ms": n_step, "window_step_ms": w_step,
                            "step_saving_ms": n_step - w_step, "cost_ratio": n_step / w_step - 1,
@@ -148,12 +158,14 @@ def break_even_window(rows: list[dict]) -> dict:
                                                                 for r in rows) else "AL(W) model"}
 
 
-def batch_frontier(sc: Scenario, acc: AcceptanceChoice, max_batch: int | None = None) -> list[dict]:
+def batch_frontier(sc: Scenario, acc: AcceptanceChoice, max_batch: int | None = None,
+                   al_model: WindowAcceptance | None = None) -> list[dict]:
     """Per method, B = 1 .. the memory limit: per-user and per-GPU tokens/s, Pareto flags."""
     mem = memory_report(per_gpu_spec(sc.spec, sc.tp), sc.hw, sc.ctx, sc.window, sc.sink, sc.depth,
                         engine=sc.engine_memory, engine_tp=sc.tp)
     rows = []
-    for method, prof in (("dense", None), ("native", acc.native), ("window", acc.window)):
+    profiles = (("dense", None), ("native", acc.native), ("window", scenario_window_profile(sc, acc, al_model)))
+    for method, prof in profiles:
         limit = mem.max_batch[method] if max_batch is None else min(max_batch, mem.max_batch[method])
         for b in range(1, limit + 1):
             tpot, step, al, src = sc.priced(method, prof, batch=b)
@@ -217,10 +229,10 @@ def sweep(what: str, sc: Scenario, acc: AcceptanceChoice, *, threshold: float = 
     break-even point (`extra`)."""
     extra: dict = {}
     if what == "depth":  # the grid, and the scenario's own depth when it lies outside it
-        rows = depth_curve(sc, acc, sorted(set(defaults.DEPTH_GRID) | {sc.depth}))
+        rows = depth_curve(sc, acc, sorted(set(defaults.DEPTH_GRID) | {sc.depth}), al_model)
         extra["best_depth"] = best_depths(rows)
     elif what == "ctx":
-        rows = context_curve(sc, acc, defaults.CTX_GRID)
+        rows = context_curve(sc, acc, defaults.CTX_GRID, al_model)
         extra["break_even_ctx"] = break_even_context(sc, acc, threshold)
         extra["break_even_threshold"] = threshold
     elif what == "window":
@@ -231,7 +243,7 @@ def sweep(what: str, sc: Scenario, acc: AcceptanceChoice, *, threshold: float = 
     elif what == "batch":
         mem = memory_report(per_gpu_spec(sc.spec, sc.tp), sc.hw, sc.ctx, sc.window, sc.sink, sc.depth,
                             engine=sc.engine_memory, engine_tp=sc.tp)
-        rows = batch_frontier(sc, acc, max_batch=MAX_SWEEP_BATCH)
+        rows = batch_frontier(sc, acc, max_batch=MAX_SWEEP_BATCH, al_model=al_model)
         if not rows:
             raise WmtpError(f"no request of {sc.ctx} tokens fits on {sc.hw.key}")
         extra["pareto"] = [f"{r['method']} B={r['batch']}" for r in rows if r["pareto"]]
