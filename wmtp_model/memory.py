@@ -127,7 +127,7 @@ def memory_report(
     ctx: int,
     window: int = defaults.WINDOW,
     sink: int = defaults.SINK,
-    depth: int = 7,
+    depth: int | dict = 7,
     tree_width: int = 1,
     mem_fraction: float = DEFAULT_MEM_FRACTION,
     workspace_bytes: float = DEFAULT_WORKSPACE_BYTES,
@@ -139,11 +139,13 @@ def memory_report(
     """`spec` is what one GPU holds (the per-GPU slice at tp > 1). With `engine`, the largest batch and whether
     the method fits come from that engine's accounting (`wmtp.engine_memory`), not from a flat workspace; with
     `at_largest_mem_fraction` too, each method's accounting at the largest mem_fraction_static it fits at
-    (`engine_max`: a scan of settings, so only where it is shown)."""
+    (`engine_max`: a scan of settings, so only where it is shown). `depth`: one d for every method, or one per
+    method ({"native": 8, "window": 10}: each method's memory at the depth it runs, e.g. its own best depth)."""
     if not 0 < mem_fraction <= 1:
         raise WmtpError(f"mem_fraction must be in (0, 1], got {mem_fraction}")
     if tree_width < 1:
         raise WmtpError("tree width k must be >= 1")
+    depths = {m: (depth.get(m, 1) if isinstance(depth, dict) else depth) for m in ("dense", "native", "window")}
     weights, budget, per_req, max_b, fit = {}, {}, {}, {}, {}
     for method in ("dense", "native", "window"):
         w = weights_bytes(spec, with_mtp=method != "dense") / tp
@@ -151,17 +153,16 @@ def memory_report(
         left = mem_fraction * hw.hbm_bytes - w - workspace_bytes  # below zero: the weights (and workspace) overflow
         fit[method] = left > 0
         budget[method] = max(0.0, left)
-        req = request_memory(spec, method, ctx, window, sink, depth, tree_width)
+        req = request_memory(spec, method, ctx, window, sink, depths[method], tree_width)
         per_req[method] = req
         per_gpu = req.total_bytes / tp
         max_b[method] = max(0, math.floor(budget[method] / per_gpu)) if budget[method] > 0 else 0
-    slots = window_ring_slots(window, sink, depth, ctx, tree_width)  # 0: the native draft, nothing reclaimed
+    slots = window_ring_slots(window, sink, depths["window"], ctx, tree_width)  # 0: the native draft, nothing reclaimed
     detail = at_max = None
     if engine is not None:
-        detail = {m: engine_memory(spec, hw, m, ctx, depth, engine, engine_tp, slots) for m in ("dense", "native", "window")}
+        detail = {m: engine_memory(spec, hw, m, ctx, depths[m], engine, engine_tp, slots) for m in depths}
         if at_largest_mem_fraction:
-            at_max = {m: largest_mem_fraction(spec, hw, m, ctx, depth, engine, engine_tp, slots)
-                      for m in ("dense", "native", "window")}
+            at_max = {m: largest_mem_fraction(spec, hw, m, ctx, depths[m], engine, engine_tp, slots) for m in depths}
         max_b = {m: e.max_batch for m, e in detail.items()}
         budget = {m: e.kv_pool_tokens * e.kv_cell_bytes for m, e in detail.items()}
         weights = {m: e.weights_target + e.weights_draft for m, e in detail.items()}

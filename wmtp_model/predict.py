@@ -191,7 +191,7 @@ def predict(
         d = best[method] if auto else depth
         methods[method] = by_depth[method].get(d) or _method_result(sc, method, d, profiles[method])
     ratio = methods["window"].cost.step_ms / methods["native"].cost.step_ms
-    mem_depth = max(methods["native"].cost.depth, methods["window"].cost.depth)
+    mem_depth = {m: r.cost.depth for m, r in methods.items()}  # each method's memory at the depth it runs
     memory = memory_report(gpu_spec, hw, ctx, window, sink, mem_depth, tree_width, mem_fraction, engine=engine_mem,
                            engine_tp=tp, at_largest_mem_fraction=True)
     warnings = list(spec.notes) + ([acc.warning] if acc.warning else []) + engine_warnings \
@@ -199,7 +199,7 @@ def predict(
         + odd_input_warnings(ctx, window, sink, tree_width)
     for method, e in (memory.engine or {}).items():
         if not e.fits:
-            warnings.append(f"{method} does not fit on {hw.key} at ctx {ctx} and d {e.method != 'dense' and mem_depth or 1}"
+            warnings.append(f"{method} does not fit on {hw.key} at ctx {ctx} and d {mem_depth[method]}"
                             f" in the engine's accounting: {e.why_not}")
     overflow = [m for m, ok in memory.weights_fit.items() if not ok]
     warnings += weights_overflow_warning(memory, hw.key, mem_fraction)
