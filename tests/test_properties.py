@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from wmtp.acceptance import choose_acceptance, window_model
 from wmtp.cli.main import app
-from wmtp.decisions import Scenario, sweep
+from wmtp.decisions import Scenario, batch_frontier, sweep
 from wmtp.engine import memory_config, resolve
 from wmtp.errors import WmtpError
 from wmtp.features import work_features
@@ -276,6 +276,10 @@ def test_sweeps_agree_with_predict(key, ctx):
         for r in sweep("depth", sc, acc, al_model=al_model)[0]:
             for m in ("native", "window"):
                 assert r[f"{m}_tpot_ms"] == pytest.approx(p.tpot_by_depth[m][r["depth"]], rel=1e-12)
+        for r in batch_frontier(sc, acc, max_batch=3, al_model=al_model):  # `sweep batch`'s rows, B = 1..3
+            if r["batch"] in (1, 3):
+                q = predict(spec, hw, ctx, 7, w, SINK, r["batch"], cost=cost)
+                assert r["tpot_ms"] == pytest.approx(q.methods[r["method"]].tpot_ms, rel=1e-12), (w, r["batch"])
         for r in sweep("ctx", sc, acc, al_model=al_model)[0][:3]:  # 4K (covered), 8K, 16K
             q = predict(spec, hw, r["ctx"], 7, w, SINK, cost=cost)
             for m in METHODS:
