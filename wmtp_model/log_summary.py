@@ -42,6 +42,13 @@ LABELS = {
     # 2.50`): a request's time per output token is the batch over the output throughput (the last TTFT excluded)
     "batch size": "obs_batch", "output throughput": "obs_out_thr", "acc_length": "accept_length",
 }
+# labels of a value in seconds (read in ms): EvalScope's `evalscope perf` summary (`| Average time per output token (s) |
+# 0.0095 |`, evalscope/perf/utils/benchmark_util.py's Metrics, 4 decimals), the AI-Hypercomputer inference-benchmark's
+# `Average Time Per Output Token (s): 0.05`
+SECONDS = {"average time per output token (s)": "tpot_mean_ms", "average inter-token latency (s)": "itl_mean_ms"}
+# AISBench's `ais_bench --mode perf` table (tabulate's fancy grid: `Performance Parameters │ Stage │ Average │ Min │ ...`):
+# a `TPOT` / `ITL` row, its stage (`total`) and its Average cell with its unit (`│ TPOT │ total │ 20.1 ms │ 20.1 ms │`)
+_AIS_ROW = re.compile(r"(tpot|itl)\s*\|\s*[a-z]+\s*\|\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*\|", re.IGNORECASE)
 # labels that may also stand after other `label: value` pairs on one line (never the first pair's label)
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
 
@@ -120,6 +127,12 @@ def parse_label(line: str, n: int):
         return None
     label = " ".join(s[:sep].lower().replace("|", " ").split())
     key = LABELS.get(label)
+    if key is None and label in SECONDS:
+        x = num(s[sep + 1:].replace("|", " "))
+        return Value(n, SECONDS[label], x * 1e3) if x is not None and finite(x) is not None else False
+    if key is None and (label == "tpot" or label == "itl") and (m := _AIS_ROW.match(s)):
+        x = float(m.group(2)) * (1e3 if m.group(3) == "s" else 1)
+        return Value(n, f"{label}_mean_ms", x)
     if key is None:
         m = POSITION.search(label)
         if not m:
