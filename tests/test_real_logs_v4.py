@@ -239,3 +239,62 @@ def test_a_near_miss_pd_line_missing_a_queue_field_leaves_the_fast_path_and_stil
     p = tmp_path / "pd.log"
     p.write_text("\n".join([line] * 3) + "\n")
     assert _logs(p)["tpot_ms"] == pytest.approx(20.0, rel=0.01)  # 16 / 800 (medians: 0.1 % bins)
+
+
+# ------------------------------------------------------------------------------- AIPerf's Spec Decode section
+_AIP = "│ {name:>33} │ {avg:>6} │ {mn:>5} │\n"
+
+
+def test_aiperf_token_weighted_acceptance_length_wins_over_the_per_request_mean(tmp_path):
+    rows = [("Acceptance Length (ratio)", "4.19", "1.83"), ("Token-Weighted Acceptance Length", "4.63", "N/A"),
+            ("(ratio)", "", ""), ("Draft Acceptance Rate (%)", "63.83", "16.52"),
+            ("Accepted per Verified (ratio)", "0.70", "0.30")]
+    p = tmp_path / "a.log"
+    p.write_text("".join(_AIP.format(name=a, avg=b, mn=c) for a, b, c in rows))
+    out = _logs(p)
+    assert out["accept_length"] == pytest.approx(4.63) and "Token-Weighted" in out["al"]["estimator"]
+
+
+def test_aiperf_per_request_acceptance_length_alone_is_read(tmp_path):
+    p = tmp_path / "a.log"
+    p.write_text(_AIP.format(name="Acceptance Length (ratio)", avg="3.80", mn="1.50"))
+    assert _logs(p)["accept_length"] == pytest.approx(3.80)
+
+
+@pytest.mark.parametrize("name, avg", [("Accepted per Verified (ratio)", "0.70"),  # a utilization, not an AL
+                                       ("Overall Draft Acceptance Rate (%)", "72.65"),
+                                       ("Spec Decode Steps (count)", "118.53")])
+def test_aiperf_near_miss_spec_rows_give_no_acceptance_length(tmp_path, name, avg):
+    p = tmp_path / "a.log"
+    p.write_text(_AIP.format(name=name, avg=avg, mn="1.00"))
+    _one_error(["logs", str(p)], "no usable")
+
+
+# ------------------------------------------------ vLLM V1 spec lines whose Drafted counts more than k per draft
+_SPEC = ("(APIServer pid=7) INFO 03-01 10:00:{s:02d} [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.50, "
+         "Accepted throughput: 30.00 tokens/s, Drafted throughput: 90.00 tokens/s, Accepted: 300 tokens, Drafted: "
+         "{drafted} tokens, Per-position acceptance rate: 0.700, 0.500, 0.300, Avg Draft acceptance rate: {rate}%{tail}\n")
+
+
+def test_a_tree_drafts_line_counts_drafts_from_its_printed_acceptance_length(tmp_path):
+    # a tree-verifying fork: Drafted 900 = 4.5 nodes per draft at k = 3 depths. Drafted / k = 300 drafts would give
+    # AL 1 + 300 / 300 = 2.0; the line's own mean AL 2.50 (and its rates, 0.7 + 0.5 + 0.3 = 1.5 = Accepted / drafts)
+    # say 300 / 1.5 = 200 drafts: AL 2.50
+    p = tmp_path / "t.log"
+    p.write_text("".join(_SPEC.format(s=s, drafted=900, rate="33.3", tail=", Avg tree nodes per depth: 2.0, 1.5, 1.0")
+                         for s in (0, 10)))
+    out = _logs(p)
+    assert out["accept_length"] == pytest.approx(2.5)
+    r = _run(["accept", str(p), "--json"])
+    f = json.loads(r.output)["files"][0]
+    assert f["accept_length"] == pytest.approx(2.5)
+
+
+def test_a_full_length_drafts_line_still_counts_drafted_over_k(tmp_path):  # the control: Drafted = k x drafts
+    # Drafted 600 = 3 x 200: AL 1 + 300 / 200 = 2.50 either way; then a line printed 2.49 (rounding of 2.4949):
+    # within the 0.005 rounding Drafted / k is kept: 1 + 299 / 200 = 2.495
+    p = tmp_path / "f.log"
+    p.write_text(_SPEC.format(s=0, drafted=600, rate="50.0", tail="")
+                 + _SPEC.format(s=10, drafted=600, rate="49.8", tail="").replace("length: 2.50", "length: 2.49")
+                 .replace("Accepted: 300", "Accepted: 299"))
+    assert _logs(p)["accept_length"] == pytest.approx(1 + (300 + 299) / 400)

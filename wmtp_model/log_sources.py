@@ -75,7 +75,7 @@ class SpecLines:
             out = {"value": 1 + self.acc / self.drafts, "lines": lines, "samples": self.n,
                    "kind": "vLLM V1 SpecDecoding metrics",
                    "estimator": f"1 + sum Accepted / sum (Drafted / k) over {self.n} intervals (Accepted / (mean AL - 1) "
-                                "where the printed AL shows drafts shorter than k)"}
+                                "where the printed AL disagrees with Drafted / k)"}
             if self.reached:
                 k, reach = max(self.reached.items(), key=lambda kv: kv[1][0])
                 hist = [max(reach[i] - reach[i + 1], 0.0) for i in range(k)] + [reach[k]]
@@ -266,6 +266,9 @@ class Summaries:
         if g("accepted_tokens") is not None and drafts:
             out = {"value": 1 + g("accepted_tokens") / drafts, "estimator": "1 + accepted tokens / drafts",
                    "lines": self.line("accepted_tokens", "drafts")}
+        elif g("accept_length_steps") is not None:
+            out = {"value": g("accept_length_steps"), "lines": self.line("accept_length_steps"),
+                   "estimator": "AIPerf Token-Weighted Acceptance Length (1 + accepted drafts / verify steps, pooled)"}
         elif g("accept_length") is not None:
             out = {"value": g("accept_length"), "estimator": "printed acceptance length", "lines": self.line("accept_length")}
         elif prom is not None:  # a /metrics scrape

@@ -41,6 +41,11 @@ LABELS = {
     # sglang.bench_one_batch_server's per-case block (`batch size: 8`, `output throughput: 2000.00 tok/s`, `acc_length:
     # 2.50`): a request's time per output token is the batch over the output throughput (the last TTFT excluded)
     "batch size": "obs_batch", "output throughput": "obs_out_thr", "acc_length": "accept_length",
+    # AIPerf's `LLM Metrics: Spec Decode` table (2026): the per-request mean `Acceptance Length (ratio)` and the
+    # `Token-Weighted Acceptance Length` pooled over every verify step (1 + accepted drafts / steps: the AL the
+    # engines' own counters give, preferred)
+    "acceptance length (ratio)": "accept_length", "token-weighted acceptance length": "accept_length_steps",
+    "token-weighted acceptance length (ratio)": "accept_length_steps",
 }
 # labels of a value in seconds (read in ms): EvalScope's `evalscope perf` summary (`| Average time per output token (s) |
 # 0.0095 |`, evalscope/perf/utils/benchmark_util.py's Metrics, 4 decimals), the AI-Hypercomputer inference-benchmark's
