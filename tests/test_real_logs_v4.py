@@ -298,3 +298,27 @@ def test_a_full_length_drafts_line_still_counts_drafted_over_k(tmp_path):  # the
                  + _SPEC.format(s=10, drafted=600, rate="49.8", tail="").replace("length: 2.50", "length: 2.49")
                  .replace("Accepted: 300", "Accepted: 299"))
     assert _logs(p)["accept_length"] == pytest.approx(1 + (300 + 299) / 400)
+
+
+# ------------------------------------------------------------------------------ text-generation-inference scrape
+def test_tgi_histograms_give_tpot_and_al_and_their_buckets_do_not(tmp_path):
+    p = tmp_path / "m.txt"
+    p.write_text("tgi_request_mean_time_per_token_duration_bucket{le=\"0.05\"} 10\n"
+                 "tgi_request_mean_time_per_token_duration_sum 0.3\ntgi_request_mean_time_per_token_duration_count 10\n"
+                 "tgi_request_skipped_tokens_bucket{le=\"1\"} 300\n"  # a bucket: not a count of accepted tokens
+                 "tgi_request_skipped_tokens_sum 150\ntgi_request_skipped_tokens_count 300\n")
+    out = _logs(p)
+    assert out["tpot_ms"] == pytest.approx(30.0)  # 0.3 s / 10 requests
+    assert out["accept_length"] == pytest.approx(1.5)  # 1 + 150 / 300 steps
+
+
+@pytest.mark.parametrize("text", [
+    'tgi_batch_forward_duration_sum{method="decode"} 91.2\ntgi_batch_forward_duration_count{method="decode"} 4000\n',
+    "tgi_request_duration_sum 186.4\ntgi_request_duration_count 40\n",  # end-to-end, not per token
+    "tgi_request_generated_tokens_sum 9500\ntgi_request_generated_tokens_count 40\n",
+    "tgi_request_skipped_tokens_bucket{le=\"2\"} 4000\n",
+])
+def test_tgi_near_miss_samples_give_nothing(tmp_path, text):
+    p = tmp_path / "m.txt"
+    p.write_text(text)
+    _one_error(["logs", str(p)], "no usable")

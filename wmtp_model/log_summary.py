@@ -185,7 +185,7 @@ def parse_spec_k(line: str, n: int) -> Value | None:
 
 
 # Prometheus samples: `name{labels} value [timestamp]`, or a Grafana table row `name{labels} | value`
-_PROM = re.compile(r"\s*(?:[+>]\s*)?(vllm|sglang|llamacpp|trtllm)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
+_PROM = re.compile(r"\s*(?:[+>]\s*)?(vllm|sglang|llamacpp|trtllm|tgi)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?Inf)(?:\s+\d+)?\s*\|?\s*$")
 PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "spec_decode_num_drafts": "drafts", "draft_verify_steps": "drafts",  # llama.cpp #25327's names
@@ -197,7 +197,12 @@ PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "inter_token_latency_seconds_sum": "itl_s", "inter_token_latency_seconds_count": "itl_n",
     # TensorRT-LLM's (tensorrt_llm/metrics/collector.py, 2026; `trtllm_`, or `trtllm:` behind Dynamo): per-position
     # drafted and accepted tokens (label `token_position`), the last iteration's acceptance length
-    "spec_decode_drafted_tokens": "dpos", "spec_decode_accepted_tokens": "pos", "spec_decode_acceptance_length": "al"}
+    "spec_decode_drafted_tokens": "dpos", "spec_decode_accepted_tokens": "pos", "spec_decode_acceptance_length": "al",
+    # text-generation-inference's router (`tgi_`): the per-request mean time per token (inference time / generated
+    # tokens, seconds), and the speculated tokens a step accepted (`skipped`: one observation per request and step,
+    # its first token's step included): count = steps, sum = accepted tokens
+    "request_mean_time_per_token_duration_sum": "tpot_s", "request_mean_time_per_token_duration_count": "tpot_n",
+    "request_skipped_tokens_sum": "accepted", "request_skipped_tokens_count": "drafts"}
 # `time_per_output_token_seconds`: TensorRT-LLM's per-request TPOT; vLLM's older name of its inter-token latency;
 # SGLang's beside its `inter_token_latency_seconds` (per request in some builds, the first token's wait included)
 _TRT_FIELDS = {"tpo_s": "tpot_s", "tpo_n": "tpot_n"}

@@ -301,7 +301,7 @@ def parse_other(line: str, n: int):
         return Event(n, "oom")
     if "preempted" in line and "PreemptionMode" in line:
         return Event(n, "preemption")
-    if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own) and \
+    if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own or "tgi_" in own) and \
             (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
     k = (parse_spec_k(line, n) if "speculative_tokens" in line or "speculative-tokens" in line
