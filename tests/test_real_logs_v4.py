@@ -322,3 +322,30 @@ def test_tgi_near_miss_samples_give_nothing(tmp_path, text):
     p = tmp_path / "m.txt"
     p.write_text(text)
     _one_error(["logs", str(p)], "no usable")
+
+
+# ------------------------------------------------------------------------------------ MLC-LLM engine metrics
+def _mlc(acc, drafted) -> str:
+    return json.dumps({"completion_tokens_sum": 100, "last_finished_request": {"completion_tokens": 40},
+                       "spec_decode": {"draft_count": drafted, "accept_count": acc}}) + "\n"
+
+
+def test_mlc_spec_decode_counts_give_al_and_conditional_rates(tmp_path):
+    p = tmp_path / "m.json"
+    p.write_text(_mlc([1000, 800, 600, 400], [1000] * 4))  # AL (1000 + 800 + 600 + 400) / 1000 = 2.8
+    assert _logs(p)["accept_length"] == pytest.approx(2.8)
+    r = _run(["accept", str(p), "--json"])
+    f = json.loads(r.output)["files"][0]
+    assert f["accept_length"] == pytest.approx(2.8)
+    assert [a["alpha"] for a in f["alphas"]] == pytest.approx([0.8, 600 / 800, 400 / 600])  # accept_count[j] / [j-1]
+
+
+@pytest.mark.parametrize("acc, drafted", [
+    ([1000, 800, 900], [1000] * 3),   # more steps emitted 3 tokens than 2: not counts of this kind
+    ([900, 800], [1000, 1000]),       # steps counted twice differently (accept_count[0] is every step)
+    ([1000, 800], [1000, 1000, 1000]),  # lengths differ
+])
+def test_mlc_inconsistent_counts_are_not_read(tmp_path, acc, drafted):
+    p = tmp_path / "m.json"
+    p.write_text(_mlc(acc, drafted))
+    _one_error(["logs", str(p)], "no usable")

@@ -51,7 +51,8 @@ _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length
                    r"""mean_acceptance_length|num_spec_steps|num_accepted_draft_tokens|acceptance_histogram|"""
                    r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n|draft_rounds|mean_tpot_ms|accept_length|"""
                    r"""avg_per_output_token_latency|spec_decode_acceptance_length|spec_decode_num_drafts|"""
-                   r"""spec_decode_accepted_tokens|spec_decode_per_position_acceptance_rates|e2e_latency|mean_itl_ms|avg_tpot_ms)"""
+                   r"""spec_decode_accepted_tokens|spec_decode_per_position_acceptance_rates|e2e_latency|mean_itl_ms|avg_tpot_ms|"""
+                   r"""draft_count|accept_count)"""  # (MLC-LLM's engine metrics: its `spec_decode` object)
                    r"""['"]?\s*:\s*"""
                    r"""(\[[^\]]*\]|[-+0-9.eE]+|nan|NaN|Infinity)""")
 
