@@ -349,3 +349,42 @@ def test_mlc_inconsistent_counts_are_not_read(tmp_path, acc, drafted):
     p = tmp_path / "m.json"
     p.write_text(_mlc(acc, drafted))
     _one_error(["logs", str(p)], "no usable")
+
+
+# ---------------------------------------------- a vLLM fork's spec line: conditional rates and their coverage after them
+_FORK = ("(APIServer pid=7) INFO 03-01 10:00:00 [metrics.py:140] SpecDecoding metrics: Mean acceptance length: 2.50, "
+         "Mean verification depth: 2.50/3, Accepted throughput: 30.00 tokens/s, Drafted throughput: 50.00 tokens/s, "
+         "Accepted: 300 tokens, Drafted: 500 tokens, Per-position acceptance rate: {rates}, "
+         "Per-position verification coverage: {cover}, Avg Draft acceptance rate: 60.0%\n")
+
+
+def test_fork_conditional_rates_times_coverage_are_the_unconditional_ones(tmp_path):
+    # 200 drafts reaching positions 1-3: 200, 160, 140 (coverage 1.0, 0.8, 0.7; Drafted 500), accepting 140, 100, 60
+    # (Accepted 300; AL 1 + 300 / 200 = 2.50): printed conditional rates 140/200, 100/160, 60/140 = 0.700, 0.625,
+    # 0.429; unconditional 0.7, 0.5, 0.3 -> alphas 0.7, 0.5/0.7, 0.3/0.5. Before, the coverage list was read as three
+    # more rates (k = 6, d = 7)
+    p = tmp_path / "f.log"
+    p.write_text(_FORK.format(rates="0.700, 0.625, 0.429", cover="1.000, 0.800, 0.700"))
+    r = _run(["accept", str(p), "--json"])
+    f = json.loads(r.output)["files"][0]
+    assert f["accept_length"] == pytest.approx(2.5) and f["measured_depth"] == 4
+    assert [a["alpha"] for a in f["alphas"]] == pytest.approx([0.7, 0.5 / 0.7, 0.3 / 0.5], rel=2e-3)
+
+
+def test_fork_rate_dashes_read_as_zero_and_a_short_coverage_list_gives_no_rates(tmp_path):
+    p = tmp_path / "f.log"  # no draft reached position 3: `-----`, coverage 0
+    p.write_text(_FORK.format(rates="0.700, 0.625, -----", cover="1.000, 0.800, 0.000")
+                 .replace("Accepted: 300", "Accepted: 240").replace("length: 2.50", "length: 2.20"))
+    from wmtp.logs import parse_vllm
+    rec = parse_vllm(p.read_text(), 1)
+    assert rec.per_position == pytest.approx([0.7, 0.5, 0.0]) and rec.k == 3
+    rec = parse_vllm(_FORK.format(rates="0.700, 0.625, 0.429", cover="1.000, 0.800"), 1)
+    assert rec.per_position == [] and rec.accepted == 300
+
+
+def test_upstream_rates_stop_at_the_next_field():  # the control: upstream's line, and a field after the rates
+    from wmtp.logs import parse_vllm
+    line = ("SpecDecoding metrics: Mean acceptance length: 2.50, Accepted throughput: 30.00 tokens/s, Drafted "
+            "throughput: 60.00 tokens/s, Accepted: 300 tokens, Drafted: 600 tokens, Per-position acceptance rate: "
+            "0.700, 0.500, 0.300, Avg Draft acceptance rate: 50.0%, Avg tree nodes per depth: 2.0, 1.5, 1.0")
+    assert parse_vllm(line, 1).per_position == pytest.approx([0.7, 0.5, 0.3])

@@ -212,6 +212,15 @@ def _vllm_name(key: str) -> str | None:
 _VLLM_NAMES: dict = {}  # key text -> _vllm_name(key)
 
 
+def _rates(tail: str) -> list[float]:
+    """The numbers of a comma-separated list up to the next labelled field (`, Avg Draft ...`), `-----` as 0."""
+    tail = _NEXT_FIELD.split(tail, 1)[0]
+    return [0.0 if x.startswith("-") else float(x) for x in re.findall(r"\d+\.\d+|\d+|-{2,}", tail)]
+
+
+_NEXT_FIELD = re.compile(r",\s*[A-Za-z]")
+
+
 def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | None:
     """A V1 `SpecDecoding metrics:` or V0 `Speculative metrics:` line (fields found by keyword, so the
     known typo variants and orders read the same); one without its Accepted/Drafted counts but with its
@@ -224,8 +233,11 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | None:
     pos: list[float] = []
     k = rest.find("Per-position acceptance rate:")
     if k >= 0:
-        tail = rest[k + 29:].split(", Avg")[0]
-        pos = [float(x) for x in re.findall(r"\d+\.\d+|\d+", tail)]
+        pos = _rates(rest[k + 29:])
+        c = rest.find("Per-position verification coverage:", k)
+        if c >= 0:  # a fork's conditional rates (accepted / drafted at the position, `-----` where none was):
+            cover = _rates(rest[c + 35:])  # times the share of drafts that reached it, vLLM's unconditional ones
+            pos = [r * v for r, v in zip(pos, cover)] if len(cover) == len(pos) else []
         rest = rest[:k]
     f: dict[str, float] = {}
     for part in rest.split(", " if "," in rest.replace(", ", "") else ","):  # `, `: keep `2,833` whole
