@@ -7,7 +7,7 @@ Estimators (bonus token included: AL = tokens emitted per verify step):
               sum spec_verify_ct; vLLM per-request: acceptance_histogram, else 1 + accepted / num_spec_steps.
   vLLM V1     pooled over intervals: AL = 1 + sum Accepted / sum (Drafted / k), k = number of per-position
               rates (or Drafted from the printed mean AL when no rates; Accepted / (mean AL - 1) on a line
-              whose printed AL shows drafts shorter than k); per-position rates are unconditional
+              whose printed AL disagrees with Drafted / k); per-position rates are unconditional
               (accepted at position i / drafts), conditional acceptance is their ratio.
   vLLM V0     counters are cumulative: the last line, AL = emitted / (draft tokens / k).
   summaries   bench/offline: 1 + accepted tokens / drafts, else the printed acceptance length.
@@ -191,8 +191,8 @@ def profile_from_file(path: str | Path, depth: int | None = None) -> tuple[Accep
 
 
 def profile_from_vllm(lines: list[VllmSpecLine], source: str) -> AcceptanceProfile:
-    """Pool vLLM metric intervals: drafts = Drafted / k (`v1_drafts`: or Accepted / (mean AL - 1) where drafts
-    were shorter than k); accepted at position i = rate_i * drafts."""
+    """Pool vLLM metric intervals: drafts = Drafted / k (`v1_drafts`: or Accepted / (mean AL - 1) where the
+    printed AL disagrees with that); accepted at position i = rate_i * drafts."""
     k = max((len(r.per_position) for r in lines), default=0)
     if k == 0:
         acc = sum(r.accepted or 0 for r in lines)

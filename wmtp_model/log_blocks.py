@@ -1,7 +1,7 @@
 """`wmtp logs`'s reader: `wmtp.logs.stream`'s records, a block of lines at a time, with C doing the work
 per line (split, translate, map, sort) and Python the work per kind of line.
 
-Each line's skeleton (its digits made 0) is looked up once per block (`_SKELETONS`, filled by `_LAYOUT`):
+Each line's skeleton (its digits made 0) is looked up once per block (`wmtp.log_layout.SKELETONS`):
 every line of one skeleton matches the same way, so its kind and the places of its fields come from the
 skeleton (numpy, imported on the first block, sorts the rows by kind). Kinds: SGLang decode lines in
 `wmtp.logs._DECODE`'s common layouts and prefill lines, both with the `[date time DPx TPx] ` prefix (into
@@ -18,9 +18,8 @@ differently is left to the parsers.
 
 from __future__ import annotations
 
-import re
 import zlib
-from itertools import accumulate, count, groupby, repeat
+from itertools import accumulate, groupby, repeat
 from operator import add, getitem, itemgetter, mul
 from pathlib import Path
 from typing import Iterator
@@ -30,112 +29,14 @@ from wmtp.log_batch import Lines, Prefixes, decode_columns, decode_fixed, feed, 
 from wmtp.log_records import DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
 from wmtp.log_vllm_batch import SPEC, numbers, numbers_fixed, records, texts
 from wmtp.log_input import open_text
+from wmtp.log_layout import (DEC as _DEC, GARBLED as _GARBLED, KINDS as _KINDS, PARSE as _PARSE,
+                              PRE as _PRE, RETRACTING, SKELETONS as _SKELETONS, SKIP as _SKIP, V0S as _V0S,
+                              V0T as _V0T, V1S as _V1S, V1T as _V1T, VKINDS as _VKINDS, ZERO as _ZERO,
+                              ZERO_UTF8 as _ZERO_UTF8, maybe_ours as _maybe_ours)  # noqa: F401 (_maybe_ours: tests)
 from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, parse_other,
                        parse_sglang_general, prefix_fields, tally_decode, tally_other)
 
 BLOCK_CHARS = 1 << 21  # about 12,000 lines; the block's lists take about 10 MiB per MiB of it
-_N = r"\d+(?:\.\d+)?"  # a plain number: float() reads it, finite and >= 0
-_U = r"[^,:\n]*"
-_SGL = r"(\[[0-9 :.-]*(?:[A-Z]{2}\d+ ?)*\] )"  # `[2025-05-31 18:31:21 DP0 TP0] `, `[04:40:55 TP0] `
-_V1 = r"(\(APIServer pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] )"
-_V0 = r"(INFO \d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\] )"
-_LAYOUT = re.compile(
-    # 1-9: SGLang decode: prefix, running, #token, #full token, accept len, accept rate, cuda graph, throughput, queue
-    rf"{_SGL}Decode batch(?:\.|,| \[\d+\],) #running-req: ({_N}), (?:#cached-token: {_N}, )?(?:#token: ({_N}), token usage: {_U}|"
-    rf"#full token: ({_N}), full token usage: {_U}(?:, mamba num: {_U}, mamba usage: {_U})?), "
-    rf"(?:accept len: ({_N}), )?(?:accept rate: ({_N}), )?(?:cuda graph: (True|False), )?"
-    rf"gen throughput \(token/s\): ({_N})(?:, #queue-req: ({_N}))?,? ?[^\S\n]*$"
-    # 10-11: SGLang prefill: prefix, the rest
-    rf"|{_SGL}Prefill batch[.,](.*)"
-    # 12-16: vLLM V1 throughput: prefix, engine, prompt, generation, running
-    rf"|{_V1}Engine (\d+): Avg prompt throughput: ({_N}) tokens/s, Avg generation throughput: ({_N}) tokens/s, "
-    rf"Running: (\d+) reqs, Waiting: \d+ reqs, GPU KV cache usage: {_N}%, Prefix cache hit rate: {_N}%$"
-    # 17-21: vLLM V1 spec: prefix, mean AL, accepted, drafted, per-position rates
-    rf"|{_V1}SpecDecoding metrics: Mean acceptance length: ({_N}), Accepted throughput: {_N} tokens/s, "
-    rf"Drafted throughput: {_N} tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) tokens, "
-    rf"Per-position acceptance rate: ({_N}(?:, {_N})*), Avg Draft acceptance rate: {_N}%$"
-    # 22-25: vLLM V0 throughput: prefix, prompt, generation, running
-    rf"|{_V0}Avg prompt throughput: ({_N}) tokens/s, Avg generation throughput: ({_N}) tokens/s, "
-    rf"Running: (\d+) reqs, Swapped: \d+ reqs, Pending: \d+ reqs, GPU KV cache usage: {_N}%, "
-    rf"CPU KV cache usage: {_N}%\.$"
-    # 26-31: vLLM V0 spec: prefix, rate, k, accepted, drafted, emitted
-    rf"|{_V0}Speculative metrics: Draft acceptance rate: ({_N}), System efficiency: {_N}, Number of "
-    rf"speculative tokens: (\d+), Number of accepted tokens: (\d+), Number of draft tokens: (\d+), "
-    rf"Number of emitted tokens: (\d+)\.$", re.ASCII)
-_GROUPS = {1: (1, 2, (3, 4), 5, 6, 8), 10: (10,), 12: (12, 13, 14, 15, 16), 17: (17, 18, 19, 20, 21),
-           22: (22, 23, 24, 25), 26: (26, 27, 28, 29, 30, 31)}
-_SKIP, _PARSE, _GARBLED, _DEC, _PRE, _V1T, _V1S, _V0T, _V0S = range(9)
-_KINDS = {1: _DEC, 10: _PRE, 12: _V1T, 17: _V1S, 22: _V0T, 26: _V0S}
-_VKINDS = {_V1T: "v1t", _V1S: "v1s", _V0T: "v0t", _V0S: "v0s"}
-_ABSENT = slice(0, 0)  # a field the line does not hold: ""
-_ZERO = str.maketrans("123456789", "000000000")
-_ZERO_UTF8 = bytes.maketrans(b"123456789", b"000000000")  # the same on the UTF-8 bytes (faster)
-
-_WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDecoding metrics", "peculative metrics",
-          "peculative Metrics", "etract", "out of memory", "Out of memory", "OutOfMemory", "OOM", "preempted",
-          "spec_", "accept", "completion_tokens", "predicted_", "draft_n", "num_spec", "tpot_ms", "ms per token",
-          "draft acceptance", "#mean acc len", "#gen drafts", " tg = ", "decoded ", "[METRIC] tpot=",
-          "Serving Benchmark Result", "Speculative Decoding", "per_output_token", "draft_verify",
-          "speculative_tokens", "speculative-tokens", "Avg thr (in/out)",  # (LMDeploy's window)
-          "gen throughput (token/s)",  # (an SGLang decode line with no `Decode batch`: v0.1's)
-          "host_step_time = ", "elapsed_time = ", '"iterLatencyMS"', "time_per_token",  # (`wmtp.log_engines`' lines)
-          '"average"', '"acceptance_length_percentiles"')
-_LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
-                "n_predict", "position", "latency", "eel (ms)", "e0el (ms)", "[al] ",  # trtllm-bench's `[AL] AVERAGE`
-                "decoded tokens per iter",  # `Mean E2EL (ms)`, skeleton `E0EL`
-                "batch size", "output throughput", "acc_length", "acc length")  # (sglang.bench_one_batch_server's)
-
-
-def _maybe_ours(shape: str) -> bool:
-    """Whether a line (its digits deleted: no word above holds a digit) can hold anything for the parsers."""
-    if "*" in shape or "`" in shape or "\t" in shape or not shape.isascii() or shape.count("|") >= 3:
-        return True  # (three bars: a results table's row, `parse_table_row`'s)
-    low = shape.lower()
-    return any(w in shape for w in _WORDS) or any(w in low for w in _LABEL_WORDS)
-
-
-def _garbled(skel: str) -> bool:
-    """Whether a line of this skeleton is a decode line `_parse_sglang_general` gives up on before reading a
-    number (no `#running-req: ` after `Decode batch`, or no `gen throughput (token/s): ` after it), and
-    `_decode_fast` cannot take (it needs both): garbled, whatever its digits."""
-    d = skel.find("Decode batch")
-    if d < 0 or "Decode batch [first graph replay]," in skel or "*" in skel or "`" in skel or "\t" in skel:  # (the general path reads tabs as spaces)
-        return False
-    k = skel.find("#running-req: ", d)
-    return k < 0 or "gen throughput (token/s): " not in skel[k + 14:]
-
-
-class _Skeletons(dict):
-    """A line's skeleton (its digits made 0) -> (id, kind, spans of the fields, id << 24 | length of the
-    prefix << 4 | kind): every line of one skeleton matches `_LAYOUT` the same way (its digits sit where a
-    `\\d` or a class holding every digit reads them), and holds the same words (none holds a digit). A
-    prefix of 2**20 characters or more: the parsers read the line. Bounded."""
-
-    def __missing__(self, utf8: bytes) -> tuple:
-        if len(self) >= 16384:
-            self.clear()
-        skel = utf8.decode()
-        m = _LAYOUT.match(skel)
-        first = m and next(g for g in _GROUPS if m.group(g) is not None)
-        i, plen = next(_IDS), m and m.end(first)
-        if m is None or (first == 10 and "Decode batch" in skel):  # a prefill line the decode test sees first
-            kind = _GARBLED if _garbled(skel) else _PARSE if _maybe_ours(skel) else _SKIP
-            v = (i, kind, (), i << 24 | kind)
-        elif plen >= 1 << 20:
-            v = (i, _PARSE, (), i << 24 | _PARSE)
-        else:
-            kind = _KINDS[first]
-            v = (i, kind, tuple(_span(m, g) for g in _GROUPS[first]), i << 24 | plen << 4 | kind)
-        self[utf8] = v
-        return v
-
-
-def _span(m: re.Match, g) -> slice:
-    """Where group `g` matched (a tuple of groups: the one that did), `_ABSENT` where none did."""
-    for h in g if type(g) is tuple else (g,):
-        if m.group(h) is not None:
-            return slice(*m.span(h))
-    return _ABSENT
 
 
 class _Plans(dict):
@@ -211,7 +112,7 @@ def _seconds(y: str, mo: str, dd: str, mo2: str, d2: str, hh: str, mm: str, ss: 
     return secs
 
 
-_SKELETONS, _PREFIXES, _IDS = _Skeletons(), Prefixes(_prefix_planned), count()
+_PREFIXES = Prefixes(_prefix_planned)
 
 
 def _line(line: str, n: int, stats: ParseStats, out: list) -> None:
@@ -327,6 +228,8 @@ def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True,
             rows = list(map(vrows.__getitem__, g))
             key, kind, spans = descs[rows[0]][:3]
             todo += _vllm_group(kind, rows, spans, lines, skels, base, out, pending, key)
+    if RETRACTING and _DEC in rows_of:
+        _retracting(rows_of, rows_np, todo, descs, skels, lines)
     dec, dcols = _decode_rows(rows_of.get(_DEC, []), rows_np.get(_DEC), codes, lines, descs, skels)
     pre = _prefill_rows(rows_of.get(_PRE, []), rows_np.get(_PRE), codes, lines, descs)
     if dec[0] and dcols is None:  # a number out of range: the lines go to the parsers
@@ -358,6 +261,19 @@ def _block(block: str, base: int, stats: ParseStats, runs, newline: bool = True,
     if dec[0] or pre[0] or extra:
         feed(runs, base, dec[0], pre[0], dcols or ([], [], [], [], []), dec[1], pre[1], _PREFIXES, extra)
     return out, n
+
+
+def _retracting(rows_of: dict, rows_np: dict, todo: list, descs: list, skels: list, lines: Lines) -> None:
+    """Moves the decode rows whose `#retracted-req` count is not 0 (their skeleton in RETRACTING) to `todo`."""
+    rows = rows_of[_DEC]
+    held = [i for i in rows if descs[i][0] in RETRACTING and "#retracted-req: 0," not in lines[i]]
+    if held:
+        keep = sorted(set(rows) - set(held))
+        todo += held
+        if keep:
+            rows_of[_DEC], rows_np[_DEC] = keep, numpy().asarray(keep, dtype=rows_np[_DEC].dtype)
+        else:
+            del rows_of[_DEC], rows_np[_DEC]
 
 
 def _rows_by_kind(np, kinds) -> tuple:

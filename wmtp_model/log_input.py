@@ -19,6 +19,10 @@ from wmtp.log_summary import ANSI, NoAnsi
 from wmtp.log_wrap import SoftJoined, Unwrapped, soft_wrapped, wrap_width
 
 CHUNK = 1 << 20
+# byte-order marks of the wide Unicode encodings (UTF-32 first: its little-endian mark starts like UTF-16's). A log
+# saved by Windows PowerShell 5.1's `>` / `Out-File` (`docker logs sglang > server.log`) is UTF-16LE with a mark.
+WIDE_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
+             (b"\xfe\xff", "utf-16"))
 MAX_SPOOL = 16 << 30  # bytes a pipe or device may give: more (/dev/zero, a runaway producer) is an error, not a full disk
 
 
@@ -42,7 +46,8 @@ def spool(path: Path, out=None):
         with open_without_waiting(path) as f:
             gz = None
             while chunk := f.read(CHUNK):
-                gz = chunk[:2] == b"\x1f\x8b" if gz is None else gz  # gzip (read by its magic later) has NUL bytes
+                # gzip (read by its magic later) and UTF-16 / UTF-32 text (by its byte-order mark) have NUL bytes
+                gz = chunk[:2] == b"\x1f\x8b" or wide_encoding(chunk) is not None if gz is None else gz
                 if not gz and b"\0" in chunk:
                     raise WmtpError(f"{path} gives binary data (NUL bytes), not a text log or JSON: decompress or "
                                     "convert it first")
@@ -64,9 +69,15 @@ def spool(path: Path, out=None):
     return out
 
 
+def wide_encoding(head: bytes) -> str | None:
+    """"utf-16" / "utf-32" when `head` starts with that encoding's byte-order mark, else None."""
+    return next((enc for bom, enc in WIDE_BOMS if head.startswith(bom)), None)
+
+
 def open_text(path: str | Path):
     """A text handle on a log: a plain or gzip file, or a stream read once (`spool`), a byte-order mark and terminal
-    colour codes dropped, terminal-wrapped lines joined back (`wmtp.log_wrap`); a folder, a binary or misnamed file,
+    colour codes dropped, terminal-wrapped lines joined back (`wmtp.log_wrap`); UTF-16 / UTF-32 text with a byte-order
+    mark (Windows PowerShell's `>`) decoded as such; a folder, a binary or misnamed file,
     or a path too long to look up raises WmtpError."""
     path = Path(path)
     check_lookup(path, "log")  # Python 3.11's is_dir() raises on a name too long to look up
@@ -82,28 +93,32 @@ def open_text(path: str | Path):
             raw.seek(0)
     except OSError as e:
         raise WmtpError(f"cannot read {path}: {e.strerror or e}") from None
-    # utf-8-sig: a byte-order mark at the start is not part of the first line
+    # utf-8-sig: a byte-order mark at the start is not part of the first line; a UTF-16 / UTF-32 one names the codec
     if head[:2] == b"\x1f\x8b":
         try:
             with gzip.GzipFile(fileobj=raw) if raw is not None else gzip.open(path, "rb") as g:
                 head = g.read(65536)
         except (OSError, EOFError, zlib.error) as e:
             raise WmtpError(f"{path}: damaged gzip file ({e})") from None
+        enc = wide_encoding(head) or "utf-8-sig"
         if raw is not None:
             raw.seek(0)
-            opener = lambda: io.TextIOWrapper(gzip.GzipFile(fileobj=raw), "utf-8-sig", "replace")  # noqa: E731
+            opener = lambda: io.TextIOWrapper(gzip.GzipFile(fileobj=raw), enc, "replace")  # noqa: E731
         else:
-            opener = lambda: gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")  # noqa: E731
+            opener = lambda: gzip.open(path, "rt", encoding=enc, errors="replace")  # noqa: E731
     elif path.name.endswith(".gz"):
         raise WmtpError(f"{path}: named .gz but not gzip-compressed")
-    elif raw is not None:
-        opener = lambda: io.TextIOWrapper(raw, "utf-8-sig", "replace")  # noqa: E731
     else:
-        opener = lambda: open(path, encoding="utf-8-sig", errors="replace")  # noqa: E731
-    if b"\x00" in head:
+        enc = wide_encoding(head) or "utf-8-sig"
+        if raw is not None:
+            opener = lambda: io.TextIOWrapper(raw, enc, "replace")  # noqa: E731
+        else:
+            opener = lambda: open(path, encoding=enc, errors="replace")  # noqa: E731
+    if enc == "utf-8-sig" and b"\x00" in head:
         raise WmtpError(f"{path}: binary data, not a text log")
     f = NoAnsi(opener())  # colour codes may first appear anywhere (a chunk without ESC costs one scan)
-    text = head.decode("utf-8", "replace")
+    # (a wide head cut inside a character ends in one replacement character: only the wrap-width look sees it)
+    text = head.decode("utf-8", "replace") if enc == "utf-8-sig" else head.decode(enc, "replace").lstrip("\ufeff")
     text = ANSI.sub("", text) if "\x1b" in text else text
     soft = soft_wrapped(text)  # wrapped engine lines' lengths (then one full-width line continued shows no cut)
     width = wrap_width(text, len(head) < 65536, strict=bool(soft))

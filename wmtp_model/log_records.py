@@ -120,11 +120,13 @@ class CheckedField(dict):
 
 def v1_drafts(k: int, drafted: float, accepted: float | None, mean_al: float | None) -> float:
     """The drafts of one vLLM V1 `SpecDecoding metrics` interval (k >= 1 per-position rates, Drafted > 0):
-    Drafted / k, unless the printed mean acceptance length (1 + Accepted / drafts, `%.2f`) is below what that
-    gives by more than its rounding: then drafts were shorter than k (suffix decoding, dynamic draft length,
-    drafts cut to the token budget) and the line's own Accepted / (mean AL - 1) counts them."""
+    Drafted / k, unless the printed mean acceptance length (1 + Accepted / drafts, `%.2f`) differs from what that
+    gives by more than its rounding: below it, drafts were shorter than k (suffix decoding, dynamic draft length,
+    drafts cut to the token budget); above it, a draft held more than k tokens (a tree of candidates counted in
+    Drafted, per-position rates for its k depths: tree-verifying forks print `Avg tree nodes per depth`). Either
+    way the line's own Accepted / (mean AL - 1) counts them."""
     d = drafted / k
-    if mean_al is not None and mean_al > 1 and accepted and 1 + accepted / d > mean_al + 0.0051:
+    if mean_al is not None and mean_al > 1 and accepted and abs(1 + accepted / d - mean_al) > 0.0051:
         return accepted / (mean_al - 1)
     return d
 

@@ -75,7 +75,7 @@ class SpecLines:
             out = {"value": 1 + self.acc / self.drafts, "lines": lines, "samples": self.n,
                    "kind": "vLLM V1 SpecDecoding metrics",
                    "estimator": f"1 + sum Accepted / sum (Drafted / k) over {self.n} intervals (Accepted / (mean AL - 1) "
-                                "where the printed AL shows drafts shorter than k)"}
+                                "where the printed AL disagrees with Drafted / k)"}
             if self.reached:
                 k, reach = max(self.reached.items(), key=lambda kv: kv[1][0])
                 hist = [max(reach[i] - reach[i + 1], 0.0) for i in range(k)] + [reach[k]]
@@ -104,7 +104,7 @@ class Summaries:
         self.al_open = None  # the line of trtllm-bench's open `acceptance_length_percentiles` object
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
-                     "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0}
+                     "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0, "mhist": []}
 
     def add(self, v: Value) -> None:
         if v.key.startswith("meta:"):
@@ -168,6 +168,9 @@ class Summaries:
         if num.get("completion_tokens", 0) > 1 and "e2e_latency" in num:  # a request's own time per token
             m["e2e_s"], m["e2e_tokens"], m["e2e_n"] = m["e2e_s"] + num["e2e_latency"], m["e2e_tokens"] + \
                 num["completion_tokens"], m["e2e_n"] + 1
+        if isinstance(b.get("accept_count"), list) and isinstance(b.get("draft_count"), list):
+            self._mlc(b["accept_count"], b["draft_count"])
+            return
         spec = any((k.startswith("spec_") and not k.startswith("spec_decode_"))  # (vllm bench serve's result JSON)
                    or k in ("num_spec_steps", "acceptance_histogram", "mean_acceptance_length") for k in b)
         if not spec:
@@ -210,6 +213,15 @@ class Summaries:
             m["al_sum"] += num["mean_acceptance_length"]
             m["al_n"] += 1
 
+    def _mlc(self, acc: list, drafted: list) -> None:
+        """MLC-LLM's engine metrics (`spec_decode`: `accept_count[j]` verify steps that emitted more than j tokens, the
+        bonus one included; `draft_count[j]` steps whose draft, with the bonus prediction, was longer than j; the
+        engine's lifetime, the last dump wins): steps that accepted exactly j drafts, as a histogram."""
+        if not acc or len(acc) != len(drafted) or any(acc[j] < acc[j + 1] for j in range(len(acc) - 1)) \
+                or acc[0] != drafted[0] or min(acc) < 0:
+            return
+        self.meta["mhist"] = [acc[j] - (acc[j + 1] if j + 1 < len(acc) else 0) for j in range(len(acc))]
+
     def finish(self) -> None:
         if self.block:
             self._flush()
@@ -235,11 +247,14 @@ class Summaries:
     def meta_al(self) -> dict | None:
         m = self.meta
         lines, n = [m["first"], m["last"]], m["requests"]
-        for key, label in (("hist", "SGLang meta_info"), ("vhist", "vLLM per-request metrics")):
+        for key, label in (("hist", "SGLang meta_info"), ("vhist", "vLLM per-request metrics"),
+                           ("mhist", "MLC-LLM engine metrics")):
             h = m[key]
             if h and sum(h) > 0 and len(h) >= 2:
+                est = (f"summed accept histograms of {n} requests" if key != "mhist" else "spec_decode accept_count: "
+                       "tokens emitted / verify steps, over the engine's life (its last dump)")
                 return {"value": sum((i + 1) * c for i, c in enumerate(h)) / sum(h), "histogram": h, "lines": lines,
-                        "samples": n, "kind": label, "estimator": f"summed accept histograms of {n} requests"}
+                        "samples": n, "kind": label, "estimator": est}
         if m["verify_cv"]:
             return {"value": m["completion"] / m["verify_cv"], "lines": lines, "samples": n, "kind": "SGLang meta_info",
                     "estimator": f"sum completion_tokens / sum spec_verify_ct over {n} requests"}
@@ -266,6 +281,9 @@ class Summaries:
         if g("accepted_tokens") is not None and drafts:
             out = {"value": 1 + g("accepted_tokens") / drafts, "estimator": "1 + accepted tokens / drafts",
                    "lines": self.line("accepted_tokens", "drafts")}
+        elif g("accept_length_steps") is not None:
+            out = {"value": g("accept_length_steps"), "lines": self.line("accept_length_steps"),
+                   "estimator": "AIPerf Token-Weighted Acceptance Length (1 + accepted drafts / verify steps, pooled)"}
         elif g("accept_length") is not None:
             out = {"value": g("accept_length"), "estimator": "printed acceptance length", "lines": self.line("accept_length")}
         elif prom is not None:  # a /metrics scrape

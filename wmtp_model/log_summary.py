@@ -41,7 +41,19 @@ LABELS = {
     # sglang.bench_one_batch_server's per-case block (`batch size: 8`, `output throughput: 2000.00 tok/s`, `acc_length:
     # 2.50`): a request's time per output token is the batch over the output throughput (the last TTFT excluded)
     "batch size": "obs_batch", "output throughput": "obs_out_thr", "acc_length": "accept_length",
+    # AIPerf's `LLM Metrics: Spec Decode` table (2026): the per-request mean `Acceptance Length (ratio)` and the
+    # `Token-Weighted Acceptance Length` pooled over every verify step (1 + accepted drafts / steps: the AL the
+    # engines' own counters give, preferred)
+    "acceptance length (ratio)": "accept_length", "token-weighted acceptance length": "accept_length_steps",
+    "token-weighted acceptance length (ratio)": "accept_length_steps",
 }
+# labels of a value in seconds (read in ms): EvalScope's `evalscope perf` summary (`| Average time per output token (s) |
+# 0.0095 |`, evalscope/perf/utils/benchmark_util.py's Metrics, 4 decimals), the AI-Hypercomputer inference-benchmark's
+# `Average Time Per Output Token (s): 0.05`
+SECONDS = {"average time per output token (s)": "tpot_mean_ms", "average inter-token latency (s)": "itl_mean_ms"}
+# AISBench's `ais_bench --mode perf` table (tabulate's fancy grid: `Performance Parameters │ Stage │ Average │ Min │ ...`):
+# a `TPOT` / `ITL` row, its stage (`total`) and its Average cell with its unit (`│ TPOT │ total │ 20.1 ms │ 20.1 ms │`)
+_AIS_ROW = re.compile(r"(tpot|itl)\s*\|\s*[a-z]+\s*\|\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*\|", re.IGNORECASE)
 # labels that may also stand after other `label: value` pairs on one line (never the first pair's label)
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
 
@@ -120,6 +132,12 @@ def parse_label(line: str, n: int):
         return None
     label = " ".join(s[:sep].lower().replace("|", " ").split())
     key = LABELS.get(label)
+    if key is None and label in SECONDS:
+        x = num(s[sep + 1:].replace("|", " "))
+        return Value(n, SECONDS[label], x * 1e3) if x is not None and finite(x) is not None else False
+    if key is None and (label == "tpot" or label == "itl") and (m := _AIS_ROW.match(s)):
+        x = float(m.group(2)) * (1e3 if m.group(3) == "s" else 1)
+        return Value(n, f"{label}_mean_ms", x)
     if key is None:
         m = POSITION.search(label)
         if not m:
@@ -167,7 +185,7 @@ def parse_spec_k(line: str, n: int) -> Value | None:
 
 
 # Prometheus samples: `name{labels} value [timestamp]`, or a Grafana table row `name{labels} | value`
-_PROM = re.compile(r"\s*(?:[+>]\s*)?(vllm|sglang|llamacpp|trtllm)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
+_PROM = re.compile(r"\s*(?:[+>]\s*)?(vllm|sglang|llamacpp|trtllm|tgi)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?Inf)(?:\s+\d+)?\s*\|?\s*$")
 PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "spec_decode_num_drafts": "drafts", "draft_verify_steps": "drafts",  # llama.cpp #25327's names
@@ -179,7 +197,12 @@ PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "inter_token_latency_seconds_sum": "itl_s", "inter_token_latency_seconds_count": "itl_n",
     # TensorRT-LLM's (tensorrt_llm/metrics/collector.py, 2026; `trtllm_`, or `trtllm:` behind Dynamo): per-position
     # drafted and accepted tokens (label `token_position`), the last iteration's acceptance length
-    "spec_decode_drafted_tokens": "dpos", "spec_decode_accepted_tokens": "pos", "spec_decode_acceptance_length": "al"}
+    "spec_decode_drafted_tokens": "dpos", "spec_decode_accepted_tokens": "pos", "spec_decode_acceptance_length": "al",
+    # text-generation-inference's router (`tgi_`): the per-request mean time per token (inference time / generated
+    # tokens, seconds), and the speculated tokens a step accepted (`skipped`: one observation per request and step,
+    # its first token's step included): count = steps, sum = accepted tokens
+    "request_mean_time_per_token_duration_sum": "tpot_s", "request_mean_time_per_token_duration_count": "tpot_n",
+    "request_skipped_tokens_sum": "accepted", "request_skipped_tokens_count": "drafts"}
 # `time_per_output_token_seconds`: TensorRT-LLM's per-request TPOT; vLLM's older name of its inter-token latency;
 # SGLang's beside its `inter_token_latency_seconds` (per request in some builds, the first token's wait included)
 _TRT_FIELDS = {"tpo_s": "tpot_s", "tpo_n": "tpot_n"}

@@ -21,8 +21,11 @@ _TERMINAL = (80, 100, 120, 132, 160, 200)  # usual terminal widths
 _SURE = (r"\s*$|(?:INFO|WARN|WARNING|ERROR|DEBUG|CRITICAL|TRACE)\b|\[?\d{4}-\d\d-\d\d|\[?\d\d:\d\d:\d\d|"
          r"\d\d-\d\d[ T]\d\d:|[A-Z][a-z]{2} [ \d]\d \d\d:|\(\w+ pid=\d+\)|(?:Decode|Prefill) batch|\[\d\d/\d\d/\d{4}-|\[TRT-LLM\]|\[TensorRT-LLM\]|"
          r"[A-Za-z_:][\w:]*\w(?:\{[^{}\n]*\})? +[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|NaN|Inf)(?: +-?\d+)?\s*$")
-_START, _LIKELY = re.compile(_SURE), re.compile(_SURE + r"|\s\s|[\[(<{\"'#|>`=]|={3}|-{3}")
+_START, _LIKELY = re.compile(_SURE), re.compile(_SURE + r"|\s\s|[\[(<{\"'#|>`=\u2500-\u257f]|={3}|-{3}|\+[-=]")
 _ZERO = str.maketrans("123456789", "000000000")
+# a whole table row or rule: it starts and ends with a bar, a `+` corner or a box-drawing character (tabulate's grids,
+# rich's boxes: genai-perf / AIPerf, AISBench, EvalScope): every row of a table has one length, none is a cut piece
+_ROW = re.compile(r"\s*[|+\u2500-\u257f].*[|+\u2500-\u257f]\s*$")
 
 
 def starts_a_line(piece: str, before: str, likely: bool = False) -> bool:
@@ -45,12 +48,14 @@ def wrap_width(head: str, whole: bool, strict: bool = False) -> int | None:
     lines = [ln.rstrip("\r") for ln in lines]
     cut: dict[int, int] = {}
     for a, b in zip(lines, lines[1:]):  # (a `# ` heading or comment followed by text is no cut line)
-        if MIN_WIDTH <= len(a) <= MAX_WIDTH and not a.startswith("# ") and not starts_a_line(b, a, likely=True):
+        if MIN_WIDTH <= len(a) <= MAX_WIDTH and not a.startswith("# ") and not starts_a_line(b, a, likely=True) \
+                and not _ROW.match(a):
             cut[len(a)] = cut.get(len(a), 0) + 1
     if not cut:
         return None
     for width in sorted(cut, key=lambda w: (cut[w], w), reverse=True):  # (a long comment line, such as a paste's
-        full = sum(1 for ln in lines if len(ln) == width)  # heading, may look continued too: the next width is tried)
+        full = sum(1 for ln in lines if len(ln) == width and not _ROW.match(ln))  # heading, may look continued too:
+        # the next width is tried; a table's rows, all of one length, are not lines a terminal could have cut)
         near = sum(c for w, c in cut.items() if 0 < abs(w - width) <= 20)
         if 2 * cut[width] >= full and (cut[width] >= 2 or width in _TERMINAL and not strict) and near < cut[width]:
             return width
@@ -101,7 +106,7 @@ class Unwrapped(_Joined):
                 if len(held) > 1:
                     yield "\n" * (len(held) - 1)
                 held = []
-            if len(piece) == self.width:
+            if len(piece) == self.width and not _ROW.match(piece):
                 held = [piece]
             else:
                 yield line

@@ -51,7 +51,8 @@ _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length
                    r"""mean_acceptance_length|num_spec_steps|num_accepted_draft_tokens|acceptance_histogram|"""
                    r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n|draft_rounds|mean_tpot_ms|accept_length|"""
                    r"""avg_per_output_token_latency|spec_decode_acceptance_length|spec_decode_num_drafts|"""
-                   r"""spec_decode_accepted_tokens|spec_decode_per_position_acceptance_rates|e2e_latency|mean_itl_ms|avg_tpot_ms)"""
+                   r"""spec_decode_accepted_tokens|spec_decode_per_position_acceptance_rates|e2e_latency|mean_itl_ms|avg_tpot_ms|"""
+                   r"""draft_count|accept_count)"""  # (MLC-LLM's engine metrics: its `spec_decode` object)
                    r"""['"]?\s*:\s*"""
                    r"""(\[[^\]]*\]|[-+0-9.eE]+|nan|NaN|Infinity)""")
 
@@ -211,6 +212,15 @@ def _vllm_name(key: str) -> str | None:
 _VLLM_NAMES: dict = {}  # key text -> _vllm_name(key)
 
 
+def _rates(tail: str) -> list[float]:
+    """The numbers of a comma-separated list up to the next labelled field (`, Avg Draft ...`), `-----` as 0."""
+    tail = _NEXT_FIELD.split(tail, 1)[0]
+    return [0.0 if x.startswith("-") else float(x) for x in re.findall(r"\d+\.\d+|\d+|-{2,}", tail)]
+
+
+_NEXT_FIELD = re.compile(r",\s*[A-Za-z]")
+
+
 def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | None:
     """A V1 `SpecDecoding metrics:` or V0 `Speculative metrics:` line (fields found by keyword, so the
     known typo variants and orders read the same); one without its Accepted/Drafted counts but with its
@@ -223,8 +233,11 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | None:
     pos: list[float] = []
     k = rest.find("Per-position acceptance rate:")
     if k >= 0:
-        tail = rest[k + 29:].split(", Avg")[0]
-        pos = [float(x) for x in re.findall(r"\d+\.\d+|\d+", tail)]
+        pos = _rates(rest[k + 29:])
+        c = rest.find("Per-position verification coverage:", k)
+        if c >= 0:  # a fork's conditional rates (accepted / drafted at the position, `-----` where none was):
+            cover = _rates(rest[c + 35:])  # times the share of drafts that reached it, vLLM's unconditional ones
+            pos = [r * v for r, v in zip(pos, cover)] if len(cover) == len(pos) else []
         rest = rest[:k]
     f: dict[str, float] = {}
     for part in rest.split(", " if "," in rest.replace(", ", "") else ","):  # `, `: keep `2,833` whole
@@ -301,7 +314,7 @@ def parse_other(line: str, n: int):
         return Event(n, "oom")
     if "preempted" in line and "PreemptionMode" in line:
         return Event(n, "preemption")
-    if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own) and \
+    if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own or "tgi_" in own) and \
             (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
     k = (parse_spec_k(line, n) if "speculative_tokens" in line or "speculative-tokens" in line
