@@ -83,3 +83,27 @@ def test_report_renders_in_headless_chromium(report_file, tmp_path):
     assert re.search(r'data-js-errors="0"', dom)
     console_errors = [line for line in res.stderr.splitlines() if "CONSOLE" in line and "rror" in line]
     assert not console_errors, console_errors
+
+
+def test_report_window_curve_takes_the_acceptance_predict_takes(tmp_path):
+    """An explicit --accept-length replaces the task's AL(W) dose-response preset in predict and `sweep window`
+    (acceptance.window_model); the report's window curve must follow the same rule: a cost-only curve, and the
+    same TPOT-optimal window `sweep window` names for the same arguments."""
+    args = ["--model", "q35", "--ctx", "1M", "--accept-length", "4.2:4.4"]
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", *args, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    s = CliRunner().invoke(app, ["sweep", "window", *args, "--json"])
+    assert s.exit_code == 0, s.output
+    import json
+
+    be = json.loads(s.output)["break_even_window"]
+    assert be["acceptance"] == "held fixed: cost-only curve"
+    text = out.read_text()
+    assert f"TPOT-optimal window W={be['optimal_window']} " in text
+    assert "held fixed: cost-only curve" in text
+    # without it, the task's preset (q35 has a dose-response) drives both
+    out2 = tmp_path / "r2.html"
+    r = CliRunner().invoke(app, ["report", "--model", "q35", "--ctx", "1M", "--out", str(out2)])
+    assert r.exit_code == 0, r.output
+    assert "AL(W) model" in out2.read_text()
