@@ -4,7 +4,9 @@ accept lengths that are no whole token count (3.9 read as 3; 0, 5000, "4" and tr
 lines that are not JSON (a request's histogram left out of the sum, unsaid); a raw sweep CSV whose header names a
 column twice (pandas renamed the second `time_ms.1` and the fit read the first); fp8 checkpoints that list their
 unquantized modules under `ignored_layers` (vLLM's Fp8Config name: the MTP block was priced in fp8) or give a
-`weight_block_size` other than 128 x 128 (priced as 128 x 128). Each bad input ends in exit code 1 and exactly one
+`weight_block_size` other than 128 x 128 (priced as 128 x 128); a quantization kept under `compression_config`
+(older compressed-tensors checkpoints: priced as bf16) or at a multimodal wrapper's top level beside a text_config
+that names none (text_config's null won the merge: bf16). Each bad input ends in exit code 1 and exactly one
 `error:` line (no traceback) and writes nothing; each has a legal control beside it. Expected values are worked out
 by hand in the comments or are properties (two spellings of one field load the same row), not taken from the code
 under test."""
@@ -22,6 +24,7 @@ from wmtp.hf_config import load_config
 from wmtp.profile import PROFILES_DIR
 from cli_checks import assert_one_error, invoke  # noqa: E402
 from test_hostile_sweep5 import DEEPSEEK_V3  # noqa: E402
+from test_hostile_sweep6 import QWEN35_TEXT  # noqa: E402
 
 
 def _profile(tmp_path: Path, **changes) -> Path:
@@ -206,3 +209,47 @@ def test_fp8_scale_blocks_wmtp_does_not_price(tmp_path, blocks, fragment):
 @pytest.mark.parametrize("blocks", [[128, 128], None, "-"])
 def test_fp8_default_scale_blocks_load(tmp_path, blocks):  # the controls: as published, null, left out (HF: 128)
     assert load_config(_ds(tmp_path, "m", weight_block_size=blocks)).weight_dtype == "fp8"
+
+
+# --- where a config.json keeps its quantization ----------------------------------------------------------------------
+
+NVFP4 = {"quant_method": "compressed-tensors", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float", "group_size": 16}}}}
+FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+
+
+def _write(tmp_path: Path, name: str, doc: dict) -> Path:
+    p = tmp_path / name / "config.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_compression_config_is_read_as_the_quantization(tmp_path):
+    """Older compressed-tensors checkpoints keep it under `compression_config` (vLLM and SGLang read it where
+    quantization_config is absent): an NVFP4 checkpoint was priced as bf16, four times its weight bytes."""
+    spec = load_config(_write(tmp_path, "a", {**DEEPSEEK_V3, "quantization_config": None, "compression_config": NVFP4}))
+    same = load_config(_write(tmp_path, "b", {**DEEPSEEK_V3, "quantization_config": NVFP4}))
+    assert spec.weight_dtype == "nvfp4" and spec == replace(same, key=spec.key)
+
+
+def test_compression_config_is_checked_like_the_other(tmp_path):
+    bad = {**NVFP4, "ignore": "lm_head"}
+    p = _write(tmp_path, "m", {**DEEPSEEK_V3, "quantization_config": None, "compression_config": bad})
+    assert_one_error(invoke("predict", "--config", p), "compression_config.ignore must be a list of module names")
+
+
+
+@pytest.mark.parametrize("text_quant", [None, FP8])
+def test_a_wrappers_own_quantization_wins_over_its_text_configs(tmp_path, text_quant):
+    """vLLM and SGLang read the top level's quantization_config, text_config's only where the top level has none: a
+    null (or another method) under text_config replaced the wrapper's NVFP4, and the checkpoint was priced as bf16."""
+    text = {**QWEN35_TEXT, "quantization_config": text_quant}
+    spec = load_config(_write(tmp_path, "m", {"model_type": "qwen3_5_moe", "quantization_config": NVFP4,
+                                              "text_config": text}))
+    assert spec.weight_dtype == "nvfp4"
+
+
+def test_a_quantization_only_under_text_config_is_read(tmp_path):  # the control: where the top level has none
+    text = {**QWEN35_TEXT, "quantization_config": FP8}
+    assert load_config(_write(tmp_path, "m", {"model_type": "qwen3_5_moe", "text_config": text})).weight_dtype == "fp8"

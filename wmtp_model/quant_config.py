@@ -1,4 +1,5 @@
-"""A checkpoint's weight formats, read from the `quantization_config` of its config.json.
+"""A checkpoint's weight formats, read from the `quantization_config` of its config.json (else its
+`compression_config`, older compressed-tensors checkpoints' name, as vLLM and SGLang read it).
 
 What the tool needs (`wmtp.specs.ModelSpec`): the format of the routed experts (`weight_dtype`), of the other linear
 layers when the checkpoint is mixed precision (`dense_weight_dtype`), and whether the MTP block was left out of the
@@ -38,6 +39,9 @@ import re
 
 from wmtp.errors import ConfigError
 
+# where a config.json keeps its quantization, in the order vLLM and SGLang read them (`compression_config`: older
+# compressed-tensors checkpoints; it was not read, and such a checkpoint priced as bf16)
+QUANT_KEYS = ("quantization_config", "compression_config")
 _WEIGHT_DTYPE_HINT = "pass --weight-dtype (bf16, fp8, int4, nvfp4) to say how the weights are stored"
 
 
@@ -119,10 +123,10 @@ def _groups(groups: object, where: str) -> list[tuple[str, str]]:
 
 def weight_formats(cfg: dict, path: str = "config.json") -> dict:
     """{} for an unquantized checkpoint, else {weight_dtype, dense_weight_dtype, mtp_bf16} (module docstring)."""
-    q = cfg.get("quantization_config")
-    if q is None:
+    key = next((k for k in QUANT_KEYS if cfg.get(k) is not None), None)
+    if key is None:
         return {}
-    where = f"{path}: quantization_config"
+    q, where = cfg[key], f"{path}: {key}"
     if not isinstance(q, dict):
         raise ConfigError(f"{where} must be an object")
     method = q.get("quant_method")
