@@ -2,7 +2,8 @@
 are not objects (`wmtp report` and `calibrate --add-tp` read them: AttributeError / TypeError tracebacks); per-step
 accept lengths that are no whole token count (3.9 read as 3; 0, 5000, "4" and true dropped without a word) and JSONL
 lines that are not JSON (a request's histogram left out of the sum, unsaid); a raw sweep CSV whose header names a
-column twice (pandas renamed the second `time_ms.1` and the fit read the first); fp8 checkpoints that list their
+column twice (pandas renamed the second `time_ms.1` and the fit read the first; an engine points table kept the
+last); fp8 checkpoints that list their
 unquantized modules under `ignored_layers` (vLLM's Fp8Config name: the MTP block was priced in fp8) or give a
 `weight_block_size` other than 128 x 128 (priced as 128 x 128); a quantization kept under `compression_config`
 (older compressed-tensors checkpoints: priced as bf16) or at a multimodal wrapper's top level beside a text_config
@@ -14,6 +15,7 @@ under test."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -159,6 +161,36 @@ def test_raw_csv_with_distinct_or_blank_extra_columns_is_read(tmp_path, header, 
     p = tmp_path / "raw.csv"
     p.write_text("\n".join([header] + [r + tail for r in ROWS]) + "\n", encoding="utf-8")
     assert list(read_raw(p)["time_ms"]) == [0.1, 0.2]
+
+
+ENGINES = PROFILES_DIR.parent / "engines"
+
+
+def _engine_fit(tmp_path: Path, points: str):
+    d = tmp_path / "fit"
+    d.mkdir()
+    (d / "mine.points.csv").write_text(points)
+    shutil.copy(ENGINES / "sglang-b200-paper.structure.json", d / "mine.structure.json")
+    out = d / "out.json"
+    return invoke("engines", "--fit", d / "mine.points.csv", "--hw", "b200", "--out", out), out
+
+
+def _with_column(name: str, value: str) -> str:
+    """The shipped points with one more column, `value` in every row (quoted: some rows' last field holds commas)."""
+    lines = (ENGINES / "sglang-b200-paper.points.csv").read_text().splitlines()
+    return "\n".join([f"{lines[0]},{name}"] + [f"{ln},{value}" for ln in lines[1:]]) + "\n"
+
+
+def test_engine_points_naming_a_column_twice(tmp_path):
+    """csv.DictReader keeps the last of two `value_ms` columns: every step was fitted as 1 ms, silently."""
+    r, out = _engine_fit(tmp_path, _with_column("value_ms", "1.0"))
+    assert_one_error(r, "names column 'value_ms' twice")
+    assert not out.exists()
+
+
+def test_engine_points_with_another_extra_column_fit(tmp_path):  # the control: a column of another name
+    r, out = _engine_fit(tmp_path, _with_column("note", "x"))
+    assert r.exit_code == 0 and out.exists(), r.output
 
 
 # --- fp8 checkpoints: ignored_layers, weight_block_size --------------------------------------------------------------
