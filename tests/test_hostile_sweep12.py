@@ -7,7 +7,8 @@ last); fp8 checkpoints that list their
 unquantized modules under `ignored_layers` (vLLM's Fp8Config name: the MTP block was priced in fp8) or give a
 `weight_block_size` other than 128 x 128 (priced as 128 x 128); a quantization kept under `compression_config`
 (older compressed-tensors checkpoints: priced as bf16) or at a multimodal wrapper's top level beside a text_config
-that names none (text_config's null won the merge: bf16). Each bad input ends in exit code 1 and exactly one
+that names none (text_config's null won the merge: bf16); per-position acceptance rates above 1 or rising with
+the position (clamped into a histogram: alpha = 1.000 shown where no chain of drafts gives it). Each bad input ends in exit code 1 and exactly one
 `error:` line (no traceback) and writes nothing; each has a legal control beside it. Expected values are worked out
 by hand in the comments or are properties (two spellings of one field load the same row), not taken from the code
 under test."""
@@ -285,3 +286,34 @@ def test_a_wrappers_own_quantization_wins_over_its_text_configs(tmp_path, text_q
 def test_a_quantization_only_under_text_config_is_read(tmp_path):  # the control: where the top level has none
     text = {**QWEN35_TEXT, "quantization_config": FP8}
     assert load_config(_write(tmp_path, "m", {"model_type": "qwen3_5_moe", "text_config": text})).weight_dtype == "fp8"
+
+
+# --- per-position rates no chain of drafts gives ----------------------------------------------------------------------
+
+def _v1_spec(rates: str) -> str:
+    """A vLLM V1 SpecDecoding line: 300 draft tokens at k = 3 (100 drafts), 130 accepted (AL = 1 + 130 / 100 = 2.3)."""
+    return ("INFO 08-05 12:25:03 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: 2.30, Accepted "
+            "throughput: 0.72 tokens/s, Drafted throughput: 2.64 tokens/s, Accepted: 130 tokens, Drafted: 300 tokens, "
+            f"Per-position acceptance rate: {rates}, Avg Draft acceptance rate: 43.3%")
+
+
+@pytest.mark.parametrize("rates", ["1.800, 0.400, 0.100",  # accepted at position 1 / drafts: at most 1
+                                   "0.400, 0.800, 0.100"])  # a draft accepted at 2 was accepted at 1: never rising
+def test_per_position_rates_no_chain_gives(tmp_path, rates):
+    """Unconditional rates (accepted at position i / drafts) lie in [0, 1] and never rise. They were clamped: 1.8 was
+    shown as alpha_1 = 1.000 with a 95 % interval of 0.979-1.000, and the rising pair as alpha_2 = 1.000."""
+    p = tmp_path / "v.log"
+    p.write_text(_v1_spec(rates) + "\n")
+    assert_one_error(invoke("accept", p), "per-position", "rates")
+
+
+def test_per_position_rates_of_a_chain_are_read(tmp_path):
+    """The control: 0.8, 0.4, 0.1 of 100 drafts: alpha = 0.8, 0.4 / 0.8 = 0.5, 0.1 / 0.4 = 0.25; AL at d = 4 is
+    1 + 0.8 + 0.4 + 0.1 = 2.3, the line's own."""
+    p = tmp_path / "v.log"
+    p.write_text(_v1_spec("0.800, 0.400, 0.100") + "\n")
+    r = invoke("accept", p, "--json")
+    assert r.exit_code == 0, r.output
+    f = json.loads(r.output)["files"][0]
+    assert [a["alpha"] for a in f["alphas"]] == pytest.approx([0.8, 0.5, 0.25])
+    assert f["al_by_depth"]["4"]["al"] == pytest.approx(2.3)

@@ -22,8 +22,8 @@ import math
 import tempfile
 from pathlib import Path
 
-from wmtp.acceptance import (MAX_DEPTH, AcceptanceProfile, check_accept_length, from_histogram, geometric, histogram_count,
-                             load_histogram, wilson_interval)
+from wmtp.acceptance import (MAX_DEPTH, AcceptanceProfile, check_accept_length, from_histogram, geometric,
+                             histogram_count, is_chain, load_histogram, wilson_interval)
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_lookup
 from wmtp.log_input import is_stream, open_text, spool
@@ -126,6 +126,10 @@ def _unconditional_profile(rates: list[float], drafts: float | None, source: str
     number of drafts when known, so Wilson intervals mean something)."""
     if not rates:
         return None
+    if not is_chain([1.0, *rates]):  # clamped, 1.8 was alpha_1 = 1 and a rising pair alpha = 1 at the second
+        shown = ", ".join(f"{r:.3f}" for r in rates[:8]) + (", ..." if len(rates) > 8 else "")
+        raise WmtpError(f"{source}: per-position acceptance rates ({shown}) are no chain's: accepted at position i / "
+                        "drafts lies in [0, 1] and never rises with i (a draft accepted at i + 1 was accepted at i)")
     scale = drafts if drafts and drafts > 0 else 1.0
     reached = [1.0] + [min(max(r, 0.0), 1.0) for r in rates]
     for i in range(1, len(reached)):
