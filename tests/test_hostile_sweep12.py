@@ -1,8 +1,8 @@
 """Hostile inputs of the twelfth adversarial sweep (after test_hostile_sweep11.py): a profile whose raw-data records
 are not objects (`wmtp report` and `calibrate --add-tp` read them: AttributeError / TypeError tracebacks); per-step
-accept lengths that are no whole token count (3.9 read as 3; 0, 5000, "4" and true dropped without a word) and JSONL
-lines that are not JSON (a request's histogram left out of the sum, unsaid); a raw sweep CSV whose header names a
-column twice (pandas renamed the second `time_ms.1` and the fit read the first; an engine points table kept the
+accept lengths that are no whole token count (3.9 read as 3; 0, 5000, "4" and true dropped without a word), JSONL
+lines that are not JSON and meta_info objects without a histogram (left out of the sum, unsaid); a raw sweep CSV whose
+header names a column twice (pandas renamed the second `time_ms.1` and the fit read the first; an engine points table kept the
 last); fp8 checkpoints that list their
 unquantized modules under `ignored_layers` (vLLM's Fp8Config name: the MTP block was priced in fp8) or give a
 `weight_block_size` other than 128 x 128 (priced as 128 x 128); a quantization kept under `compression_config`
@@ -317,3 +317,27 @@ def test_per_position_rates_of_a_chain_are_read(tmp_path):
     f = json.loads(r.output)["files"][0]
     assert [a["alpha"] for a in f["alphas"]] == pytest.approx([0.8, 0.5, 0.25])
     assert f["al_by_depth"]["4"]["al"] == pytest.approx(2.3)
+
+
+@pytest.mark.parametrize("name, text, first", [
+    ("m.json", '[{"meta_info": {"spec_accept_histogram": [1, 2, 3, 4]}}, {"meta_info": {"completion_tokens": 100, '
+               '"spec_verify_ct": 10}}, "oops"]', "object 2"),
+    ("m.jsonl", '{"meta_info": {"spec_accept_histogram": [1, 2, 3, 4]}}\n\n{"meta_info": {"completion_tokens": 9}}\n',
+     "line 3"),
+])
+def test_meta_info_objects_without_a_histogram_are_named(tmp_path, name, text, first):
+    """Only the objects with a histogram are summed: AL (1*1 + 2*2 + 3*3 + 4*4) / 10 = 3.0 of one request, which was
+    reported as `requests` = every object of the file, the others left out without a word."""
+    p = tmp_path / name
+    p.write_text(text)
+    f = json.loads(invoke("accept", p, "--json").output)["files"][0]
+    assert f["accept_length"] == pytest.approx(3.0) and f["requests"] == 1
+    assert "hold no acceptance histogram" in f["note"] and f"the first: {first}" in f["note"]
+
+
+def test_meta_info_objects_all_with_histograms_say_their_count(tmp_path):  # the control
+    h = '{"meta_info": {"spec_accept_histogram": [1, 2, 3, 4]}}'
+    p = tmp_path / "m.json"
+    p.write_text(f"[{h}, {h}]")
+    f = json.loads(invoke("accept", p, "--json").output)["files"][0]
+    assert f["requests"] == 2 and "note" not in f and f["accept_length"] == pytest.approx(3.0)

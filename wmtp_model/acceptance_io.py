@@ -34,8 +34,9 @@ from wmtp.log_analysis import analyse, own_depth
 
 
 
-def histogram_from_meta(objs) -> list[float]:
-    """Sum the per-request histograms of meta_info objects (or responses holding `meta_info`)."""
+def histogram_from_meta(objs, used: list | None = None) -> list[float]:
+    """Sum the per-request histograms of meta_info objects (or responses holding `meta_info`); `used`, when given,
+    gets the index of each object that gave one."""
     total: list[float] = []
     for i, o in enumerate(objs):
         if not isinstance(o, dict):
@@ -45,6 +46,8 @@ def histogram_from_meta(objs) -> list[float]:
             if isinstance(m, dict) and isinstance(m.get(k), list):  # each count checked: a negative one cancelled
                 where = f"request {i + 1}'s {k}"
                 add_histogram(total, [histogram_count(c, f"{where} bin n={n}") for n, c in enumerate(m[k])])
+                if used is not None:
+                    used.append(i)
                 break
     return total
 
@@ -97,10 +100,17 @@ def _legacy(p: Path, info: dict) -> AcceptanceProfile | None:
     doc, numbered, garbled = _json_content(p)
     lines = [o for _, o in numbered]
     objs = (doc if isinstance(doc, list) else [doc]) if doc is not None else lines
-    hist = histogram_from_meta(objs)
-    if hist and sum(hist) > 0:
-        info.update(kind="sglang meta_info histograms", requests=len(objs), estimator="summed histograms")
+    used: list[int] = []
+    hist = histogram_from_meta(objs, used)
+    if hist and sum(hist) > 0:  # requests: those whose histogram is in the sum (it said all of the file's objects)
+        info.update(kind="sglang meta_info histograms", requests=len(used), estimator="summed histograms")
         _garbled_note(info, garbled)
+        if len(used) < len(objs):
+            left = next(i for i in range(len(objs)) if i not in set(used))
+            first = f"line {numbered[left][0]}" if doc is None else f"object {left + 1}"
+            info["note"] = "; ".join(filter(None, [info.get("note"), (
+                f"{len(objs) - len(used)} of {len(objs)} objects hold no acceptance histogram, left out of the sum "
+                f"(the first: {first})")]))
         return from_histogram(hist, f"meta_info histograms {p.name}")
     if doc is None:
         given = ((n, o.get("accept_length") if isinstance(o, dict) else o) for n, o in numbered

@@ -123,10 +123,10 @@ def _groups(groups: object, where: str) -> list[tuple[str, str]]:
 
 def weight_formats(cfg: dict, path: str = "config.json") -> dict:
     """{} for an unquantized checkpoint, else {weight_dtype, dense_weight_dtype, mtp_bf16} (module docstring)."""
-    key = next((k for k in QUANT_KEYS if cfg.get(k) is not None), None)
-    if key is None:
+    field = next((k for k in QUANT_KEYS if cfg.get(k) is not None), None)
+    if field is None:
         return {}
-    q, where = cfg[key], f"{path}: {key}"
+    q, where = cfg[field], f"{path}: {field}"
     if not isinstance(q, dict):
         raise ConfigError(f"{where} must be an object")
     method = q.get("quant_method")
