@@ -12,6 +12,7 @@ from pathlib import Path
 from wmtp.errors import WmtpError
 from wmtp.fileio import read_text
 from wmtp.models import MODELS, get_model
+from wmtp.units import first_repeat
 
 COLUMNS = ("model", "method", "ctx", "d_lo", "d_hi", "quantity", "value_ms", "source")
 MIN_VALUE_MS, MAX_VALUE_MS = 1e-6, 1e8  # a step or slope of more than a nanosecond, less than 28 hours
@@ -55,9 +56,13 @@ def _row(r: dict, p: Path, i: int) -> dict:
 def read_points(path: str | Path) -> list[dict]:
     p = Path(path)
     try:
-        rows = list(csv.DictReader(io.StringIO(read_text(p, "engine points", WmtpError))))
+        reader = csv.DictReader(io.StringIO(read_text(p, "engine points", WmtpError)))
+        rows = list(reader)
     except csv.Error as e:  # a field over the csv module's limit, a stray NUL: not a points table
         raise WmtpError(f"engine points {p} is not a CSV table ({e})") from None
+    twice = first_repeat([c.strip() for c in reader.fieldnames or [] if c and c.strip()])
+    if twice is not None:  # DictReader kept the last of the two columns, silently
+        raise WmtpError(f"engine points {p}: the header names column {twice[:40]!r} twice; remove one")
     if not rows or any(c not in rows[0] for c in COLUMNS):
         raise WmtpError(f"engine points {p} need the columns {', '.join(COLUMNS)}")
     out, seen = [], {}

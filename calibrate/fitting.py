@@ -49,14 +49,29 @@ def _raw_bytes(path: Path) -> bytes:
     return data
 
 
+def _repeated_column(data: bytes) -> str | None:
+    """A column the header names twice: pandas renames the second `time_ms.1` and the fit read the first, silently."""
+    import csv
+
+    from wmtp.units import first_repeat
+
+    header = data.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
+    return first_repeat([c.strip() for c in next(csv.reader([header]), []) if c.strip()])  # blank: unnamed, unread
+
+
 def read_raw(path: Path) -> pd.DataFrame:
     try:
-        df = pd.read_csv(io.BytesIO(_raw_bytes(path)), low_memory=False)  # one pass: no DtypeWarning on stderr
+        data = _raw_bytes(path)
+        df = pd.read_csv(io.BytesIO(data), low_memory=False)  # one pass: no DtypeWarning on stderr
     except FileNotFoundError:
         raise WmtpError(f"no sweep data at {path}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError, zlib.error) as e:
         # OSError covers a truncated or corrupt .gz (gzip.BadGzipFile) and an unreadable file
         raise WmtpError(f"{path} is not a readable sweep CSV ({type(e).__name__})") from None
+    twice = _repeated_column(data)
+    if twice is not None:
+        raise WmtpError(f"{path}: the header names column {twice[:40]!r} twice; which one holds the data is not "
+                        "said: remove one")
     missing = REQUIRED - set(df.columns)
     if missing:
         raise WmtpError(f"{path} lacks columns {', '.join(sorted(missing))}")

@@ -76,6 +76,16 @@ MAX_DEPTH = 64  # the deepest draft any command models (d = gamma + 1)
 MAX_COUNT = 1e15  # verify steps in one bin: more than any log holds (keeps every sum finite)
 
 
+RATE_SLACK = 0.01  # rates printed to 3 decimals, counters read a moment apart: within this share, still a chain
+
+
+def is_chain(reach: Sequence[float]) -> bool:
+    """reach[i]: drafts that accepted at least i tokens (reach[0]: all of them, > 0). A chain of drafts never rises
+    with i and stays >= 0 (a draft accepted at i + 1 was accepted at i); within RATE_SLACK of reach[0] it is one."""
+    tol = RATE_SLACK * reach[0]
+    return reach[0] > 0 and all(r >= -tol for r in reach) and all(b <= a + tol for a, b in zip(reach, reach[1:]))
+
+
 def from_histogram(counts: Sequence[float], source: str) -> AcceptanceProfile:
     """H[n] for n = 0..gamma -> profile at depth gamma + 1. Positions no step reached get alpha 0."""
     h = [float(c) for c in counts]

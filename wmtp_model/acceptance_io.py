@@ -22,8 +22,8 @@ import math
 import tempfile
 from pathlib import Path
 
-from wmtp.acceptance import (AcceptanceProfile, check_accept_length, from_histogram, geometric, histogram_count,
-                             load_histogram, wilson_interval)
+from wmtp.acceptance import (MAX_DEPTH, AcceptanceProfile, check_accept_length, from_histogram, geometric,
+                             histogram_count, is_chain, load_histogram, wilson_interval)
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_lookup
 from wmtp.log_input import is_stream, open_text, spool
@@ -34,8 +34,9 @@ from wmtp.log_analysis import analyse, own_depth
 
 
 
-def histogram_from_meta(objs) -> list[float]:
-    """Sum the per-request histograms of meta_info objects (or responses holding `meta_info`)."""
+def histogram_from_meta(objs, used: list | None = None) -> list[float]:
+    """Sum the per-request histograms of meta_info objects (or responses holding `meta_info`); `used`, when given,
+    gets the index of each object that gave one."""
     total: list[float] = []
     for i, o in enumerate(objs):
         if not isinstance(o, dict):
@@ -45,53 +46,83 @@ def histogram_from_meta(objs) -> list[float]:
             if isinstance(m, dict) and isinstance(m.get(k), list):  # each count checked: a negative one cancelled
                 where = f"request {i + 1}'s {k}"
                 add_histogram(total, [histogram_count(c, f"{where} bin n={n}") for n, c in enumerate(m[k])])
+                if used is not None:
+                    used.append(i)
                 break
     return total
 
 
-def _json_content(path: Path) -> tuple[object, list]:
-    """(the whole file as one JSON document or None, the JSONL objects when it is not one)."""
+def _json_content(path: Path) -> tuple[object, list, list[int]]:
+    """(the whole file as one JSON document or None, the JSONL (line number, object) pairs when it is not one, the
+    numbers of the lines that are not JSON)."""
     with open_text(path) as f:
         text = f.read()
     try:
-        return json.loads(text), []
+        return json.loads(text), [], []
     except (json.JSONDecodeError, RecursionError):
         pass
-    out = []
-    for line in text.splitlines():
+    out, garbled = [], []
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if line:
             try:
-                out.append(json.loads(line))
+                out.append((n, json.loads(line)))
             except (json.JSONDecodeError, RecursionError):
-                continue  # a garbled line is skipped
-    return None, out
+                garbled.append(n)  # skipped (a line cut short by an interrupted write), and said so
+    return None, out, garbled
+
+
+def _garbled_note(info: dict, garbled: list[int]) -> None:
+    """Say which lines of a JSONL file were skipped: a request's histogram left out was a silently smaller sum."""
+    if garbled:
+        shown = ", ".join(map(str, garbled[:5])) + (f" and {len(garbled) - 5} more" if len(garbled) > 5 else "")
+        info["note"] = f"{len(garbled)} line(s) not JSON, skipped: line {shown}"
+
+
+def _step_length(n: int, value, p: Path) -> int:
+    """One per-step accept length (tokens a verify step emitted): a whole number in 1..MAX_DEPTH; 3.9 was read as 3,
+    and 0, 5000 or "4" dropped, silently."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value != int(value) or not 1 <= value <= MAX_DEPTH):
+        raise WmtpError(f"{p}: line {n}: accept_length {str(value)[:40]!r} is not a per-step accept length (a whole "
+                        f"number of tokens in 1..{MAX_DEPTH})")
+    return int(value)
 
 
 def _legacy(p: Path, info: dict) -> AcceptanceProfile | None:
     """Strict JSON / JSONL / CSV inputs: meta_info histograms, a histogram, per-step accept lengths."""
     name = p.name[:-3] if p.name.endswith(".gz") else p.name
     if name.endswith(".csv"):
-        info["kind"] = "histogram"
+        info.update(kind="histogram", estimator="histogram")
         return load_histogram(p)
     if not name.endswith((".json", ".jsonl")):
         return None
-    doc, lines = _json_content(p)
+    doc, numbered, garbled = _json_content(p)
+    lines = [o for _, o in numbered]
     objs = (doc if isinstance(doc, list) else [doc]) if doc is not None else lines
-    hist = histogram_from_meta(objs)
-    if hist and sum(hist) > 0:
-        info.update(kind="sglang meta_info histograms", requests=len(objs), estimator="summed histograms")
+    used: list[int] = []
+    hist = histogram_from_meta(objs, used)
+    if hist and sum(hist) > 0:  # requests: those whose histogram is in the sum (it said all of the file's objects)
+        info.update(kind="sglang meta_info histograms", requests=len(used), estimator="summed histograms")
+        _garbled_note(info, garbled)
+        if len(used) < len(objs):
+            left = next(i for i in range(len(objs)) if i not in set(used))
+            first = f"line {numbered[left][0]}" if doc is None else f"object {left + 1}"
+            info["note"] = "; ".join(filter(None, [info.get("note"), (
+                f"{len(objs) - len(used)} of {len(objs)} objects hold no acceptance histogram, left out of the sum "
+                f"(the first: {first})")]))
         return from_histogram(hist, f"meta_info histograms {p.name}")
     if doc is None:
-        steps = [o.get("accept_length") if isinstance(o, dict) else o for o in lines]
-        steps = [int(s) for s in steps if isinstance(s, (int, float)) and not isinstance(s, bool)
-                 and math.isfinite(s) and 1 <= s <= 1000]
+        given = ((n, o.get("accept_length") if isinstance(o, dict) else o) for n, o in numbered
+                 if isinstance(o, dict) or isinstance(o, (int, float)) and not isinstance(o, bool))
+        steps = [_step_length(n, s, p) for n, s in given if s is not None]
         if not steps:
             return None
         h = [0.0] * max(steps)
         for s in steps:
             h[s - 1] += 1  # a step that emitted s tokens accepted s - 1 drafts
         info.update(kind="per-step accept lengths", steps=len(steps), estimator="histogram of per-step lengths")
+        _garbled_note(info, garbled)
         return from_histogram(h, f"per-step accept lengths {p.name}")
     if isinstance(doc, list) and all(isinstance(x, (int, float)) for x in doc) or (
             isinstance(doc, dict) and doc and all(str(k).isdigit() for k in doc)):
@@ -105,6 +136,10 @@ def _unconditional_profile(rates: list[float], drafts: float | None, source: str
     number of drafts when known, so Wilson intervals mean something)."""
     if not rates:
         return None
+    if not is_chain([1.0, *rates]):  # clamped, 1.8 was alpha_1 = 1 and a rising pair alpha = 1 at the second
+        shown = ", ".join(f"{r:.3f}" for r in rates[:8]) + (", ..." if len(rates) > 8 else "")
+        raise WmtpError(f"{source}: per-position acceptance rates ({shown}) are no chain's: accepted at position i / "
+                        "drafts lies in [0, 1] and never rises with i (a draft accepted at i + 1 was accepted at i)")
     scale = drafts if drafts and drafts > 0 else 1.0
     reached = [1.0] + [min(max(r, 0.0), 1.0) for r in rates]
     for i in range(1, len(reached)):

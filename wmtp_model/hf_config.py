@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from wmtp.errors import ConfigError, WmtpError
-from wmtp.quant_config import weight_formats
+from wmtp.quant_config import QUANT_KEYS, weight_formats
 from wmtp.specs import MAX_COUNT, MAX_LAYERS, ModelSpec
 from wmtp.units import printable
 
@@ -339,6 +339,9 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
         raise ConfigError(f"{path}: text_config must be an object (the language model's fields), got {_short(text)}")
     if isinstance(text, dict):  # multimodal wrappers (qwen3_5_moe) keep the LM under text_config
         merged = {**cfg, **text}
+        for q in QUANT_KEYS:  # vLLM and SGLang read the top level's, text_config's only where it has none
+            if cfg.get(q) is not None:
+                merged[q] = cfg[q]
         family = family if family is not None else text.get("model_type")  # a wrapper that names it only there
         merged["model_type"] = family
         cfg = merged

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from wmtp.errors import ConfigError
+from wmtp.quant_config import QUANT_KEYS
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 
@@ -76,13 +77,11 @@ def with_modelopt_sidecar(cfg, p: Path) -> tuple[object, str | None]:
     side = p.parent / "hf_quant_config.json"
     text = cfg.get("text_config") if isinstance(cfg, dict) else None
     # a null quantization_config is none (as vLLM reads it): the sidecar was skipped and NVFP4 priced as bf16
-    if (not isinstance(cfg, dict) or cfg.get("quantization_config") is not None
-            or (isinstance(text, dict) and text.get("quantization_config") is not None) or not side.is_file()):
+    if (not isinstance(cfg, dict) or any(cfg.get(k) is not None for k in QUANT_KEYS)
+            or (isinstance(text, dict) and any(text.get(k) is not None for k in QUANT_KEYS)) or not side.is_file()):
         return cfg, None
     doc = read_json(side, "ModelOpt quantization config", ConfigError)
     quant = doc.get("quantization") if isinstance(doc, dict) else None
     if not isinstance(quant, dict):
         raise ConfigError(f"{side}: no quantization object (ModelOpt's hf_quant_config.json holds one with quant_algo)")
-    if isinstance(text, dict) and "quantization_config" in text:  # the null under text_config would win the merge
-        cfg = {**cfg, "text_config": {k: v for k, v in text.items() if k != "quantization_config"}}
     return {**cfg, "quantization_config": {"quant_method": "modelopt", **quant}}, str(side)

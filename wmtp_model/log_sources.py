@@ -6,6 +6,7 @@ them; `wmtp.acceptance_io` turns their results into acceptance profiles): vLLM s
 from __future__ import annotations
 
 
+from wmtp.acceptance import is_chain
 from wmtp.log_records import v1_drafts
 from wmtp.logs import Value, VllmSpecLine
 from wmtp.log_engine_steps import EngineSteps
@@ -78,8 +79,10 @@ class SpecLines:
                                 "where the printed AL disagrees with Drafted / k)"}
             if self.reached:
                 k, reach = max(self.reached.items(), key=lambda kv: kv[1][0])
-                hist = [max(reach[i] - reach[i + 1], 0.0) for i in range(k)] + [reach[k]]
-                out["histogram"] = hist
+                if is_chain(reach):
+                    out["histogram"] = [max(reach[i] - reach[i + 1], 0.0) for i in range(k)] + [reach[k]]
+                elif reach[0] > 0:  # rates above 1 or rising: no histogram (it was clamped into one); `wmtp accept`
+                    out.update(per_position=[r / reach[0] for r in reach[1:]], drafts=reach[0])  # refuses the rates
             return out
         if self.rate_drafted:
             return {"value": None, "lines": lines, "samples": self.n, "kind": "vLLM spec metrics",

@@ -62,6 +62,13 @@ def check_profile(prof: dict, p: Path) -> dict:
                        ("provenance backend", prov.get("backend")), ("provenance moe_impl", prov.get("moe_impl"))):
         if value is not None and not (isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", value)):
             raise ProfileError(f"profile {p} is corrupt: {key} must name a kernel backend, got {repr(value)[:40]}")
+    for key in ("raw_data", "tp_raw_data", "kv_dtype_raw_data", "weight_dtype_raw_data"):  # report, merges read them
+        rec = prof.get(key, {})
+        recs = [rec] if key == "raw_data" else list(rec.values()) if isinstance(rec, dict) else [None]
+        if not all(isinstance(r, dict) and isinstance(c := r.get("components", []), list)
+                   and all(isinstance(x, str) for x in c) for r in recs):
+            raise ProfileError(f"profile {p} is corrupt: {key} must be an object"
+                               + ("" if key == "raw_data" else " of records (objects; components: a list of names)"))
     kernels = prof.get("attention_kernels")
     if kernels is not None and not (isinstance(kernels, str) and re.fullmatch(r"[A-Za-z0-9_.+-]{1,40}", kernels)):
         raise ProfileError(f"profile {p} is corrupt: attention_kernels must name a kernel set, got {repr(kernels)[:40]}")

@@ -1,4 +1,5 @@
-"""A checkpoint's weight formats, read from the `quantization_config` of its config.json.
+"""A checkpoint's weight formats, read from the `quantization_config` of its config.json (else its
+`compression_config`, older compressed-tensors checkpoints' name, as vLLM and SGLang read it).
 
 What the tool needs (`wmtp.specs.ModelSpec`): the format of the routed experts (`weight_dtype`), of the other linear
 layers when the checkpoint is mixed precision (`dense_weight_dtype`), and whether the MTP block was left out of the
@@ -10,10 +11,12 @@ quantization (`mtp_bf16`). Formats are `wmtp.weights.FORMATS`. Producers read (t
 - `modelopt` (NVIDIA ModelOpt): `quant_algo` `NVFP4`, `FP8` or `MIXED_PRECISION`; a mixed checkpoint's
   `config_groups` (as above) say which modules each format covers (`targets`), or `quantized_layers` maps module
   names to their `quant_algo`; `ignore` / `exclude_modules` list modules left unquantized.
-- `modules_to_not_convert` (HF fp8, AWQ): modules left unquantized too. A skipped module of the MTP block (`mtp.*`, or
+- `modules_to_not_convert` (HF fp8, AWQ) and `ignored_layers` (fp8 checkpoints; vLLM's Fp8Config reads it before
+  modules_to_not_convert): modules left unquantized too. A skipped module of the MTP block (`mtp.*`, or
   a decoder layer numbered past num_hidden_layers, DeepSeek's and GLM's `model.layers.61` / `model.layers.46`) makes
   the MTP block bf16 (`mtp_bf16`).
-- `fp8` (Hugging Face fine-grained FP8, `weight_block_size` 128 x 128; DeepSeek-V3 / Qwen FP8 releases).
+- `fp8` (Hugging Face fine-grained FP8, `weight_block_size` 128 x 128, HF's default where unsaid; DeepSeek-V3 / Qwen
+  FP8 releases); another block size is a `ConfigError`.
 - `gptq`, `awq`: `bits` 4 = int4, in scale groups of `group_size` along K (128 where unsaid; -1: one scale per output
   row, `ModelSpec.int4_group` 0). compressed-tensors' int4: `group_size`, or `strategy` channel (per output row).
 
@@ -36,6 +39,9 @@ import re
 
 from wmtp.errors import ConfigError
 
+# where a config.json keeps its quantization, in the order vLLM and SGLang read them (`compression_config`: older
+# compressed-tensors checkpoints; it was not read, and such a checkpoint priced as bf16)
+QUANT_KEYS = ("quantization_config", "compression_config")
 _WEIGHT_DTYPE_HINT = "pass --weight-dtype (bf16, fp8, int4, nvfp4) to say how the weights are stored"
 
 
@@ -117,20 +123,21 @@ def _groups(groups: object, where: str) -> list[tuple[str, str]]:
 
 def weight_formats(cfg: dict, path: str = "config.json") -> dict:
     """{} for an unquantized checkpoint, else {weight_dtype, dense_weight_dtype, mtp_bf16} (module docstring)."""
-    q = cfg.get("quantization_config")
-    if q is None:
+    field = next((k for k in QUANT_KEYS if cfg.get(k) is not None), None)
+    if field is None:
         return {}
-    where = f"{path}: quantization_config"
+    q, where = cfg[field], f"{path}: {field}"
     if not isinstance(q, dict):
         raise ConfigError(f"{where} must be an object")
     method = q.get("quant_method")
-    skipped = [m for key in ("ignore", "exclude_modules", "modules_to_not_convert")
+    skipped = [m for key in ("ignore", "exclude_modules", "modules_to_not_convert", "ignored_layers")
                for m in _names(q.get(key), f"{where}.{key}")]
     mtp_bf16 = any(_is_mtp_module(m, cfg.get("num_hidden_layers")) for m in skipped)
     dense: str | None = None
     group, zeros, asym = 128, False, False
     if method == "fp8":
         experts = "fp8"
+        _fp8_blocks(q.get("weight_block_size"), f"{where}.weight_block_size")
     elif method in ("gptq", "awq"):
         if q.get("bits") != 4:
             raise ConfigError(f"{where}: {method} with bits={q.get('bits')!r} is not supported; {_WEIGHT_DTYPE_HINT}")
@@ -158,6 +165,17 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
         raise ConfigError(f"{where}: quant_method {method!r} is not supported; {_WEIGHT_DTYPE_HINT}")
     return {"weight_dtype": experts, "dense_weight_dtype": dense, "mtp_bf16": mtp_bf16, "int4_group": group,
             "int4_zeros": zeros, "int4_asym": asym}
+
+
+def _fp8_blocks(value: object, where: str) -> None:
+    """HF fine-grained FP8's scale blocks: [128, 128] (`wmtp.weights`; HF's default where unsaid). Another size,
+    or a value that is no [rows, columns] pair, was priced as 128 x 128 without a word."""
+    if value is None or value == [128, 128] and all(type(v) is int for v in value):
+        return
+    if not (isinstance(value, list) and len(value) == 2 and all(type(v) is int and v > 0 for v in value)):
+        raise ConfigError(f"{where} must be [rows, columns] of one scale block, got {value!r:.60}; {_WEIGHT_DTYPE_HINT}")
+    raise ConfigError(f"{where} is {value}: wmtp prices fine-grained FP8 with 128 x 128 scale blocks only; "
+                      f"{_WEIGHT_DTYPE_HINT}")
 
 
 def _flag(value: object, where: str) -> bool:
