@@ -170,7 +170,8 @@ def read_sidecar(raw: Path) -> dict:
     return meta
 
 
-def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str | None = None) -> Path:
+def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str | None = None,
+              explicit_models: bool = True) -> Path:
     """`wmtp calibrate --from-raw`: refit a raw sweep CSV (its .meta.json sidecar, if any, is the provenance, and
     a `hw_key` given must agree with it; without one, the data is taken to come from GPU `hw_key`, else h200)."""
     from wmtp.hardware import get_hardware
@@ -187,7 +188,7 @@ def refit_raw(raw: Path, profile_path: Path, models: list[str], hw_key: str | No
         gpu = get_hardware(hw_key or "h200")
         meta = {**meta, "gpu_name": gpu.name, "gpu_sm_count": meta.get("gpu_sm_count") or gpu.sm_count,
                 "note": f"no provenance sidecar: taken to be measured on {gpu.key} (--hw)"}
-    return fit_raw_to_profile(raw, profile_path, meta, models)
+    return fit_raw_to_profile(raw, profile_path, meta, models, explicit_models)
 
 
 def sm_count_of(meta: dict) -> int:
@@ -216,8 +217,23 @@ def hardware_key(meta: dict) -> str:
     return name.lower().replace(" ", "-")
 
 
-def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[str]) -> Path:
+def measured_models(df, raw: Path, models: list[str], explicit: bool) -> list[str]:
+    """The models a refit profile says it was fitted for: those of `models` the raw sweep measured. A model
+    `--models` names explicitly that the sweep has no rows for is refused (the profile would claim a fit for it);
+    the default list is cut to the sweep's models (a `--quick` or one-model sweep)."""
+    have = {str(m) for m in df["model"].dropna()} if "model" in df.columns else set()  # ceiling rows have none
+    missing = [m for m in models if m not in have]
+    kept = [m for m in models if m in have]
+    if (missing and explicit) or not kept:
+        found = ", ".join(sorted(have)[:8]) or "none"
+        raise WmtpError(f"{raw}: the raw sweep has no rows for {', '.join(missing)} (it measured {found}); "
+                        "give --models from those")
+    return kept
+
+
+def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[str], explicit: bool = True) -> Path:
     df = read_raw(raw)
+    models = measured_models(df, raw, models, explicit)
     sm = sm_count_of(meta)
     backend = str(meta.get("backend") or "wmtp")
     kernels = meta.get("attention_kernels")

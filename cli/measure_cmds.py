@@ -130,7 +130,8 @@ def calibrate(
             refuse_overwriting_inputs([("--out", out / "profile.json"), ("--out", out / "profile.md")],
                                       [("--from-raw", from_raw)])
 
-            path = refit_raw(from_raw, out / "profile.json", [s.key for s in specs], hw)
+            path = refit_raw(from_raw, out / "profile.json", [s.key for s in specs], hw,
+                             explicit_models=models != "q35,q122,nem")
         else:
             from wmtp.calibrate.sweep_run import parse_parts, run_calibrate
             from wmtp.measure.backends import check_name

@@ -249,3 +249,22 @@ def test_shipped_validation_gate(table, method):
     """The composed-step gate per method (median <= 5 %, worst <= 10 %) on the committed tables."""
     err = _validation_errors(table, method)
     assert len(err) > 0 and (err <= 0.10).all() and err.median() <= 0.05
+
+
+def test_refit_records_only_models_the_raw_sweep_measured(tmp_path):
+    """`--from-raw` writes a profile that says which models it was fitted for: an explicit --models naming one the
+    sweep has no rows for is refused (the profile claimed a fit for dsv3 from q35 / q122 / nem rows); the default list
+    is cut to the sweep's models (here a sweep of q35 alone, built from the shipped raw data)."""
+    from wmtp.profile import PROFILES_DIR
+
+    shipped = PROFILES_DIR / "h200.raw.csv.gz"
+    r = CliRunner().invoke(app, ["calibrate", "--from-raw", str(shipped), "--models", "q35,dsv3",
+                                 "--out", str(tmp_path / "a")])
+    assert r.exit_code == 1 and "no rows for dsv3" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "a" / "profile.json").exists()
+    df = pd.read_csv(shipped)
+    one = tmp_path / "q35.raw.csv"
+    df[df["model"].isna() | (df["model"] == "q35")].to_csv(one, index=False)
+    r = CliRunner().invoke(app, ["calibrate", "--from-raw", str(one), "--hw", "h200", "--out", str(tmp_path / "b")])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "b" / "profile.json").read_text())["models"] == ["q35"]
