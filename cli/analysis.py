@@ -200,7 +200,7 @@ def sweep(
     """Decision curves: TPOT against context, depth, window or batch, with the break-even points."""
     import math
 
-    from wmtp.acceptance import choose_acceptance, window_model
+    from wmtp.acceptance import choose_acceptance, with_window_points
     from wmtp.decisions import SWEEPS, scenario_window_profile
     from wmtp.decisions import sweep as run_sweep
 
@@ -229,18 +229,18 @@ def sweep(
     opts = dict(model=model, config=config, hw=hw, ctx=ctx, window=window, sink=sink, batch=batch, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, profile=profile, speed_of_light=speed_of_light, tp=tp, framework=framework)
     sc, warnings = scenario(opts, depth)
-    acc = choose_acceptance(sc.spec.key, depth, parse_accept(accept_length), task)
     # the AL(W) model predict uses (--al-window points only in a window sweep, which refuses them elsewhere): the
     # window's acceptance at --window in the ctx, depth and batch sweeps, and at each W of the window sweep
-    al_model = window_model(sc.spec.key, depth, acc, accept_length is not None, task, al_window, sc.ctx)
-    win = scenario_window_profile(sc, acc, al_model) if what != "window" else acc.window
+    acc = with_window_points(choose_acceptance(sc.spec.key, depth, parse_accept(accept_length), task), al_window, depth,
+                             sc.ctx)
+    win = scenario_window_profile(sc, acc) if what != "window" else acc.window
     extra = {"model": sc.spec.key, "hardware": sc.hw.key, "cost_model": sc.cost.name,
              "engine_overhead": engine_label(sc.overheads),
              "acceptance": {"native": acc.native.tag(depth), "window": win.tag(depth)}}
     warnings = ([acc.warning] if acc.warning else []) + warnings
     if warnings:
         extra["warning"] = "; ".join(warnings)
-    rows, found = run_sweep(what, sc, acc, threshold=threshold, al_model=al_model)
+    rows, found = run_sweep(what, sc, acc, threshold=threshold)
     extra.update(found)
     _emit(what, rows, extra, as_json, csv_out, _title(what, sc))
 
@@ -275,7 +275,7 @@ def simulate(
     """Monte Carlo decode with the latency model: TPOT with a 95 % interval, fixed or adaptive depth."""
     from dataclasses import asdict
 
-    from wmtp.acceptance import choose_acceptance, window_model, window_profile
+    from wmtp.acceptance import choose_acceptance, window_profile
     from wmtp.simulate import decode_profile, parse_phases, read_trace, step_time_fn
     from wmtp.simulate import simulate as run
 
@@ -308,8 +308,7 @@ def simulate(
     sc, warnings = scenario(opts, DEFAULT_DEPTH)
     if ph is None:  # the acceptance `wmtp predict` uses: the window's at this W (the native draft's if it covers S)
         acc = choose_acceptance(sc.spec.key, DEFAULT_DEPTH, None)
-        prof = acc.native if method == "native" else window_profile(
-            acc, window_model(sc.spec.key, DEFAULT_DEPTH, acc, False, DEFAULT_TASK), sc.window, sc.sink, sc.ctx)
+        prof = acc.native if method == "native" else window_profile(acc, sc.window, sc.sink, sc.ctx)
         ph = [(tokens, list(prof.alphas_at(16)))]
     steps = step_time_fn(sc, method, decode_profile(ph, tr))
     res = run(steps, ph, tokens, policy, seed, tr)

@@ -32,7 +32,7 @@ def report(
         from wmtp.reports.html import build_report, write_report
     except ImportError as e:
         fail(f"wmtp report needs plotly ({e.name} is missing): pip install 'wmtp[reports]'")
-    from wmtp.acceptance import AcceptanceChoice, choose_acceptance, window_model
+    from wmtp.acceptance import AcceptanceChoice, choose_acceptance
     from wmtp.profile import ProfileCostModel, cost_model_for
     from wmtp.decisions import Scenario
     from wmtp.engine import memory_config
@@ -60,11 +60,10 @@ def report(
                     frameworks=framework, task=task)
     acc = choose_acceptance(spec.key, d, acc_len, task)
     profiles = _acceptance_files(histogram or [], {"native": acc.native, "window": acc.window}, d)
-    acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning)
-    # the window curve's AL(W) model as predict / sweep window pick it; measured acceptance (--accept-length, a
-    # window=FILE histogram) replaces the task's dose-response preset, as there
-    explicit = acc_len is not None or any(h.partition("=")[0] == "window" for h in histogram or [])
-    al_model = window_model(spec.key, d, acc, explicit, task)
+    # measured window acceptance (a window=FILE histogram, as --accept-length) replaces the task's AL(W) preset
+    measured_window = any(h.partition("=")[0] == "window" for h in histogram or [])
+    acc = AcceptanceChoice(profiles["native"], profiles["window"], acc.warning,
+                           None if measured_window else acc.window_al)
     sc = Scenario(spec, gpu, cost, p.ctx, d, p.window, sink, batch, 1, p.overheads or None,
                   memory_config(spec.key, framework))
     meta, validation = {}, None
@@ -87,7 +86,7 @@ def report(
         room = headroom_report(spec, gpu, profile, p.ctx, d, p.window, sink, batch)
     except WmtpError:
         room = None
-    write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources, room, al_model))
+    write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources, room))
     typer.echo(f"wrote {out}")
 
 

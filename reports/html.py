@@ -141,10 +141,8 @@ def model_rel_error(sc: dec.Scenario) -> tuple[float, str]:
     return 0.05, "assumed (no held-out error for this cost model)"
 
 
-def window_figure(sc: dec.Scenario, acc, al_model=None) -> tuple[go.Figure, dict]:
-    """TPOT and AL against W; al_model: the AL(W) model `predict` and `sweep window` use (`acceptance.window_model`:
-    the task's dose-response preset unless acceptance was given explicitly; None: a cost-only curve)."""
-    rows = dec.window_curve(sc, acc, defaults.WINDOW_GRID, al_model)
+def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
+    rows = dec.window_curve(sc, acc, defaults.WINDOW_GRID)
     be = dec.break_even_window(rows)
     fig = go.Figure()
     ws = [r["window"] for r in rows]
@@ -305,7 +303,7 @@ def headroom_table(room: dict | None) -> str:
 
 
 def build_report(p: Prediction, sc: dec.Scenario, acc, profiles: dict, profile_meta: dict,
-                 validation_csv: Path | None, sources: dict, headroom: dict | None = None, al_model=None) -> str:
+                 validation_csv: Path | None, sources: dict, headroom: dict | None = None) -> str:
     figs = {
         "step-decomposition": step_decomposition(p),
         "tpot-vs-context": tpot_vs_context(sc, acc),
@@ -313,7 +311,7 @@ def build_report(p: Prediction, sc: dec.Scenario, acc, profiles: dict, profile_m
         "batch-frontier": batch_frontier(sc, acc),
         "acceptance-per-position": acceptance_figure(profiles, sc.depth),
     }
-    figs["window-curve"], be = window_figure(sc, acc, al_model)
+    figs["window-curve"], be = window_figure(sc, acc)
     figs["memory"] = memory_figure(p)
     figs["measured-vs-predicted"] = validation_figure(validation_csv)
     divs = "\n".join(f'<section><div class="wmtp-figure" id="{k}">'

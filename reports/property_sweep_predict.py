@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 from itertools import product
 
-from wmtp.acceptance import choose_acceptance, window_model
+from wmtp.acceptance import choose_acceptance
 from wmtp.decisions import Scenario, sweep
 from wmtp.engine import memory_config
 from wmtp.errors import WmtpError
@@ -162,7 +162,7 @@ def al_props(models, hws, bad) -> None:
         for ctx in (8 * K, M):
             sc = Scenario(spec, hw, cost, ctx, 7)
             acc = choose_acceptance(key, 7, None)
-            rows, _ = sweep("window", sc, acc, al_model=window_model(key, 7, acc, False, "niah_multiquery_enum"))
+            rows, _ = sweep("window", sc, acc)
             for r in rows:
                 p = predict(spec, hw, ctx, 7, r["window"], 64, cost=cost)
                 pw = p.methods["window"]
@@ -191,8 +191,7 @@ def simulate_cli(key, hw, ctx, method, window, seed=1, tokens=200_000):
     spec, gpu = get_model(key), get_hardware(hw)
     sc = Scenario(spec, gpu, cost_model_for(gpu, None), ctx, 7, window, 64)
     acc = choose_acceptance(key, 7, None)
-    prof = acc.native if method == "native" else window_profile(
-        acc, window_model(key, 7, acc, False, "niah_multiquery_enum"), window, 64, ctx)
+    prof = acc.native if method == "native" else window_profile(acc, window, 64, ctx)
     ph = [(tokens, list(prof.alphas_at(16)))]
     res = simulate(step_time_fn(sc, method, decode_profile(ph, None)), ph, tokens, 7, seed)
     return {"tpot_ms": res.tpot_ms, "tpot_ci95": res.tpot_ci95, "mean_accept_length": res.mean_accept_length}

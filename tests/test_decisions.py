@@ -3,6 +3,8 @@ adaptive-depth policy, and the paper's qualitative findings on the model."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import math
 
@@ -45,11 +47,13 @@ def test_window_curve_with_and_without_al_model():
     sc = scenario("q35", ctx=2**20)
     acc = choose_acceptance("q35", 7, None)
     model = WINDOW_PRESETS[("q35", "niah_multiquery_enum")]
-    rows = dec.window_curve(sc, acc, [1024, 2048, 4032, 8192, 65536], model)
+    assert acc.window_al is model  # the task's AL(W) preset, chosen with the acceptance
+    assert choose_acceptance("q35", 7, (4.2, 4.4)).window_al is None  # explicit acceptance replaces it
+    rows = dec.window_curve(sc, replace(acc, window_al=model), [1024, 2048, 4032, 8192, 65536])
     best = dec.break_even_window(rows)
     assert best["optimal_window"] == 4032 and best["acceptance"] == "AL(W) model"
     assert rows[0]["accept_length"] == pytest.approx(3.79)
-    fixed = dec.window_curve(sc, acc, [1024, 4032, 65536], None)
+    fixed = dec.window_curve(sc, replace(acc, window_al=None), [1024, 4032, 65536])
     assert dec.break_even_window(fixed)["acceptance"].startswith("held fixed")
     assert fixed[0]["window_tpot_ms"] < fixed[-1]["window_tpot_ms"]  # cost only: a smaller window is cheaper
 

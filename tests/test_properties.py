@@ -15,7 +15,7 @@ from itertools import product
 import pytest
 from typer.testing import CliRunner
 
-from wmtp.acceptance import choose_acceptance, window_model
+from wmtp.acceptance import choose_acceptance
 from wmtp.cli.main import app
 from wmtp.decisions import Scenario, batch_frontier, sweep
 from wmtp.engine import memory_config, resolve
@@ -264,23 +264,22 @@ def test_sweeps_agree_with_predict(key, ctx):
     TPOT (q35 has an AL(W) dose-response preset; at 8K several windows cover the context)."""
     hw = get_hardware("h200")
     spec, cost = get_model(key), cost_model_for(hw, None)
-    acc = choose_acceptance(key, 7, None)
-    al_model = window_model(key, 7, acc, False, "niah_multiquery_enum")
-    rows, _ = sweep("window", Scenario(spec, hw, cost, ctx, 7), acc, al_model=al_model)
+    acc = choose_acceptance(key, 7, None)  # with the task's AL(W) preset, as predict takes it
+    rows, _ = sweep("window", Scenario(spec, hw, cost, ctx, 7), acc)
     for r in rows:
         pw = predict(spec, hw, ctx, 7, r["window"], SINK, cost=cost).methods["window"]
         assert (pw.accept_length, pw.tpot_ms) == pytest.approx((r["accept_length"], r["window_tpot_ms"]), rel=1e-12)
     for w in (1024, W):
         sc = Scenario(spec, hw, cost, ctx, 7, w, SINK)
         p = predict(spec, hw, ctx, 7, w, SINK, cost=cost)
-        for r in sweep("depth", sc, acc, al_model=al_model)[0]:
+        for r in sweep("depth", sc, acc)[0]:
             for m in ("native", "window"):
                 assert r[f"{m}_tpot_ms"] == pytest.approx(p.tpot_by_depth[m][r["depth"]], rel=1e-12)
-        for r in batch_frontier(sc, acc, max_batch=3, al_model=al_model):  # `sweep batch`'s rows, B = 1..3
+        for r in batch_frontier(sc, acc, max_batch=3):  # `sweep batch`'s rows, B = 1..3
             if r["batch"] in (1, 3):
                 q = predict(spec, hw, ctx, 7, w, SINK, r["batch"], cost=cost)
                 assert r["tpot_ms"] == pytest.approx(q.methods[r["method"]].tpot_ms, rel=1e-12), (w, r["batch"])
-        for r in sweep("ctx", sc, acc, al_model=al_model)[0][:3]:  # 4K (covered), 8K, 16K
+        for r in sweep("ctx", sc, acc)[0][:3]:  # 4K (covered), 8K, 16K
             q = predict(spec, hw, r["ctx"], 7, w, SINK, cost=cost)
             for m in METHODS:
                 assert r[f"{m}_tpot_ms"] == pytest.approx(q.methods[m].tpot_ms, rel=1e-12), (w, r["ctx"], m)

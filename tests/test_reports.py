@@ -87,7 +87,7 @@ def test_report_renders_in_headless_chromium(report_file, tmp_path):
 
 def test_report_window_curve_takes_the_acceptance_predict_takes(tmp_path):
     """An explicit --accept-length replaces the task's AL(W) dose-response preset in predict and `sweep window`
-    (acceptance.window_model); the report's window curve must follow the same rule: a cost-only curve, and the
+    (the AL(W) model of acceptance.choose_acceptance); the report's window curve must follow the same rule: a cost-only curve, and the
     same TPOT-optimal window `sweep window` names for the same arguments."""
     args = ["--model", "q35", "--ctx", "1M", "--accept-length", "4.2:4.4"]
     out = tmp_path / "r.html"

@@ -11,7 +11,7 @@ becomes a geometric profile (alpha_j = a for all j), flagged as such.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from wmtp.errors import WmtpError
@@ -205,11 +205,21 @@ class AcceptanceChoice:
     native: AcceptanceProfile
     window: AcceptanceProfile
     warning: str | None = None
+    # the AL(W) model every command prices the window with (`window_profile`): the task's dose-response preset
+    # unless acceptance was given explicitly, or measured `--al-window` points (`with_window_points`); None: the
+    # window's acceptance above, held fixed at every W
+    window_al: WindowAcceptance | None = None
 
 
 def choose_acceptance(model_key: str, depth: int, accept_length: tuple[float, float] | None,
                       task: str = DEFAULT_TASK) -> AcceptanceChoice:
-    """Explicit `--accept-length` first, then a paper preset for `task`, else matched acceptance with a warning."""
+    """Explicit `--accept-length` first, then a paper preset for `task`, else matched acceptance with a warning;
+    with the task's AL(W) preset where acceptance is not given explicitly."""
+    acc = _chosen(model_key, depth, accept_length, task)
+    return acc if accept_length is not None else replace(acc, window_al=WINDOW_PRESETS.get((model_key, task)))
+
+
+def _chosen(model_key: str, depth: int, accept_length: tuple[float, float] | None, task: str) -> AcceptanceChoice:
     if accept_length is not None:
         if task != DEFAULT_TASK:  # the task names a preset the measured AL replaces: it was silently unused
             raise WmtpError(f"--task {task} picks a paper acceptance preset and --accept-length replaces it; "
@@ -390,15 +400,12 @@ def parse_window_points(text: str, native_al: float, depth: int, ctx: int | None
     return WindowAcceptance(pts, native_al, depth, "--al-window points")
 
 
-def window_model(spec_key: str, depth: int, acc: AcceptanceChoice, explicit_al: bool, task: str,
-                 points: str | None = None, ctx: int | None = None) -> WindowAcceptance | None:
-    """The AL(W) model every command uses: measured `--al-window` points (each W below `ctx`), else the task's
-    preset dose-response (only when acceptance is not given explicitly), else none (cost-only)."""
-    if points is not None:
-        return parse_window_points(points, acc.native.accept_length(depth), depth, ctx)
-    if explicit_al:
-        return None
-    return WINDOW_PRESETS.get((spec_key, task))
+def with_window_points(acc: AcceptanceChoice, points: str | None, depth: int, ctx: int | None = None
+                       ) -> AcceptanceChoice:
+    """`acc` with measured `--al-window` points (each W below `ctx`) as its AL(W) model, in place of the preset."""
+    if points is None:
+        return acc
+    return replace(acc, window_al=parse_window_points(points, acc.native.accept_length(depth), depth, ctx))
 
 
 def window_covers_context(window: int, sink: int, ctx: int) -> bool:
@@ -406,13 +413,13 @@ def window_covers_context(window: int, sink: int, ctx: int) -> bool:
     return window + sink >= ctx
 
 
-def window_profile(acc: AcceptanceChoice, al_model: WindowAcceptance | None, window: int, sink: int,
-                   ctx: int) -> AcceptanceProfile:
-    """The windowed draft's acceptance at window W, the same for `predict` and `sweep window`: the native
-    draft's when the window covers the context, else the AL(W) model's (a geometric profile through its AL at
-    the measured depth), else the chosen window acceptance held fixed."""
+def window_profile(acc: AcceptanceChoice, window: int, sink: int, ctx: int) -> AcceptanceProfile:
+    """The windowed draft's acceptance at window W, the same for every command: the native draft's when the window
+    covers the context, else `acc`'s AL(W) model's (a geometric profile through its AL at the measured depth), else
+    the chosen window acceptance held fixed."""
     if window_covers_context(window, sink, ctx):
         return acc.native
+    al_model = acc.window_al
     if al_model is not None:
         al = al_model.accept_length(window, al_model.depth, ctx)
         return geometric(min(al, al_model.depth), al_model.depth, al_model.tag(window, ctx))

@@ -106,7 +106,8 @@ def _legacy(p: Path, info: dict) -> AcceptanceProfile | None:
         info.update(kind="sglang meta_info histograms", requests=len(used), estimator="summed histograms")
         _garbled_note(info, garbled)
         if len(used) < len(objs):
-            left = next(i for i in range(len(objs)) if i not in set(used))
+            took = set(used)
+            left = next(i for i in range(len(objs)) if i not in took)
             first = f"line {numbered[left][0]}" if doc is None else f"object {left + 1}"
             info["note"] = "; ".join(filter(None, [info.get("note"), (
                 f"{len(objs) - len(used)} of {len(objs)} objects hold no acceptance histogram, left out of the sum "

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-from wmtp.acceptance import (AcceptanceChoice, AcceptanceProfile, WindowAcceptance, window_covers_context,
+from wmtp.acceptance import (AcceptanceChoice, AcceptanceProfile, window_covers_context,
                              window_profile)
 from wmtp.engine import EngineOverhead
 from wmtp.engine_memory import EngineMemoryConfig
@@ -69,18 +69,16 @@ class Scenario:
         return c.step_ms / al, c.step_ms, al, c.source
 
 
-def scenario_window_profile(sc: Scenario, acc: AcceptanceChoice, al_model: WindowAcceptance | None = None,
-                            ctx: int | None = None) -> AcceptanceProfile:
+def scenario_window_profile(sc: Scenario, acc: AcceptanceChoice, ctx: int | None = None) -> AcceptanceProfile:
     """The windowed draft's acceptance in `sc` (at `ctx` when given), as `wmtp predict` takes it
-    (`wmtp.acceptance.window_profile`): the native draft's where the window covers the context, else the AL(W)
+    (`wmtp.acceptance.window_profile`): the native draft's where the window covers the context, else `acc`'s AL(W)
     model's at the scenario's W, else the chosen window acceptance."""
-    return window_profile(acc, al_model, sc.window, sc.sink, ctx or sc.ctx)
+    return window_profile(acc, sc.window, sc.sink, ctx or sc.ctx)
 
 
-def depth_curve(sc: Scenario, acc: AcceptanceChoice, depths=defaults.DEPTH_GRID,
-                al_model: WindowAcceptance | None = None) -> list[dict]:
+def depth_curve(sc: Scenario, acc: AcceptanceChoice, depths=defaults.DEPTH_GRID) -> list[dict]:
     rows = []
-    win = scenario_window_profile(sc, acc, al_model)
+    win = scenario_window_profile(sc, acc)
     for d in depths:
         row = {"depth": d}
         for method, prof in (("native", acc.native), ("window", win)):
@@ -95,12 +93,12 @@ def best_depths(rows: list[dict]) -> dict:
     return {m: min(rows, key=lambda r: r[f"{m}_tpot_ms"])["depth"] for m in ("native", "window")}
 
 
-def context_curve(sc: Scenario, acc: AcceptanceChoice, ctxs, al_model: WindowAcceptance | None = None) -> list[dict]:
+def context_curve(sc: Scenario, acc: AcceptanceChoice, ctxs) -> list[dict]:
     dense_rows = []
     for ctx in ctxs:
         d_tpot, _, _, d_src = sc.priced("dense", None, ctx=ctx)
         n_tpot, n_step, n_al, n_src = sc.priced("native", acc.native, ctx=ctx)
-        w_tpot, w_step, w_al, w_src = sc.priced("window", scenario_window_profile(sc, acc, al_model, ctx), ctx=ctx)
+        w_tpot, w_step, w_al, w_src = sc.priced("window", scenario_window_profile(sc, acc, ctx), ctx=ctx)
         dense_rows.append({"ctx": ctx, "dense_tpot_ms": d_tpot, "native_tpot_ms": n_tpot, "window_tpot_ms": w_tpot,
                            "native_step_ms": n_step, "window_step_ms": w_step,
                            "step_saving_ms": n_step - w_step, "cost_ratio": n_step / w_step - 1,
@@ -130,11 +128,12 @@ def break_even_context(sc: Scenario, acc: AcceptanceChoice, threshold: float = 0
     return hi
 
 
-def window_curve(sc: Scenario, acc: AcceptanceChoice, windows, al_model: WindowAcceptance | None) -> list[dict]:
+def window_curve(sc: Scenario, acc: AcceptanceChoice, windows) -> list[dict]:
+    """TPOT against W, the window's acceptance at each W from `acc`'s AL(W) model (held fixed without one)."""
     n_tpot, _, n_al, n_src = sc.priced("native", acc.native)
-    rows = []
+    rows, al_model = [], acc.window_al
     for w in windows:
-        prof = window_profile(acc, al_model, w, sc.sink, sc.ctx)
+        prof = window_profile(acc, w, sc.sink, sc.ctx)
         al_w = prof.accept_length(sc.depth)
         if window_covers_context(w, sc.sink, sc.ctx):
             src = "the native draft's (the window covers the context)"
@@ -158,13 +157,12 @@ def break_even_window(rows: list[dict]) -> dict:
                                                                 for r in rows) else "AL(W) model"}
 
 
-def batch_frontier(sc: Scenario, acc: AcceptanceChoice, max_batch: int | None = None,
-                   al_model: WindowAcceptance | None = None) -> list[dict]:
+def batch_frontier(sc: Scenario, acc: AcceptanceChoice, max_batch: int | None = None) -> list[dict]:
     """Per method, B = 1 .. the memory limit: per-user and per-GPU tokens/s, Pareto flags."""
     mem = memory_report(per_gpu_spec(sc.spec, sc.tp), sc.hw, sc.ctx, sc.window, sc.sink, sc.depth,
                         engine=sc.engine_memory, engine_tp=sc.tp)
     rows = []
-    profiles = (("dense", None), ("native", acc.native), ("window", scenario_window_profile(sc, acc, al_model)))
+    profiles = (("dense", None), ("native", acc.native), ("window", scenario_window_profile(sc, acc)))
     for method, prof in profiles:
         limit = mem.max_batch[method] if max_batch is None else min(max_batch, mem.max_batch[method])
         for b in range(1, limit + 1):
@@ -223,27 +221,26 @@ SWEEPS = ("ctx", "depth", "window", "batch")
 MAX_SWEEP_BATCH = 512  # a frontier past this many concurrent requests is cut (and says so)
 
 
-def sweep(what: str, sc: Scenario, acc: AcceptanceChoice, *, threshold: float = 0.05,
-          al_model: WindowAcceptance | None = None) -> tuple[list[dict], dict]:
+def sweep(what: str, sc: Scenario, acc: AcceptanceChoice, *, threshold: float = 0.05) -> tuple[list[dict], dict]:
     """(rows, extra) of one decision curve: TPOT against context, depth, window or batch, with its
     break-even point (`extra`)."""
     extra: dict = {}
     if what == "depth":  # the grid, and the scenario's own depth when it lies outside it
-        rows = depth_curve(sc, acc, sorted(set(defaults.DEPTH_GRID) | {sc.depth}), al_model)
+        rows = depth_curve(sc, acc, sorted(set(defaults.DEPTH_GRID) | {sc.depth}))
         extra["best_depth"] = best_depths(rows)
     elif what == "ctx":
-        rows = context_curve(sc, acc, defaults.CTX_GRID, al_model)
+        rows = context_curve(sc, acc, defaults.CTX_GRID)
         extra["break_even_ctx"] = break_even_context(sc, acc, threshold)
         extra["break_even_threshold"] = threshold
     elif what == "window":
-        if al_model is not None and al_model.depth != sc.depth:
-            extra["note"] = f"AL(W) measured at d={al_model.depth}; other depths via a geometric profile"
-        rows = window_curve(sc, acc, defaults.WINDOW_GRID, al_model)
+        if acc.window_al is not None and acc.window_al.depth != sc.depth:
+            extra["note"] = f"AL(W) measured at d={acc.window_al.depth}; other depths via a geometric profile"
+        rows = window_curve(sc, acc, defaults.WINDOW_GRID)
         extra["break_even_window"] = break_even_window(rows)
     elif what == "batch":
         mem = memory_report(per_gpu_spec(sc.spec, sc.tp), sc.hw, sc.ctx, sc.window, sc.sink, sc.depth,
                             engine=sc.engine_memory, engine_tp=sc.tp)
-        rows = batch_frontier(sc, acc, max_batch=MAX_SWEEP_BATCH, al_model=al_model)
+        rows = batch_frontier(sc, acc, max_batch=MAX_SWEEP_BATCH)
         if not rows:
             raise WmtpError(f"no request of {sc.ctx} tokens fits on {sc.hw.key}")
         extra["pareto"] = [f"{r['method']} B={r['batch']}" for r in rows if r["pareto"]]

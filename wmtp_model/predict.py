@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from wmtp import __version__
-from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, choose_acceptance, window_model, window_profile
+from wmtp.acceptance import AcceptanceChoice, AcceptanceProfile, choose_acceptance, window_profile
 from wmtp.decisions import Scenario, draft_prefill_saving, odd_input_warnings
 from wmtp.engine import label as engine_label
 from wmtp.engine import memory_config
@@ -176,8 +176,7 @@ def predict(
     if accept_length is not None and auto:
         raise WmtpError("--accept-length is measured at one depth: give --depth N with it, not auto")
     acc: AcceptanceChoice = choose_acceptance(spec.key, defaults.DEPTH if auto else depth, accept_length, task)
-    al_model = window_model(spec.key, defaults.DEPTH if auto else depth, acc, accept_length is not None, task)
-    profiles = {"native": acc.native, "window": window_profile(acc, al_model, window, sink, ctx)}
+    profiles = {"native": acc.native, "window": window_profile(acc, window, sink, ctx)}
     engine_mem = memory_config(spec.key, frameworks)
 
     sc = Scenario(spec, hw, cost, ctx, defaults.DEPTH, window, sink, batch, tp, overheads or None, engine_mem)
