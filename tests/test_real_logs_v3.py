@@ -10,31 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from corpus_checks import check_accept, check_logs, corpus, run as _run  # noqa: E402
+from corpus_checks import run as _run  # noqa: E402
 
 V3 = Path(__file__).parent / "data" / "real_v3"
-ROWS, FILES = corpus(V3)
-
-
-def test_every_file_has_an_expected_row():
-    assert FILES and set(FILES) == set(ROWS)
-
-
-@pytest.mark.parametrize("name", FILES)
-def test_logs_reads_the_format(name):
-    check_logs(V3 / name, ROWS[name])
-
-
-@pytest.mark.parametrize("name", FILES)
-def test_accept_reads_the_format(name):
-    check_accept(V3 / name, ROWS[name])
-
-
-@pytest.mark.parametrize("name", FILES)
-def test_block_and_line_readers_agree(name):
-    from wmtp.log_analysis import analyse
-    assert json.dumps(analyse(V3 / name), sort_keys=True, default=str) == \
-        json.dumps(analyse(V3 / name, reference=True), sort_keys=True, default=str)
 
 
 def test_sglang_2026_decode_line_with_cached_token_takes_the_fast_paths():
