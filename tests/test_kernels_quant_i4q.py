@@ -61,6 +61,16 @@ def test_quad_tile_widths(step, block_n, m):
 
 
 @pytest.mark.parametrize("step", ["quad"], indirect=True)
+@pytest.mark.parametrize("g, split_k, block_n, m", [(1, None, 32, 1), (2, 5, 16, 2), (4, 3, 8, 1), (1, 10, 32, 3)])
+def test_quad_groups_per_step(step, monkeypatch, g, split_k, block_n, m):
+    """INT4_QUAD_G (round 9's occupancy variants): 1 / 2 / 4 groups a step, with split-K of one step per program
+    (K = 9 groups + a last one of one word: 10 groups) and the launcher's split."""
+    monkeypatch.setattr(qg, "INT4_QUAD_G", g)
+    x, packed, s, ref = _case(m, 70, 1160, 500 + 10 * g + m)
+    assert rel(_run(x, packed, s, block_n=block_n, split_k=split_k, path="gemv"), ref) < TOL
+
+
+@pytest.mark.parametrize("step", ["quad"], indirect=True)
 def test_quad_fp16_activations_exact_step(step):
     x, packed, s, ref = _case(3, 48, 392, 21, torch.float16)
     assert rel(_run(x, packed, s, path="gemv"), ref) < TOL
@@ -162,12 +172,17 @@ def test_quad_plan_and_errors():
     assert quad_plan(16, 1024, 2048, 132)[:3] == (16, 16, 2)  # 64 tiles of 32 < 132: 16-wide, G = 1 * 32 / 16
     assert quad_plan(1, 1024, 2048, 132, block_n=4)[:3] == (1, 4, 16)  # steps of 64 groups, capped at K's 16
     assert quad_plan(2, 200, 392, 4, split_k=3)[3:] == (2, 2)  # 4 groups: splits of 2, no empty third split
+    assert quad_plan(1, 12288, 3072, 132, g_step=2) == (1, 32, 2, 1, 24)  # 384 tiles fill the SMs: no split
+    assert quad_plan(1, 12288, 3072, 132, split_k=12, g_step=2)[2:] == (2, 12, 2)  # one step per program
+    assert quad_plan(1, 12288, 3072, 132, split_k=6, g_step=8)[2:] == (4, 6, 4)  # G capped at a split's groups
     with pytest.raises(ValueError, match="1..16 rows"):
         quad_plan(17, 64, 256, 132)
     with pytest.raises(ValueError, match="power of two >= 4"):
         quad_plan(1, 64, 256, 132, block_n=12)
     with pytest.raises(ValueError, match="split_k must be in"):
         quad_plan(1, 64, 256, 132, split_k=3)
+    with pytest.raises(ValueError, match="g_step"):
+        quad_plan(1, 64, 256, 132, g_step=3)
     x = torch.zeros(1, 260, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="multiple of 8"):
         launch_quad(x, torch.zeros(8, 130, dtype=torch.uint8), torch.ones(8, 3), x, 2, 4, None)

@@ -62,9 +62,9 @@ GEMV_MAX_MOE_ROWS = {"fp8_block": 0, "int4_group": 1}
 # programs per SM the GEMV plan aims for (split-K) with dense int4 up to 2 rows (None: `_CTAS_PER_SM`): 2, from
 # measure/results/h200-quant-v6 ([pk-c2]: geomean 1.08x / 1.06x faster at M = 1 / 2, at most 6 % slower on a shape)
 INT4_GEMV_CTAS = 2
-# int4 GEMV: 'packed' / 'f32' / 'words' (round 2) steps (`quant_gemv_int4.int4_mode`), or round 6's kernel
-# `quant_gemv_int4.int4_quad_kernel` (16-byte weight loads): 'quad', 'quad_xs' (activations via shared memory)
-INT4_GEMV_STEP = "packed"
+# int4 GEMV: 'packed' / 'f32' / 'words' (round 2) steps (`quant_gemv_int4.int4_mode`), or `int4_quad_kernel`: 'quad',
+# 'quad_xs' (activations via shared memory); INT4_QUAD_G: its 128-groups per step (None: `quad_plan`'s)
+INT4_GEMV_STEP, INT4_QUAD_G = "packed", None
 # dense int4, path='auto', from h200-quant-v7: rows [lo, hi] take the swap-AB kernel (`quant_swap_i4`); one row with at
 # most INT4_QUAD_AUTO_BYTES of codes the quad-word GEMV with 4-wide tiles (1.03-1.35x on 8 of 9 such shapes)
 INT4_SWAP_AUTO_M, INT4_QUAD_AUTO_BYTES = (2, 16), 16 << 20
@@ -378,7 +378,8 @@ def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: 
                                     _CTAS_PER_SM)
         ctas = INT4_GEMV_CTAS if INT4_GEMV_CTAS is not None and m <= 2 else _CTAS_PER_SM
         return launch_quad(x, w, w_scale, out, int4_mode("packed", x.dtype, interpreting()), sm, counters,
-                           4 if small else block_n, split_k, num_warps, ctas, INT4_GEMV_STEP == "quad_xs")
+                           4 if small else block_n, split_k, num_warps, ctas, INT4_GEMV_STEP == "quad_xs",
+                           INT4_QUAD_G)
     return _dense(x, None, w, w_scale, out, x.dtype, "int4_group", block_m, block_n, split_k, num_warps,
                   num_stages, gemv=_use_gemv(path, "int4_group", x.shape[0], x.shape[1]), bk=(block_k, prefetch))
 

@@ -327,18 +327,21 @@ def int4_quad_kernel(A, W, W_s, Out, Part, Count, M, N, KW, n_groups, g_per_spli
                 n_split, stride_ps, stride_om, SPLIT)
 
 
-def quad_plan(m, n, k, sm, block_n=None, split_k=None, ctas=2):
+def quad_plan(m, n, k, sm, block_n=None, split_k=None, ctas=2, g_step=None):
     """(block_m, block_n, G, split, groups per split) of `int4_quad_kernel`: 32-wide tiles (16 where they leave SMs
-    idle), steps of 1024 / rows K (>= 128) times 32 / block_n (the same words per thread), at most K's groups;
-    split-K (automatic) until about `ctas` programs per SM (0: none) while the fp32 partials stay under a quarter
-    of the weight bytes, each split a whole number of steps."""
+    idle), steps of 1024 / rows K (>= 128) times 32 / block_n (the same words per thread; `g_step`: that many
+    128-groups instead), at most K's groups; split-K (automatic) until about `ctas` programs per SM (0: none) while
+    the fp32 partials stay under a quarter of the weight bytes, each split a whole number of steps."""
     if not 1 <= m <= 16:
         raise ValueError(f"the int4 quad GEMV takes 1..16 rows, got {m}")
     if block_n is not None and (block_n < 4 or block_n & (block_n - 1)):
         raise ValueError(f"block_n must be a power of two >= 4, got {block_n}")
+    if g_step is not None and (g_step < 1 or g_step & (g_step - 1)):
+        raise ValueError(f"g_step must be a power of two >= 1, got {g_step}")
     groups = triton.cdiv(k, 128)
     block_n = block_n or (32 if triton.cdiv(n, 32) >= sm else 16)
-    g_step = max(1, 8 // triton.next_power_of_2(m)) * max(1, 32 // block_n)  # 256 words per row and thread
+    if g_step is None:
+        g_step = max(1, 8 // triton.next_power_of_2(m)) * max(1, 32 // block_n)  # 256 words per row and thread
     if split_k is None:
         want = triton.cdiv(ctas * sm, triton.cdiv(n, block_n))
         cap = max(1, k // (64 * m))  # partials 4 B per output and split, weights k / 2 bytes per row
@@ -352,17 +355,17 @@ def quad_plan(m, n, k, sm, block_n=None, split_k=None, ctas=2):
 
 
 def launch_quad(x, w, w_scale, out, mode, sm, counters, block_n=None, split_k=None, num_warps=None, ctas=2,
-                xs=False):
+                xs=False, g_step=None):
     """Plan and launch `int4_quad_kernel` once (x bf16 / fp16 [M, K], K % 8 == 0; w uint8 [N, K / 2]); mode: an
     I4 mode of `int4_mode` other than MODE_WORDS / MODE_PACKED_PF; `counters(n)` gives the split-K semaphores; xs:
-    activations through shared memory (`_quad_word`). Returns `out`."""
+    activations through shared memory (`_quad_word`); g_step: `quad_plan`'s. Returns `out`."""
     m, k = x.shape
     n = w.shape[0]
     if k % 8:
         raise ValueError(f"the int4 GEMV reads 8 codes per int32 word: K must be a multiple of 8, got {k}")
     if mode not in (MODE_F32, MODE_PACKED, MODE_PACKED_EMU):
         raise ValueError(f"the quad kernel takes I4 modes {MODE_F32}, {MODE_PACKED}, {MODE_PACKED_EMU}, got {mode}")
-    block_m, block_n, g_step, split, per = quad_plan(m, n, k, sm, block_n, split_k, ctas)
+    block_m, block_n, g_step, split, per = quad_plan(m, n, k, sm, block_n, split_k, ctas, g_step)
     n_tiles = triton.cdiv(n, block_n)
     part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else out
     count = counters(n_tiles) if split > 1 else out
