@@ -1,0 +1,295 @@
+"""4-bit weight-only GEMM for decode rows (M <= 8) on the tensor cores, from a weight layout made for them
+(issue 17, round 10).
+
+Why: the GEMV kernels (`quant_gemv_int4`) spend about 26 instructions per 32-bit word of 8 codes and thread (h200-quant-v5
+to v11): 11 to dequantize, 7 for the packed bf16 dot, the rest for activations, masks and addresses, and run at
+about half the issue rate; no tile, step, occupancy or activation-sharing variant moved them past ~55 % of copy
+(h200-quant-v11). Here one `mma.sync.m16n8k16` (bf16 in, fp32 accumulate) does a warp's 32 words' dot products, so a
+word costs its dequantization (`quant_gemv_int4._DEQ_ASM`, exact: code - 8 as bf16 pairs) plus 1/1 of an MMA issue.
+
+Layout (`pack_int4_mma`, an offline repacking as engines repack for Marlin-class kernels): the N rows in tiles of 16,
+K in chunks of 64 (two per 128-group), words int32 [ceil(N / 16), 2 ceil(K / 128), 32 lanes, 4]. Lane l = 4 g + q
+of a warp holds, for chunk c64 and sub-tile c (the 4 words of its 16-byte load), the MMA A-fragment registers of its
+tile: the dequantized pair j of `_DEQ_ASM` (nibbles j, j + 4) is register j of the fragment (rows g / g + 8 of the
+tile, two k each). K is permuted inside each chunk (the MMA sums over k in any order as long as A and B agree) so
+that the B fragment of lane l (token g, its 4 sub-tiles) is the contiguous 32 bytes x[g, 64 c64 + 16 q .. + 15]:
+fragment k (2 q + e, 2 q + 8 + e) of sub-tile c is physical k 64 c64 + 16 q + 4 c + (e, 2 + e), e = 0, 1.
+Nibble j of word (tile, c64, l, c) is the code at row 16 tile + g + 8 hi, k = 64 c64 + 16 q + 4 c + e with
+j = hi + 2 (e >> 1) + 4 (e & 1). Padding rows / k hold code 8 (= 0); the group scales stay [N, ceil(K / 128)].
+
+Each program runs NW warps, warp w on row tile NW pid + w, over its split's 128-groups: per group two chunks (one
+16-byte weight load and two 16-byte activation loads per lane and chunk, 8 dequantizations, 8 MMAs into a fresh fp32
+fragment), then the fragment times the rows' group scales into the accumulators. D fragment of lane (g, q): rows
+g, g + 8, tokens 2 q, 2 q + 1. Every per-thread tensor has NW x 32 elements, element i in lane i % 32 of warp i // 32
+(the blocked layout of a [NW * 32, 4] load of 16 contiguous bytes per row): the inline MMA relies on it, and the GPU
+tests check the result against fp32 torch. Under the interpreter (CPU tests) `EMU` computes each MMA's sums from
+the same registers in fp32 tensor arithmetic.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from wmtp.measure.kernels.quant_formats import GROUP
+from wmtp.measure.kernels.quant_gemv_int4 import _DEQ_ASM, _code
+
+_MMA_ASM = tl.constexpr("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                        "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+# SUB_MMA: dequantize to the bf16 pairs 128 + code (lop3 only) and subtract 136 x by a second MMA with A = -136
+# (both products exact, the sums in fp32), instead of code - 8 by a packed FMA per pair
+_DEQ_MMA2_ASM = tl.constexpr("""{
+.reg .b32 a0, a1, a2, a3, t1, t2, t3, k;
+shr.b32 t1, $4, 4;
+shr.b32 t2, $4, 8;
+shr.b32 t3, $4, 12;
+lop3.b32 a0, $4, 0x000F000F, 0x43004300, 0xEA;
+lop3.b32 a1, t1, 0x000F000F, 0x43004300, 0xEA;
+lop3.b32 a2, t2, 0x000F000F, 0x43004300, 0xEA;
+lop3.b32 a3, t3, 0x000F000F, 0x43004300, 0xEA;
+mov.b32 k, 0xC308C308;
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {a0, a1, a2, a3}, {$5, $6}, {$7, $8, $9, $10};
+mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {k, k, k, k}, {$5, $6}, {$0, $1, $2, $3};
+}""")
+MAX_ROWS = 8  # tokens: the MMA's N
+
+
+def pack_int4_mma(packed: torch.Tensor) -> torch.Tensor:
+    """uint8 [N, K / 2] (`quant_formats.quantize_int4_group`'s codes) -> int32 words [ceil(N/16), 2 ceil(K/128), 32, 4]
+    in the layout of the module docstring."""
+    if packed.dim() != 2 or packed.dtype != torch.uint8:
+        raise ValueError(f"pack_int4_mma takes uint8 [N, K/2] codes, got {packed.dtype} {tuple(packed.shape)}")
+    n, k = packed.shape[0], packed.shape[1] * 2
+    p = packed.to(torch.int64)
+    codes = torch.stack([p & 0xF, p >> 4], dim=-1).reshape(n, k)
+    t, kc = triton.cdiv(n, 16), 2 * triton.cdiv(k, GROUP)
+    full = torch.full((16 * t, 64 * kc), 8, dtype=torch.int64, device=packed.device)
+    full[:n, :k] = codes
+    # [tile, hi, g, chunk, q, c, e]: row 16 tile + 8 hi + g, k = 64 chunk + 16 q + 4 c + e
+    v = full.reshape(t, 2, 8, kc, 4, 4, 4)
+    words = torch.zeros(t, kc, 8, 4, 4, dtype=torch.int64, device=packed.device)  # [tile, chunk, g, q, c]
+    for hi in range(2):
+        for e in range(4):
+            j = hi + 2 * (e >> 1) + 4 * (e & 1)
+            words |= v[:, hi, :, :, :, :, e].permute(0, 2, 1, 3, 4) << (4 * j)
+    words = torch.where(words >= 1 << 31, words - (1 << 32), words)
+    return words.reshape(t, kc, 32, 4).to(torch.int32).contiguous()
+
+
+@triton.jit
+def _quarters(v):
+    """[R, 4] -> its 4 columns, each [R]."""
+    v = tl.reshape(v, [v.shape[0], 2, 2])
+    a, b = tl.split(v)  # columns 0, 2 / 1, 3
+    c0, c2 = tl.split(a)
+    c1, c3 = tl.split(b)
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def _bf_lo(v):
+    return (v << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _bf_hi(v):
+    return (v & -65536).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _emu_rows(a0, a1, a2, a3, b0, b1, b2, b3, c_lo, c_hi, NW: tl.constexpr):
+    """Interpreter: one fragment row's part of an MMA: for each lane (g, q) and token t, the sum over the 4 lanes
+    (g, q') of a0 b0 + a1 b1 + a2 b2 + a3 b3 with b* of lane (t, q'); returns c_lo / c_hi plus the sums for tokens
+    2 q / 2 q + 1. a*: the lane's 4 fp32 k values of the row, b*: its 4 activations (as the token-g lane)."""
+    a = tl.reshape(tl.join(tl.join(a0, a1), tl.join(a2, a3)), [NW, 8, 1, 4, 4])
+    b = tl.reshape(tl.join(tl.join(b0, b1), tl.join(b2, b3)), [NW, 1, 8, 4, 4])
+    p = tl.sum(tl.sum(a * b, 4), 3)  # [NW, 8 (g), 8 (token)]
+    q2 = tl.reshape(tl.arange(0, 4) * 2, [1, 1, 4, 1])
+    tok = tl.reshape(tl.arange(0, 8), [1, 1, 1, 8])
+    p = tl.reshape(p, [NW, 8, 1, 8])
+    d0 = tl.sum(tl.where(tok == q2, p, 0.0), 3)  # [NW, 8, 4]
+    d1 = tl.sum(tl.where(tok == q2 + 1, p, 0.0), 3)
+    return c_lo + tl.reshape(d0, [NW * 32]), c_hi + tl.reshape(d1, [NW * 32])
+
+
+@triton.jit
+def _mma(wd, xa, xb, c0, c1, c2, c3, NW: tl.constexpr, EMU: tl.constexpr, SUB_MMA: tl.constexpr):
+    """D = A (the dequantized word wd of each lane) . B (xa, xb: the lane's two bf16-pair registers) + C."""
+    if EMU:
+        b0, b1, b2, b3 = _bf_lo(xa), _bf_hi(xa), _bf_lo(xb), _bf_hi(xb)
+        o = 136.0 if SUB_MMA else 0.0  # 128 + code, then the -136 MMA
+        c0, c1 = _emu_rows(_code(wd, 0) + o, _code(wd, 4) + o, _code(wd, 2) + o, _code(wd, 6) + o, b0, b1, b2, b3,
+                           c0, c1, NW)  # row g: a0 a1 / a4 a5
+        c2, c3 = _emu_rows(_code(wd, 1) + o, _code(wd, 5) + o, _code(wd, 3) + o, _code(wd, 7) + o, b0, b1, b2, b3,
+                           c2, c3, NW)  # row g + 8: a2 a3 / a6 a7
+        if SUB_MMA:
+            k = tl.full(wd.shape, -136.0, tl.float32)
+            c0, c1 = _emu_rows(k, k, k, k, b0, b1, b2, b3, c0, c1, NW)
+            c2, c3 = _emu_rows(k, k, k, k, b0, b1, b2, b3, c2, c3, NW)
+        return c0, c1, c2, c3
+    if SUB_MMA:
+        return tl.inline_asm_elementwise(_DEQ_MMA2_ASM, "=f,=f,=f,=f,r,r,r,f,f,f,f", [wd, xa, xb, c0, c1, c2, c3],
+                                         dtype=(tl.float32, tl.float32, tl.float32, tl.float32), is_pure=True,
+                                         pack=1)
+    d0, d1, d2, d3 = tl.inline_asm_elementwise(_DEQ_ASM, "=r,=r,=r,=r,r", [wd],
+                                               dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
+    return tl.inline_asm_elementwise(_MMA_ASM, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
+                                     [d0, d1, d2, d3, xa, xb, c0, c1, c2, c3],
+                                     dtype=(tl.float32, tl.float32, tl.float32, tl.float32), is_pure=True, pack=1)
+
+
+@triton.jit(do_not_specialize=["M"])
+def int4_mma_kernel(A32, W, W_s, Out, Part, Count, M, N, K2, n_groups, g_per_split, n_split,
+                    stride_am, stride_wsn, stride_ps, stride_om, NW: tl.constexpr, SPLIT: tl.constexpr,
+                    EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr):
+    """Out [M, N] = A [M, K] @ dequant(W, W_s)^T for M <= 8 (A32: A's bf16 pairs as int32, K2 = K / 2 of them per
+    row); program (pid, pid_k): row tiles NW pid .. + NW - 1, 128-groups [pid_k g_per_split, ..)."""
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    i = tl.arange(0, NW * 32)
+    lane = i % 32
+    g = lane // 4
+    q = lane % 4
+    tile = pid * NW + i // 32
+    n_tiles = tl.cdiv(N, 16)
+    t_ok = tile < n_tiles
+    kc_n = 2 * n_groups  # chunks of 64 per row tile
+    # loads unmasked: a tile past the last reads the last, a token past M reads row M - 1, a row past N reads row
+    # N - 1's scales (their results are never stored; padding codes are 8)
+    w_base = W + (tl.minimum(tile, n_tiles - 1).to(tl.int64) * kc_n * 32 + lane) * 4  # [R]: the lane's chunk 0
+    x_base = A32 + tl.minimum(g, M - 1).to(tl.int64) * stride_am + q * 8  # [R]: token g's pairs 8 q .. of chunk 0
+    j4 = tl.arange(0, 4)[None, :]
+    row0 = tile * 16 + g
+    s_lo = W_s + tl.minimum(row0, N - 1).to(tl.int64) * stride_wsn
+    s_hi = W_s + tl.minimum(row0 + 8, N - 1).to(tl.int64) * stride_wsn
+    r_lo_ok = t_ok & (row0 < N)
+    r_hi_ok = t_ok & (row0 + 8 < N)
+    acc0 = tl.zeros([NW * 32], tl.float32)
+    acc1 = tl.zeros([NW * 32], tl.float32)
+    acc2 = tl.zeros([NW * 32], tl.float32)
+    acc3 = tl.zeros([NW * 32], tl.float32)
+    g_lo = pid_k * g_per_split
+    g_hi = tl.minimum(g_lo + g_per_split, n_groups)
+    for grp in range(g_lo, g_hi):
+        c0, c1, c2, c3 = _group_chunk(w_base, x_base, 2 * grp, q, K2, j4, NW, EMU, SUB_MMA, EVEN_K)
+        e0, e1, e2, e3 = _group_chunk(w_base, x_base, 2 * grp + 1, q, K2, j4, NW, EMU, SUB_MMA, EVEN_K)
+        sl = tl.load(s_lo + grp).to(tl.float32)
+        sh = tl.load(s_hi + grp).to(tl.float32)
+        acc0 += (c0 + e0) * sl
+        acc1 += (c1 + e1) * sl
+        acc2 += (c2 + e2) * sh
+        acc3 += (c3 + e3) * sh
+    _finish(Out, Part, Count, acc0, acc1, acc2, acc3, row0, 2 * q, r_lo_ok, r_hi_ok, M, pid, pid_k, n_split,
+            stride_ps, stride_om, SPLIT)
+
+
+@triton.jit
+def _group_chunk(w_base, x_base, kc, q, K2, j4, NW: tl.constexpr, EMU: tl.constexpr, SUB_MMA: tl.constexpr,
+                 EVEN_K: tl.constexpr):
+    """One chunk of 64 k (a group's half) into a fresh fp32 D fragment: its two chunks' MMA chains are independent."""
+    c0 = tl.zeros(q.shape, tl.float32)
+    c1 = tl.zeros(q.shape, tl.float32)
+    c2 = tl.zeros(q.shape, tl.float32)
+    c3 = tl.zeros(q.shape, tl.float32)
+    wd = tl.load(w_base[:, None] + kc * 128 + j4)  # [R, 4]: sub-tiles 0..3
+    if EVEN_K:
+        xa = tl.load(x_base[:, None] + kc * 32 + j4)
+        xb = tl.load(x_base[:, None] + kc * 32 + 4 + j4)
+    else:  # K % 8 == 0: the lane's 4 pairs from p0 are all in K or all out
+        p0 = kc * 32 + q * 8
+        xa = tl.load(x_base[:, None] + kc * 32 + j4, mask=(p0 < K2)[:, None], other=0)
+        xb = tl.load(x_base[:, None] + kc * 32 + 4 + j4, mask=(p0 + 4 < K2)[:, None], other=0)
+    w0, w1, w2, w3 = _quarters(wd)
+    x0, x1, x2, x3 = _quarters(xa)  # pairs 2c, 2c + 1 of sub-tile c: (x0, x1) c = 0, (x2, x3) c = 1
+    x4, x5, x6, x7 = _quarters(xb)
+    c0, c1, c2, c3 = _mma(w0, x0, x1, c0, c1, c2, c3, NW, EMU, SUB_MMA)
+    c0, c1, c2, c3 = _mma(w1, x2, x3, c0, c1, c2, c3, NW, EMU, SUB_MMA)
+    c0, c1, c2, c3 = _mma(w2, x4, x5, c0, c1, c2, c3, NW, EMU, SUB_MMA)
+    c0, c1, c2, c3 = _mma(w3, x6, x7, c0, c1, c2, c3, NW, EMU, SUB_MMA)
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def _finish_one(Out, Part, acc, off, ok, pid_k, stride_ps, SPLIT: tl.constexpr):
+    if SPLIT:
+        tl.store(Part + pid_k * stride_ps + off, acc, mask=ok)
+    else:
+        tl.store(Out + off, acc.to(Out.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _sum_one(Out, Part, off, ok, n_split, stride_ps):
+    total = tl.zeros(off.shape, tl.float32)
+    for s in range(0, n_split):
+        total += tl.load(Part + s * stride_ps + off, mask=ok, other=0.0, cache_modifier=".cg")
+    tl.store(Out + off, total.to(Out.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _finish(Out, Part, Count, acc0, acc1, acc2, acc3, row0, tok0, r_lo_ok, r_hi_ok, M, tile, pid_k, n_split,
+            stride_ps, stride_om, SPLIT: tl.constexpr):
+    """The accumulators to Out[token, row] (or with split-K their fp32 partials; the tile group's last split sums
+    them), as `quant_kernels.finish_tile` does for a 2-D tile."""
+    o0 = tok0.to(tl.int64) * stride_om + row0
+    o1 = o0 + stride_om
+    ok0 = r_lo_ok & (tok0 < M)
+    ok1 = r_lo_ok & (tok0 + 1 < M)
+    ok2 = r_hi_ok & (tok0 < M)
+    ok3 = r_hi_ok & (tok0 + 1 < M)
+    _finish_one(Out, Part, acc0, o0, ok0, pid_k, stride_ps, SPLIT)
+    _finish_one(Out, Part, acc1, o1, ok1, pid_k, stride_ps, SPLIT)
+    _finish_one(Out, Part, acc2, o0 + 8, ok2, pid_k, stride_ps, SPLIT)
+    _finish_one(Out, Part, acc3, o1 + 8, ok3, pid_k, stride_ps, SPLIT)
+    if SPLIT:
+        tl.debug_barrier()  # every thread's partials are stored before the release below
+        done = tl.atomic_add(Count + tile, 1, sem="acq_rel", scope="gpu")
+        if done == n_split - 1:
+            _sum_one(Out, Part, o0, ok0, n_split, stride_ps)
+            _sum_one(Out, Part, o1, ok1, n_split, stride_ps)
+            _sum_one(Out, Part, o0 + 8, ok2, n_split, stride_ps)
+            _sum_one(Out, Part, o1 + 8, ok3, n_split, stride_ps)
+            tl.atomic_xchg(Count + tile, 0, sem="relaxed", scope="gpu")  # re-arm for the next launch
+
+
+def mma_plan(m, n, k, sm, num_warps=4, split_k=None, ctas=4):
+    """(programs, split, groups per split): num_warps row tiles of 16 per program; split-K (automatic) until about
+    `ctas` programs per SM while the fp32 partials (4 B per output and split) stay under an eighth of the weight
+    bytes (K / 2 per row)."""
+    groups = triton.cdiv(k, GROUP)
+    progs = triton.cdiv(triton.cdiv(n, 16), num_warps)
+    if split_k is None:
+        split_k = max(1, min(triton.cdiv(ctas * sm, progs), groups, k // (64 * m)))
+    elif not 1 <= split_k <= groups:
+        raise ValueError(f"split_k must be in [1, {groups}] (K blocks of {GROUP}), got {split_k}")
+    per = triton.cdiv(groups, split_k)
+    return progs, triton.cdiv(groups, per), per
+
+
+def int4_mma_gemm(x, w_mma, w_scale, n, out=None, split_k=None, num_warps=4, ctas=4, sm=None, counters=None,
+                  emulate=None, sub_mma=True):
+    """y [M, N] = x [M, K] (bf16, M <= 8, K % 8 == 0) @ dequant(w)^T with w in `pack_int4_mma`'s layout (w_mma) and its
+    group scales w_scale [N, ceil(K / 128)]; out bf16. `counters(n)`: zeroed int32 split-K semaphores (default: new)."""
+    m, k = x.shape
+    if x.dtype != torch.bfloat16 or not 1 <= m <= MAX_ROWS or k % 8 or x.stride(1) != 1 or x.stride(0) % 8:
+        raise ValueError(f"int4_mma_gemm takes bf16 x [1..{MAX_ROWS}, K % 8 == 0] with contiguous, 16-byte aligned rows, "
+                         f"got {x.dtype} {tuple(x.shape)} strides {x.stride()}")
+    t, kc = triton.cdiv(n, 16), 2 * triton.cdiv(k, GROUP)
+    if tuple(w_mma.shape) != (t, kc, 32, 4) or w_mma.dtype != torch.int32 or tuple(w_scale.shape) != (n, kc // 2):
+        raise ValueError(f"w_mma must be int32 [{t}, {kc}, 32, 4] and w_scale [{n}, {kc // 2}], got "
+                         f"{tuple(w_mma.shape)} {w_mma.dtype} and {tuple(w_scale.shape)}")
+    if w_scale.stride(1) != 1:
+        raise ValueError("w_scale must be contiguous along K's groups")
+    if sm is None:
+        sm = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+    progs, split, per = mma_plan(m, n, k, sm, num_warps, split_k, ctas)
+    out = torch.empty((m, n), dtype=torch.bfloat16, device=x.device) if out is None else out
+    part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else out
+    count = (counters(progs) if counters else torch.zeros(progs, dtype=torch.int32, device=x.device)) if split > 1 \
+        else out
+    emu = (not x.is_cuda) if emulate is None else emulate
+    int4_mma_kernel[(progs, split)](
+        x.view(torch.int32), w_mma, w_scale, out, part, count, m, n, k // 2, kc // 2, per, split,
+        x.stride(0) // 2, w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
+        NW=num_warps, SPLIT=split > 1, EMU=emu, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0, num_warps=num_warps)
+    return out

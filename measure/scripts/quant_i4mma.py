@@ -1,0 +1,78 @@
+"""Issue 17, round 10: the 4-bit tensor-core GEMM for decode rows (`quant_mma_i4`: weights repacked into MMA fragments,
+one `mma.sync` per 32 words) against path='auto' and the torch peers, on every dense shape of q35 / q122 / nem at
+M = 1, 2, 4, 8.
+
+Run on a GPU (with wmtp installed):
+    python3 -m wmtp.measure.scripts.quant_i4mma --out DIR [--procs 14] [--budget-s 300]
+Same method and outputs as `quant_i4` (compile workers first; every variant of ours checked against fp32 torch on
+each model's first dense shape at every M; CUDA-graph replay over weight copies exceeding 3x the L2, the L2 flushed
+before each replay, the 2 GiB copy ceiling of the same run). The repacking (`pack_int4_mma`) is done once per weight
+copy before timing, as an engine repacks a checkpoint at load. Kernel names `wmtp_int4_mma[...]`: `fma` code - 8 by a
+packed FMA per pair, `sub` 128 + code and a second MMA with A = -136; `wW` W warps (row tiles of 16 per program);
+`cC` split-K planned for C programs per SM (default 4).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from wmtp.measure.kernels import quant_gemm as qg
+from wmtp.measure.kernels.quant_mma_i4 import int4_mma_gemm, pack_int4_mma
+from wmtp.measure.scripts import quant_bench as qb
+from wmtp.measure.scripts.quant_bk import call_peer, items, peer_ops, script_main
+from wmtp.measure.scripts.quant_peers import dense_fns, dense_format, dense_ref, weight_set
+
+MS = (1, 2, 4, 8)
+OURS = {"[fma-w4]": dict(sub_mma=False), "[sub-w4]": dict(sub_mma=True), "[fma-w8]": dict(sub_mma=False, num_warps=8),
+        "[sub-w8]": dict(sub_mma=True, num_warps=8), "[sub-w4-c8]": dict(sub_mma=True, ctas=8),
+        "[sub-w4-c2]": dict(sub_mma=True, ctas=2), "[fma-w4-c8]": dict(sub_mma=False, ctas=8)}
+PEERS = ("torch_bf16", "torch_int4pack_mm")
+
+
+def run_dense(b, model, comp, n, k, check, keep):
+    names = ["wmtp_int4_group"] + [f"wmtp_int4_mma{t}" for t in OURS] + list(PEERS)
+    if not any(keep(name, model, comp) for name in names):
+        return
+    gen = torch.Generator(device=b.dev).manual_seed(17)
+    wsets = []
+    for _ in range(b.dense_copies(n, k)):
+        w = peer_ops(weight_set(n, k, b.dev, gen))
+        w["mma"] = pack_int4_mma(w["int4"][0])
+        wsets.append(w)
+    counters = torch.zeros(1 << 16, dtype=torch.int32, device=b.dev)
+    for m in MS:
+        x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
+        peers = dense_fns(x)
+        calls = {"wmtp_int4_group": lambda w: qg.int4_gemm(x, *w["int4"])}
+        calls.update({f"wmtp_int4_mma{t}": (lambda w, c=c: int4_mma_gemm(x, w["mma"], w["int4"][1], n,
+                                                                          counters=lambda p: counters[:p], **c))
+                      for t, c in OURS.items()})
+        calls.update({name: (lambda w, name=name: call_peer(peers[name], w[name])) for name in PEERS})
+        for kernel, fn in calls.items():
+            if not keep(kernel, model, comp):
+                continue
+            dtype, nbytes = dense_format(kernel, n, k)
+            if check and kernel.startswith("wmtp"):
+                b.check(kernel, model, comp, m, n, k, 1, 1, lambda fn=fn: fn(wsets[0]),
+                        dense_ref(x, wsets[0], "wmtp_int4"))
+            b.measure(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes, [lambda fn=fn, w=w: fn(w) for w in wsets])
+
+
+def sweep(b, models, keep, out_dir=None):
+    seen = set()
+    for model, kind, comp, shape in items(models):
+        if kind != "dense":
+            continue
+        run_dense(b, model, comp, *shape, check=model not in seen, keep=keep)
+        seen.add(model)
+        torch.cuda.empty_cache()
+        if out_dir is not None:
+            qb.write_outputs(b, out_dir, final=False)
+
+
+def main(argv=None) -> int:
+    return script_main(argv, __doc__, "quant_i4mma", sweep, "tests/test_kernels_quant_mma_i4.py", procs=14)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

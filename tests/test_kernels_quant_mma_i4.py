@@ -1,0 +1,114 @@
+"""Round 10's 4-bit tensor-core GEMM for decode rows (`quant_mma_i4`): its weight layout against an independent decode
+of the layout's definition, the kernel against the fp64 reference of test_kernels_quant (awkward N / K, M = 1..8,
+split-K, NaN-poisoned outputs), a one-hot known answer per nibble position, and its errors. Under the interpreter
+the MMA is emulated from the same fragment registers (`EMU`); on a GPU the inline `mma.sync` runs."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from test_kernels_quant import DEV, TOL, make_weight, ref_int4_gemm, ref_int4_weight, rel  # noqa: E402
+from wmtp.measure.kernels.quant_formats import quantize_int4_group  # noqa: E402
+from wmtp.measure.kernels.quant_mma_i4 import int4_mma_gemm, mma_plan, pack_int4_mma  # noqa: E402
+
+pytestmark = pytest.mark.kernels
+# N not a multiple of 16, K not a multiple of 128 (a last group of 8 / 64 / 72 codes), one group, several
+SHAPES = [(1, 40, 264), (2, 16, 128), (3, 70, 392), (5, 33, 1160), (8, 48, 200), (7, 100, 2048), (4, 24, 136)]
+
+
+def unpack_reference(words, n, k):
+    """Codes [N, K] read back from the layout's definition (module docstring): nibble j of word (tile, chunk, lane,
+    c) is row 16 tile + g + 8 hi, k = 64 chunk + 16 q + 4 c + e, with lane = 4 g + q and
+    j = hi + 2 (e >> 1) + 4 (e & 1)."""
+    t, kc = words.shape[:2]
+    w = words.to(torch.int64) & 0xFFFFFFFF
+    codes = torch.full((16 * t, 64 * kc), -1, dtype=torch.int64)
+    for lane in range(32):
+        g, q = divmod(lane, 4)
+        for c in range(4):
+            for hi in range(2):
+                for e in range(4):
+                    j = hi + 2 * (e >> 1) + 4 * (e & 1)
+                    rows = torch.arange(t) * 16 + g + 8 * hi
+                    cols = torch.arange(kc) * 64 + 16 * q + 4 * c + e
+                    codes[rows[:, None], cols[None, :]] = (w[:, :, lane, c] >> (4 * j)) & 0xF
+    return codes[:n, :k], codes
+
+
+def _case(m, n, k, seed):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    packed, s = quantize_int4_group(make_weight(gen, n, k))
+    ref = ref_int4_gemm(x, packed, s)
+    assert ref.abs().max() > 1e-2
+    return x, packed, s, ref
+
+
+def _run(x, packed, s, **kw):
+    n = packed.shape[0]
+    out = torch.full((x.shape[0], n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    int4_mma_gemm(x.to(DEV), pack_int4_mma(packed).to(DEV), s.to(DEV), n, out=out, **kw)
+    assert not torch.isnan(out).any()
+    return out
+
+
+@pytest.mark.parametrize("n, k", [(40, 264), (16, 128), (33, 1160)])
+def test_layout_decodes_back_to_the_codes(n, k):
+    gen = torch.Generator().manual_seed(n + k)
+    packed = torch.randint(0, 256, (n, k // 2), generator=gen, dtype=torch.uint8)
+    words = pack_int4_mma(packed)
+    assert words.shape == (-(-n // 16), 2 * -(-k // 128), 32, 4) and words.dtype == torch.int32
+    codes, full = unpack_reference(words, n, k)
+    p = packed.long()
+    assert torch.equal(codes[:, 0::2], p & 0xF) and torch.equal(codes[:, 1::2], p >> 4)
+    pad = torch.ones_like(full, dtype=torch.bool)
+    pad[:n, :k] = False
+    assert (full[pad] == 8).all()  # padding is code 8: weight 0
+
+
+@pytest.mark.parametrize("split_k", [None, 1, 2])
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_mma_matches_reference(m, n, k, split_k):
+    x, packed, s, ref = _case(m, n, k, 9100 * m + n + k)
+    groups = -(-k // 128)
+    if split_k is not None and split_k > groups:
+        pytest.skip("more splits than K groups")
+    assert rel(_run(x, packed, s, split_k=split_k), ref) < TOL
+
+
+def test_one_hot_picks_every_nibble_position():
+    """x = unit rows at 8 columns covering every (q, c, e) class of a chunk and both chunks of a group and two
+    groups: output row i is exactly column col_i of the dequantized weight (bf16-exact scales), rows g and g + 8."""
+    gen = torch.Generator().manual_seed(5)
+    n, k = 32, 256
+    packed = torch.randint(0, 256, (n, k // 2), generator=gen, dtype=torch.uint8)
+    s = torch.tensor([0.5, 2.0], dtype=torch.bfloat16).repeat(n, 1)
+    w_ref = ref_int4_weight(packed, s)
+    for cols in ([0, 1, 2, 3, 17, 38, 59, 63], [64, 81, 102, 127, 128, 149, 200, 255]):
+        x = torch.zeros(len(cols), k, dtype=torch.bfloat16)
+        x[torch.arange(len(cols)), cols] = 1.0
+        out = _run(x, packed, s)
+        assert torch.equal(out.double().cpu(), w_ref[:, cols].T), cols
+
+
+def test_plan_and_errors():
+    # N 12288 -> 768 tiles -> 192 programs of 4 warps; 132 SMs x 4 / 192 -> 3 splits of 8 of K 3072's 24 groups
+    assert mma_plan(1, 12288, 3072, 132) == (192, 3, 8)
+    assert mma_plan(1, 248320, 3072, 132) == (3880, 1, 24)  # enough programs: no split
+    assert mma_plan(8, 2048, 512, 132) == (32, 1, 4)  # partial cap: K // (64 M) = 1
+    with pytest.raises(ValueError, match="split_k must be in"):
+        mma_plan(1, 64, 256, 132, split_k=3)
+    with pytest.raises(ValueError, match="K % 8"):
+        int4_mma_gemm(torch.zeros(1, 132, dtype=torch.bfloat16), pack_int4_mma(torch.zeros(16, 66, dtype=torch.uint8)),
+                      torch.ones(16, 2, dtype=torch.bfloat16), 16)
+    x = torch.zeros(9, 256, dtype=torch.bfloat16)
+    w = pack_int4_mma(torch.zeros(16, 128, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="1..8"):
+        int4_mma_gemm(x, w, torch.ones(16, 2, dtype=torch.bfloat16), 16)
+    with pytest.raises(ValueError, match="w_mma must be"):
+        int4_mma_gemm(x[:1], w, torch.ones(16, 3, dtype=torch.bfloat16), 16)
+    with pytest.raises(ValueError, match="uint8"):
+        pack_int4_mma(torch.zeros(16, 128, dtype=torch.int32))
