@@ -50,7 +50,7 @@ MODE_PACKED_PF = 4  # MODE_PACKED, loading the next step's words first
 _MAGIC = tl.constexpr(0x4B000000)  # bits of 2^23: OR-ing a 4-bit code into the low mantissa gives 2^23 + code
 
 # w -> the 4 bf16 pairs (code_j - 8, code_j+4 - 8), j = 0..3; lop3 0xEA = (a & b) | c
-_DEQ_ASM = tl.constexpr("""{
+DEQ_ASM = tl.constexpr("""{
 .reg .b32 t1, t2, t3, one, nb;
 mov.b32 one, 0x3F803F80;
 mov.b32 nb, 0xC308C308;
@@ -115,7 +115,7 @@ def _bf(v):
 
 
 @triton.jit
-def _code(wd, i: tl.constexpr):
+def int4_code(wd, i: tl.constexpr):
     """Nibble i of each word, minus 8, as fp32 (exact)."""
     return (((wd >> (4 * i)) & 0xF) | _MAGIC).to(tl.float32, bitcast=True) - 8388616.0
 
@@ -140,8 +140,8 @@ def _dot_packed(d0, d1, d2, d3, x0, x4, x2, x6, x1, x5, x3, x7):
 @triton.jit
 def _dot_emu(wd, x0, x4, x2, x6, x1, x5, x3, x7):
     """`_dot_packed`'s arithmetic in fp32 tensors (its two bf16 lanes, each rounded as the instruction rounds)."""
-    return (_lane_emu(_code(wd, 0), _code(wd, 1), _code(wd, 2), _code(wd, 3), x0, x1, x2, x3)
-            + _lane_emu(_code(wd, 4), _code(wd, 5), _code(wd, 6), _code(wd, 7), x4, x5, x6, x7))
+    return (_lane_emu(int4_code(wd, 0), int4_code(wd, 1), int4_code(wd, 2), int4_code(wd, 3), x0, x1, x2, x3)
+            + _lane_emu(int4_code(wd, 4), int4_code(wd, 5), int4_code(wd, 6), int4_code(wd, 7), x4, x5, x6, x7))
 
 
 @triton.jit
@@ -156,14 +156,14 @@ def _word_sums(wd, d0, d1, d2, d3, x, BLOCK_M: tl.constexpr, G: tl.constexpr, MO
     elif MODE == 3:  # MODE_PACKED_EMU
         t = _dot_emu(wd, x0, x4, x2, x6, x1, x5, x3, x7)
     else:
-        t = _code(wd, 0) * x0.to(tl.float32)
-        t += _code(wd, 1) * x1.to(tl.float32)
-        t += _code(wd, 2) * x2.to(tl.float32)
-        t += _code(wd, 3) * x3.to(tl.float32)
-        t += _code(wd, 4) * x4.to(tl.float32)
-        t += _code(wd, 5) * x5.to(tl.float32)
-        t += _code(wd, 6) * x6.to(tl.float32)
-        t += _code(wd, 7) * x7.to(tl.float32)
+        t = int4_code(wd, 0) * x0.to(tl.float32)
+        t += int4_code(wd, 1) * x1.to(tl.float32)
+        t += int4_code(wd, 2) * x2.to(tl.float32)
+        t += int4_code(wd, 3) * x3.to(tl.float32)
+        t += int4_code(wd, 4) * x4.to(tl.float32)
+        t += int4_code(wd, 5) * x5.to(tl.float32)
+        t += int4_code(wd, 6) * x6.to(tl.float32)
+        t += int4_code(wd, 7) * x7.to(tl.float32)
     return t
 
 
@@ -182,7 +182,7 @@ def _step(acc, A, a_row, r_ok, wd, s, g, g_ok, KW, stride_am, BLOCK_M: tl.conste
           MODE: tl.constexpr):
     """acc [BLOCK_M, BN, G, 16] += scaled word sums of every row against the step's words wd / scales s."""
     if MODE == 2 or MODE == 4:  # packed pairs (code_j - 8, code_j+4 - 8), once for all rows
-        d0, d1, d2, d3 = tl.inline_asm_elementwise(_DEQ_ASM, "=r,=r,=r,=r,r", [wd],
+        d0, d1, d2, d3 = tl.inline_asm_elementwise(DEQ_ASM, "=r,=r,=r,=r,r", [wd],
                                                    dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True,
                                                    pack=1)
     else:
@@ -264,17 +264,17 @@ def _quad_word(wd, a_base, r_ok, g, g_ok, KW, j: tl.constexpr, BLOCK_M: tl.const
         x0, x4, x2, x6, x1, x5, x3, x7 = _split8q(x, BLOCK_M, BLOCK_N, G)  # [BLOCK_M, BN, G, 4]
     wd = wd[None]
     if MODE == 2:  # MODE_PACKED
-        d0, d1, d2, d3 = tl.inline_asm_elementwise(_DEQ_ASM, "=r,=r,=r,=r,r", [wd],
+        d0, d1, d2, d3 = tl.inline_asm_elementwise(DEQ_ASM, "=r,=r,=r,=r,r", [wd],
                                                    dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True,
                                                    pack=1)
         t = _dot_packed(d0, d1, d2, d3, x0, x4, x2, x6, x1, x5, x3, x7)
     elif MODE == 3:  # MODE_PACKED_EMU
         t = _dot_emu(wd, x0, x4, x2, x6, x1, x5, x3, x7)
     else:  # MODE_F32
-        t = _code(wd, 0) * x0.to(tl.float32) + _code(wd, 1) * x1.to(tl.float32)
-        t += _code(wd, 2) * x2.to(tl.float32) + _code(wd, 3) * x3.to(tl.float32)
-        t += _code(wd, 4) * x4.to(tl.float32) + _code(wd, 5) * x5.to(tl.float32)
-        t += _code(wd, 6) * x6.to(tl.float32) + _code(wd, 7) * x7.to(tl.float32)
+        t = int4_code(wd, 0) * x0.to(tl.float32) + int4_code(wd, 1) * x1.to(tl.float32)
+        t += int4_code(wd, 2) * x2.to(tl.float32) + int4_code(wd, 3) * x3.to(tl.float32)
+        t += int4_code(wd, 4) * x4.to(tl.float32) + int4_code(wd, 5) * x5.to(tl.float32)
+        t += int4_code(wd, 6) * x6.to(tl.float32) + int4_code(wd, 7) * x7.to(tl.float32)
     return t
 
 

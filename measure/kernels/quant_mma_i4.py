@@ -5,12 +5,12 @@ Why: the GEMV kernels (`quant_gemv_int4`) spend about 26 instructions per 32-bit
 to v11): 11 to dequantize, 7 for the packed bf16 dot, the rest for activations, masks and addresses, and run at
 about half the issue rate; no tile, step, occupancy or activation-sharing variant moved them past ~55 % of copy
 (h200-quant-v11). Here one `mma.sync.m16n8k16` (bf16 in, fp32 accumulate) does a warp's 32 words' dot products, so a
-word costs its dequantization (`quant_gemv_int4._DEQ_ASM`, exact: code - 8 as bf16 pairs) plus 1/1 of an MMA issue.
+word costs its dequantization (`quant_gemv_int4.DEQ_ASM`, exact: code - 8 as bf16 pairs) plus 1/1 of an MMA issue.
 
 Layout (`pack_int4_mma`, an offline repacking as engines repack for Marlin-class kernels): the N rows in tiles of 16,
 K in chunks of 64 (two per 128-group), words int32 [ceil(N / 16), 2 ceil(K / 128), 32 lanes, 4]. Lane l = 4 g + q
 of a warp holds, for chunk c64 and sub-tile c (the 4 words of its 16-byte load), the MMA A-fragment registers of its
-tile: the dequantized pair j of `_DEQ_ASM` (nibbles j, j + 4) is register j of the fragment (rows g / g + 8 of the
+tile: the dequantized pair j of `DEQ_ASM` (nibbles j, j + 4) is register j of the fragment (rows g / g + 8 of the
 tile, two k each). K is permuted inside each chunk (the MMA sums over k in any order as long as A and B agree) so
 that the B fragment of lane l (token g, its 4 sub-tiles) is the contiguous 32 bytes x[g, 64 c64 + 16 q .. + 15]:
 fragment k (2 q + e, 2 q + 8 + e) of sub-tile c is physical k 64 c64 + 16 q + 4 c + (e, 2 + e), e = 0, 1.
@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import GROUP
-from wmtp.measure.kernels.quant_gemv_int4 import _DEQ_ASM, _code
+from wmtp.measure.kernels.quant_gemv_int4 import DEQ_ASM, int4_code
 
 _MMA_ASM = tl.constexpr("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                         "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
@@ -119,9 +119,9 @@ def _mma(wd, xa, xb, c0, c1, c2, c3, NW: tl.constexpr, EMU: tl.constexpr, SUB_MM
     if EMU:
         b0, b1, b2, b3 = _bf_lo(xa), _bf_hi(xa), _bf_lo(xb), _bf_hi(xb)
         o = 136.0 if SUB_MMA else 0.0  # 128 + code, then the -136 MMA
-        c0, c1 = _emu_rows(_code(wd, 0) + o, _code(wd, 4) + o, _code(wd, 2) + o, _code(wd, 6) + o, b0, b1, b2, b3,
+        c0, c1 = _emu_rows(int4_code(wd, 0) + o, int4_code(wd, 4) + o, int4_code(wd, 2) + o, int4_code(wd, 6) + o, b0, b1, b2, b3,
                            c0, c1, NW)  # row g: a0 a1 / a4 a5
-        c2, c3 = _emu_rows(_code(wd, 1) + o, _code(wd, 5) + o, _code(wd, 3) + o, _code(wd, 7) + o, b0, b1, b2, b3,
+        c2, c3 = _emu_rows(int4_code(wd, 1) + o, int4_code(wd, 5) + o, int4_code(wd, 3) + o, int4_code(wd, 7) + o, b0, b1, b2, b3,
                            c2, c3, NW)  # row g + 8: a2 a3 / a6 a7
         if SUB_MMA:
             k = tl.full(wd.shape, -136.0, tl.float32)
@@ -132,7 +132,7 @@ def _mma(wd, xa, xb, c0, c1, c2, c3, NW: tl.constexpr, EMU: tl.constexpr, SUB_MM
         return tl.inline_asm_elementwise(_DEQ_MMA2_ASM, "=f,=f,=f,=f,r,r,r,f,f,f,f", [wd, xa, xb, c0, c1, c2, c3],
                                          dtype=(tl.float32, tl.float32, tl.float32, tl.float32), is_pure=True,
                                          pack=1)
-    d0, d1, d2, d3 = tl.inline_asm_elementwise(_DEQ_ASM, "=r,=r,=r,=r,r", [wd],
+    d0, d1, d2, d3 = tl.inline_asm_elementwise(DEQ_ASM, "=r,=r,=r,=r,r", [wd],
                                                dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
     return tl.inline_asm_elementwise(_MMA_ASM, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
                                      [d0, d1, d2, d3, xa, xb, c0, c1, c2, c3],

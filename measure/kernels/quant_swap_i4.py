@@ -29,7 +29,7 @@ SWAP_I4_LOP3 = False  # dequantize byte reads by `_NIB_ASM` (bf16 A): h200-quant
 
 # 4 bytes (pack 4) -> the low nibble of each (or of each byte of the input shifted right by 4: the high nibbles) as
 # bf16 code - 8: prmt spreads bytes 0, 1 / 2, 3 into 16-bit halves, lop3 ORs the nibble into bf16 128 (exact 128 +
-# code), one packed FMA subtracts 136 (round 4's magic, `quant_gemv_int4._DEQ_ASM`); 1.5 instructions per code
+# code), one packed FMA subtracts 136 (round 4's magic, `quant_gemv_int4.DEQ_ASM`); 1.5 instructions per code
 _NIB_ASM = tl.constexpr("""{
 .reg .b32 t0, t1, one, nb;
 mov.b32 one, 0x3F803F80;
