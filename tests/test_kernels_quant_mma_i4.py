@@ -112,3 +112,29 @@ def test_plan_and_errors():
         int4_mma_gemm(x[:1], w, torch.ones(16, 3, dtype=torch.bfloat16), 16)
     with pytest.raises(ValueError, match="uint8"):
         pack_int4_mma(torch.zeros(16, 128, dtype=torch.int32))
+
+
+def test_int4_gemm_path_mma_and_auto_dispatch(monkeypatch):
+    """path 'mma' runs this kernel (and needs the repacked weights); path 'auto' takes it only with the repacked
+    weights, bf16 rows M <= 8 and at least AUTO_BYTES of codes, else the earlier paths."""
+    from wmtp.measure.kernels import quant_gemm as qg
+    from wmtp.measure.kernels import quant_mma_i4 as qm
+
+    x, packed, s, ref = _case(3, 48, 256, 77)
+    wm = pack_int4_mma(packed)
+    y = qg.int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), path="mma", w_mma=wm.to(DEV))
+    assert rel(y, ref) < TOL
+    with pytest.raises(ValueError, match="needs the weights in its layout"):
+        qg.int4_gemm(x, packed, s, path="mma")
+    log = []
+    real = qm.int4_mma_gemm
+    monkeypatch.setattr(qm, "int4_mma_gemm", lambda *a, **kw: log.append(kw["ctas"]) or real(*a, **kw))
+    monkeypatch.setattr(qm, "AUTO_BYTES", 48 * 128)  # this weight's codes: 48 x 128 bytes
+    qg.int4_gemm(x, packed, s, w_mma=wm)
+    assert log == [qm.AUTO_CTAS]
+    qg.int4_gemm(x, packed, s)  # no repacked weights
+    qg.int4_gemm(x.to(torch.float16), packed, s, w_mma=wm)  # fp16 rows
+    qg.int4_gemm(torch.cat([x] * 3), packed, s, w_mma=wm)  # 9 rows
+    monkeypatch.setattr(qm, "AUTO_BYTES", 48 * 128 + 1)
+    qg.int4_gemm(x, packed, s, w_mma=wm)  # one byte under the size rule
+    assert log == [qm.AUTO_CTAS]

@@ -14,15 +14,13 @@ Formats (what the launchers accept; `quantize_*` in `quant_formats` produce them
   accepted). Activations bf16 / fp16; the codes enter the tensor cores exactly (as 2^k + code) and
   the group scale multiplies each group's partial sum, so no rounding of dequantized weights.
 
-Decode is bandwidth-bound: each weight byte must be streamed once at full bandwidth. One program owns a
-BLOCK_M x BLOCK_N output tile (BLOCK_M 16..128 by M, BLOCK_N by N) and a share of K, walked in steps of
+Decode is bandwidth-bound. One program owns a BLOCK_M x BLOCK_N output tile (BLOCK_M 16..128 by M, BLOCK_N by N) and a share of K, walked in steps of
 `block_k` (1, 2 or 4 groups of 128, `BLOCK_K_AUTO` by default; int4 optionally one step ahead); the launchers split K
 (`split_k`, automatic by default) until the tiles give about `_CTAS_PER_SM` programs per SM, and the kernel
 reduces the splits itself (a per-tile semaphore; the last split sums, in split order). Every call is one
 launch: FP8 activations are quantized in the kernel, grouped GEMMs route in the kernel (`quant_kernels`).
 Each routed expert's weights are read once per call (min(E, T*k) experts). The semaphores live in a
-per-device buffer that every launch leaves re-armed: calls on one device must not run concurrently on
-two streams. Under TRITON_INTERPRET=1 (CPU tests) operands are upcast to fp32 before `tl.dot`, and fp8
+per-device buffer every launch leaves re-armed (no concurrent calls on two streams). Under TRITON_INTERPRET=1 (CPU tests) operands are upcast to fp32 before `tl.dot`, and fp8
 stores are pre-rounded to the e4m3 grid (the interpreter's fp32 -> fp8 cast mis-rounds across binades).
 """
 
@@ -39,6 +37,7 @@ from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2
 from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
+from wmtp.measure.kernels.quant_mma_i4 import mma_auto, mma_call
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
 from wmtp.measure.kernels.quant_moe import moe_pair_call
 from wmtp.measure.kernels.quant_pdl import pdl_launch
@@ -68,8 +67,7 @@ INT4_GEMV_STEP, INT4_QUAD_G = "packed", None
 # dense int4, path='auto', from h200-quant-v7: rows [lo, hi] take the swap-AB kernel (`quant_swap_i4`); one row with at
 # most INT4_QUAD_AUTO_BYTES of codes the quad-word GEMV with 4-wide tiles (1.03-1.35x on 8 of 9 such shapes)
 INT4_SWAP_AUTO_M, INT4_QUAD_AUTO_BYTES = (2, 16), 16 << 20
-_GEMV_ROWS_MAX = 16  # the most rows path='gemv' accepts (one program holds them all)
-_PATHS = ("auto", "gemv", "dot", "swap")
+_GEMV_ROWS_MAX, _PATHS = 16, ("auto", "gemv", "dot", "swap")  # the most rows path='gemv' takes (one program)
 # dense fp8 rows [lo, hi] that path='auto' gives the swap-AB kernel (`quant_swap`), from measure/results/h200-quant-v6:
 # faster than the tensor-core kernel on 14 / 14 / 12 / 12 of 15 dense shapes at M = 2 / 4 / 8 / 16 (one BLOCK_M = 16
 # tile for every M <= 16), slower on 13 of 15 at M = 64 and than the GEMV kernel on 13 of 15 at M = 1. SWAP_ACT: where
@@ -358,16 +356,18 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: t
 def int4_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, split_k: int | None = None,
               block_m: int | None = None, block_n: int | None = None, num_warps: int = 4, num_stages: int = 4,
               out: torch.Tensor | None = None, path: str = "auto", block_k: int | None = None,
-              prefetch: bool | None = None) -> torch.Tensor:
-    """y [M, N] = x [M, K] @ dequant(w [N, K/2] uint8, w_scale [N, K/128])^T, W4A16, output in x.dtype.
-    path: 'dot' (tensor cores; K step block_k, loads one step ahead with prefetch), 'gemv' (M <= 16,
-    K % 8 == 0; INT4_GEMV_STEP 'quad': `quant_gemv_int4.int4_quad_kernel`), 'swap' (`quant_swap_i4`, M <= 64) or
-    'auto' (by M: INT4_SWAP_AUTO_M, INT4_QUAD_AUTO_BYTES, GEMV_MAX_M)."""
+              prefetch: bool | None = None, w_mma: torch.Tensor | None = None) -> torch.Tensor:
+    """y [M, N] = x [M, K] @ dequant(w [N, K/2] uint8, w_scale [N, K/128])^T, W4A16, output in x.dtype. path: 'dot'
+    (tensor cores; K step block_k, prefetch: one step ahead), 'gemv' (M <= 16, K % 8 == 0; INT4_GEMV_STEP 'quad':
+    `int4_quad_kernel`), 'swap' (`quant_swap_i4`, M <= 64), 'mma' (`quant_mma_i4`, w_mma = `pack_int4_mma(w)`) or 'auto'
+    (by M: 'mma' where w_mma is given and `mma_auto`, else INT4_SWAP_AUTO_M, INT4_QUAD_AUTO_BYTES, GEMV_MAX_M)."""
     check_2d("x", x, _ACT_DTYPES)
     check_int4_weight(w, w_scale, x.shape[1], grouped=False)
     same_device(x, w, w_scale)
     (m, k), n, (lo, hi) = x.shape, w.shape[0], INT4_SWAP_AUTO_M
     plain = path == "auto" and (block_m, block_n, block_k) == (None, None, None)  # a named tile: the earlier paths
+    if path == "mma" or (plain and w_mma is not None and mma_auto(x, n, k)):
+        return mma_call(x, w_mma, w_scale, n, out, split_k, _sm_count(x.device), lambda t: _counters(x.device, t))
     swap, small = path == "swap" or (plain and lo <= m <= hi), plain and m == 1 and n * k // 2 <= INT4_QUAD_AUTO_BYTES
     quad = (small and k % 8 == 0) or (INT4_GEMV_STEP.startswith("quad") and _use_gemv(path, "int4_group", m, k))
     if 0 not in (m, n, k) and (swap or quad):

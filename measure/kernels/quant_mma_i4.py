@@ -53,6 +53,9 @@ mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {a0, a1, a
 mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {k, k, k, k}, {$5, $6}, {$0, $1, $2, $3};
 }""")
 MAX_ROWS = 8  # tokens: the MMA's N
+# `quant_gemm.int4_gemm`, path='auto' with repacked weights, from measure/results/h200-quant-v11 (run2): this kernel
+# (the -136 MMA, split-K for AUTO_CTAS programs per SM) for bf16 rows M <= 8 and at least AUTO_BYTES of codes
+AUTO_CTAS, AUTO_BYTES = 8, 8 << 20
 
 
 def pack_int4_mma(packed: torch.Tensor) -> torch.Tensor:
@@ -293,3 +296,15 @@ def int4_mma_gemm(x, w_mma, w_scale, n, out=None, split_k=None, num_warps=4, cta
         x.stride(0) // 2, w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
         NW=num_warps, SPLIT=split > 1, EMU=emu, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0, num_warps=num_warps)
     return out
+
+
+def mma_auto(x, n, k) -> bool:
+    """Whether `quant_gemm.int4_gemm` path='auto' (given the repacked weights) takes this kernel for rows x, [N, K]."""
+    return x.dtype == torch.bfloat16 and x.shape[0] <= MAX_ROWS and k % 8 == 0 and n * k // 2 >= AUTO_BYTES
+
+
+def mma_call(x, w_mma, w_scale, n, out, split_k, sm, counters):
+    """`quant_gemm.int4_gemm`'s path 'mma' (and 'auto' where `mma_auto`): `int4_mma_gemm` at AUTO_CTAS."""
+    if w_mma is None:
+        raise ValueError("path 'mma' needs the weights in its layout: w_mma = quant_mma_i4.pack_int4_mma(w)")
+    return int4_mma_gemm(x, w_mma, w_scale, n, out=out, split_k=split_k, ctas=AUTO_CTAS, sm=sm, counters=counters)

@@ -1,15 +1,16 @@
 """Issue 17, round 10: the 4-bit tensor-core GEMM for decode rows (`quant_mma_i4`: weights repacked into MMA fragments,
 one `mma.sync` per 32 words) against path='auto' and the torch peers, on every dense shape of q35 / q122 / nem at
-M = 1, 2, 4, 8.
+M = 1, 2, 4, 8, 16.
 
 Run on a GPU (with wmtp installed):
     python3 -m wmtp.measure.scripts.quant_i4mma --out DIR [--procs 14] [--budget-s 300]
 Same method and outputs as `quant_i4` (compile workers first; every variant of ours checked against fp32 torch on
 each model's first dense shape at every M; CUDA-graph replay over weight copies exceeding 3x the L2, the L2 flushed
 before each replay, the 2 GiB copy ceiling of the same run). The repacking (`pack_int4_mma`) is done once per weight
-copy before timing, as an engine repacks a checkpoint at load. Kernel names `wmtp_int4_mma[...]`: `fma` code - 8 by a
-packed FMA per pair, `sub` 128 + code and a second MMA with A = -136; `wW` W warps (row tiles of 16 per program);
-`cC` split-K planned for C programs per SM (default 4).
+copy before timing, as an engine repacks a checkpoint at load. `wmtp_int4_group`: path='auto' without the
+repacked weights (the earlier kernels), `wmtp_int4_group_auto`: path='auto' with them. `wmtp_int4_mma[...]`: `fma`
+code - 8 by a packed FMA per pair, `sub` 128 + code and a second MMA with A = -136; `wW` W warps (row tiles of 16 per
+program); `cC` split-K planned for C programs per SM (default 4).
 """
 
 from __future__ import annotations
@@ -17,20 +18,20 @@ from __future__ import annotations
 import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
-from wmtp.measure.kernels.quant_mma_i4 import int4_mma_gemm, pack_int4_mma
+from wmtp.measure.kernels.quant_mma_i4 import MAX_ROWS, int4_mma_gemm, pack_int4_mma
 from wmtp.measure.scripts import quant_bench as qb
 from wmtp.measure.scripts.quant_bk import call_peer, items, peer_ops, script_main
 from wmtp.measure.scripts.quant_peers import dense_fns, dense_format, dense_ref, weight_set
 
-MS = (1, 2, 4, 8)
-OURS = {"[fma-w4]": dict(sub_mma=False), "[sub-w4]": dict(sub_mma=True), "[fma-w8]": dict(sub_mma=False, num_warps=8),
-        "[sub-w8]": dict(sub_mma=True, num_warps=8), "[sub-w4-c8]": dict(sub_mma=True, ctas=8),
-        "[sub-w4-c2]": dict(sub_mma=True, ctas=2), "[fma-w4-c8]": dict(sub_mma=False, ctas=8)}
+MS = (1, 2, 4, 8, 16)  # the kernel takes M <= 8; M = 16 times the two path='auto' rows
+# run2 of h200-quant-v11 timed also [fma-w4], [fma-w8], [sub-w8], [sub-w4-c2] (commit 36ea377)
+OURS = {"[sub-w4]": dict(sub_mma=True), "[sub-w4-c8]": dict(sub_mma=True, ctas=8),
+        "[fma-w4-c8]": dict(sub_mma=False, ctas=8)}
 PEERS = ("torch_bf16", "torch_int4pack_mm")
 
 
 def run_dense(b, model, comp, n, k, check, keep):
-    names = ["wmtp_int4_group"] + [f"wmtp_int4_mma{t}" for t in OURS] + list(PEERS)
+    names = ["wmtp_int4_group", "wmtp_int4_group_auto"] + [f"wmtp_int4_mma{t}" for t in OURS] + list(PEERS)
     if not any(keep(name, model, comp) for name in names):
         return
     gen = torch.Generator(device=b.dev).manual_seed(17)
@@ -43,10 +44,12 @@ def run_dense(b, model, comp, n, k, check, keep):
     for m in MS:
         x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
         peers = dense_fns(x)
-        calls = {"wmtp_int4_group": lambda w: qg.int4_gemm(x, *w["int4"])}
-        calls.update({f"wmtp_int4_mma{t}": (lambda w, c=c: int4_mma_gemm(x, w["mma"], w["int4"][1], n,
-                                                                          counters=lambda p: counters[:p], **c))
-                      for t, c in OURS.items()})
+        calls = {"wmtp_int4_group": lambda w: qg.int4_gemm(x, *w["int4"]),
+                 "wmtp_int4_group_auto": lambda w: qg.int4_gemm(x, *w["int4"], w_mma=w["mma"])}
+        if m <= MAX_ROWS:
+            calls.update({f"wmtp_int4_mma{t}": (lambda w, c=c: int4_mma_gemm(x, w["mma"], w["int4"][1], n,
+                                                                              counters=lambda p: counters[:p], **c))
+                          for t, c in OURS.items()})
         calls.update({name: (lambda w, name=name: call_peer(peers[name], w[name])) for name in PEERS})
         for kernel, fn in calls.items():
             if not keep(kernel, model, comp):
