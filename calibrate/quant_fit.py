@@ -72,6 +72,12 @@ KERNEL_NOTES = {
 # A candidate takes an M from the all-M choice (or from the previous M's winner) only when its geometric mean there is
 # faster by more than this: a 0.1 % difference is a tie, not a regime of its own.
 TIE_REL = 0.01
+# An implementation that runs different kernels by M (a dispatcher): the largest M of each kernel's range but the
+# last. `split_m` never merges a regime across them, so each kernel's rows get a fit of their own. path='auto' of
+# int4 (`quant_gemm.int4_gemm`): one row takes a GEMV kernel, 2..8 rows the tensor-core kernel (`quant_mma_i4.MAX_ROWS`,
+# given repacked weights) or swap-AB, more rows swap-AB (`INT4_SWAP_AUTO_M`) (tests/test_quant_fit_regimes.py checks
+# these against the constants).
+KERNEL_SWITCH_M = {"wmtp_int4_group_auto": (1, 8)}
 FORMAT_NOTES = {"fp8": "fp8 e4m3 weights (W8A8)", "int4": "4-bit weight-only (W4A16, group 128)"}
 # Column names of the benchmark CSV (v1) and of later runs: the first one present is used.
 ALIASES = {"kernel": ("kernel", "impl"), "model": ("model",), "component": ("component",), "M": ("M", "m"),
@@ -207,7 +213,7 @@ def split_m(g: pd.DataFrame, dtype: str, kind: str, best: str) -> list[dict]:
     """M regimes of (dtype, kind), as an engine picks a kernel by the rows of a call: per measured M the fastest
     candidate by geometric mean over the shapes every candidate ran at that M (`geomeans`), where `best` (the
     all-M choice), else the previous M's winner, stays unless another is faster by more than `TIE_REL`; adjacent
-    M with the same winner merged. Returns [{m_range: [lo, hi], impl, candidates (geomeans over the regime's M)}],
+    M with the same winner merged unless the winner changes kernels between them (`KERNEL_SWITCH_M`). Returns [{m_range: [lo, hi], impl, candidates (geomeans over the regime's M)}],
     ascending in M."""
     sel = _candidates(g, dtype, kind)
     winners: list[tuple[int, str]] = []
@@ -223,7 +229,8 @@ def split_m(g: pd.DataFrame, dtype: str, kind: str, best: str) -> list[dict]:
         winners.append((int(m), win))
     runs: list[list] = []
     for m, win in winners:
-        if runs and runs[-1][1] == win:
+        switch = any(runs[-1][0][-1] <= b < m for b in KERNEL_SWITCH_M.get(win, ())) if runs else False
+        if runs and runs[-1][1] == win and not switch:
             runs[-1][0].append(m)
         else:
             runs.append([[m], win])

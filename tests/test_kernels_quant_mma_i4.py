@@ -121,8 +121,9 @@ def test_int4_gemm_path_mma_and_auto_dispatch(monkeypatch):
     from wmtp.measure.kernels import quant_mma_i4 as qm
 
     x, packed, s, ref = _case(3, 48, 256, 77)
+    x, packed, s = x.to(DEV), packed.to(DEV), s.to(DEV)
     wm = pack_int4_mma(packed)
-    y = qg.int4_gemm(x.to(DEV), packed.to(DEV), s.to(DEV), path="mma", w_mma=wm.to(DEV))
+    y = qg.int4_gemm(x, packed, s, path="mma", w_mma=wm)
     assert rel(y, ref) < TOL
     with pytest.raises(ValueError, match="needs the weights in its layout"):
         qg.int4_gemm(x, packed, s, path="mma")

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from wmtp.calibrate import quant_fit
 from wmtp.calibrate.quant_fit import TIE_REL, fit_quant, merge_quant, shapes, split_m
 from wmtp.cli.main import app
 from wmtp.errors import ProfileError, WmtpError
@@ -28,6 +29,15 @@ OURS, TINY, OTHER = "wmtp_int4_group_auto", "torch_int4pack_mm", "wmtp_int4_grou
 SHAPES = [("q35", "attn_qkv", 1024, 2048, 3.0e6), ("q35", "lin_in", 2048, 2048, 9.0e6),
           ("q122", "attn_qkv", 1536, 1024, 20.0e6), ("q122", "lin_in", 1024, 4096, 7.0e6),
           ("nem", "attn_qkv", 512, 2048, 40.0e6), ("nem", "lin_in", 4096, 1024, 14.0e6)]
+
+
+SHIPPED_SWITCH = dict(quant_fit.KERNEL_SWITCH_M)  # read before the fixture below empties it
+
+
+@pytest.fixture(autouse=True)
+def no_kernel_switches(monkeypatch):
+    """The split by winners alone (the shipped `KERNEL_SWITCH_M` names OURS; its own tests set it)."""
+    monkeypatch.setattr(quant_fit, "KERNEL_SWITCH_M", {})
 
 
 def _row(kernel, model, comp, m, n, k, wb, t):
@@ -91,6 +101,31 @@ def test_one_winner_everywhere_writes_the_component_as_before():
     fits = fit_quant(_canonical(table))
     f = fits["gemm@int4"]
     assert f["regimes"] is None and f["impl"] == OURS and f["fit"].n_shapes == 6 * 5
+
+
+def test_a_kernel_switch_splits_one_winners_m(monkeypatch):
+    """One implementation fastest at every M, but a dispatcher that changes kernels after M = 1 and after M = 8:
+    three regimes of it, each fitted on its own rows."""
+    monkeypatch.setattr(quant_fit, "KERNEL_SWITCH_M", {OURS: (1, 8)})
+    table = _table(lambda kern, i, m: (0.005 if kern == OURS else 0.010) if m <= 16 else None)
+    g = shapes(_canonical(table))
+    assert [(r["m_range"], r["impl"]) for r in split_m(g, "int4", "gemm", OURS)] == [
+        ([1, 1], OURS), ([2, 8], OURS), ([16, 16], OURS)]
+    f = fit_quant(_canonical(table))["gemm@int4"]
+    assert [r["fit"].n_shapes for r in f["regimes"]] == [6, 18, 6]
+    monkeypatch.setattr(quant_fit, "KERNEL_SWITCH_M", {OURS: (3,)})  # between measured M = 2 and 4
+    assert [r["m_range"] for r in split_m(g, "int4", "gemm", OURS)] == [[1, 2], [4, 16]]
+
+
+def test_shipped_switch_points_are_the_dispatchers():
+    """`KERNEL_SWITCH_M` of int4 path='auto' against `quant_gemm.int4_gemm`'s constants: a GEMV for one row, swap-AB
+    from INT4_SWAP_AUTO_M's first row, the tensor-core kernel up to its MAX_ROWS."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from wmtp.measure.kernels import quant_gemm as qg
+    from wmtp.measure.kernels import quant_mma_i4 as qm
+
+    assert SHIPPED_SWITCH["wmtp_int4_group_auto"] == (qg.INT4_SWAP_AUTO_M[0] - 1, qm.MAX_ROWS)
 
 
 # ------------------------------------------------------------------------------------ fits per regime, merged
