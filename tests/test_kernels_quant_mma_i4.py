@@ -139,3 +139,62 @@ def test_int4_gemm_path_mma_and_auto_dispatch(monkeypatch):
     monkeypatch.setattr(qm, "AUTO_BYTES", 48 * 128 + 1)
     qg.int4_gemm(x, packed, s, w_mma=wm)  # one byte under the size rule
     assert log == [qm.AUTO_CTAS]
+
+
+@pytest.mark.parametrize("t, top_k, n_exp, a_is_pairs, split_k", [
+    (1, 2, 4, False, None), (3, 2, 5, False, 2), (2, 3, 4, True, None), (4, 2, 3, True, 1)])
+def test_moe_matches_reference(t, top_k, n_exp, a_is_pairs, split_k):
+    """Grouped over token-expert pairs: ids with repeated experts (fewer experts than pairs), route weights on the
+    pairs' rows (down projection), awkward N / K, split-K."""
+    from test_kernels_quant import ref_moe_gemm
+
+    from wmtp.measure.kernels.quant_mma_i4 import int4_mma_moe
+
+    gen = torch.Generator().manual_seed(31 * t + top_k + n_exp)
+    n, k = 40, 392
+    packed, s = quantize_int4_group(make_weight(gen, n_exp, n, k))
+    ids = torch.randint(0, n_exp, (t, top_k), generator=gen, dtype=torch.int32)
+    wts = torch.rand(t, top_k, generator=gen) if a_is_pairs else None
+    x = torch.randn(t * top_k if a_is_pairs else t, k, generator=gen).to(torch.bfloat16)
+    w_deq = torch.stack([ref_int4_weight(packed[e], s[e]) for e in range(n_exp)])
+    ref = ref_moe_gemm(x, w_deq, ids.long(), wts, a_is_pairs)
+    out = torch.full((t * top_k, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    int4_mma_moe(x.to(DEV), pack_int4_mma(packed).to(DEV), s.to(DEV), ids.to(DEV),
+                 None if wts is None else wts.to(DEV), a_is_pairs, n, out=out, split_k=split_k)
+    assert not torch.isnan(out).any()
+    assert rel(out, ref) < TOL
+
+
+def test_moe_dispatch(monkeypatch):
+    """int4_moe_gemm: path 'mma' runs the grouped kernel (needs w_mma); 'auto' takes it given w_mma for bf16 rows
+    at the experts and tokens of quant_moe.MOE_PAIR_AUTO, else the earlier paths."""
+    from wmtp.measure.kernels import quant_gemm as qg
+    from wmtp.measure.kernels import quant_mma_i4 as qm
+
+    gen = torch.Generator().manual_seed(3)
+    n_exp, n, k = 4, 32, 256
+    packed, s = quantize_int4_group(make_weight(gen, n_exp, n, k))
+    packed, s = packed.to(DEV), s.to(DEV)
+    ids = torch.randint(0, n_exp, (2, 2), generator=gen, dtype=torch.int32).to(DEV)
+    x = torch.randn(2, k, generator=gen).to(torch.bfloat16).to(DEV)
+    wm = pack_int4_mma(packed)
+    y = qg.int4_moe_gemm(x, packed, s, ids, path="mma", w_mma=wm)
+    from test_kernels_quant import ref_moe_gemm
+    w_deq = torch.stack([ref_int4_weight(packed[e].cpu(), s[e].cpu()) for e in range(n_exp)])
+    assert rel(y, ref_moe_gemm(x.cpu(), w_deq, ids.long().cpu(), None, False)) < TOL
+    with pytest.raises(ValueError, match="needs the weights in its layout"):
+        qg.int4_moe_gemm(x, packed, s, ids, path="mma")
+    log = []
+    real = qm.int4_mma_moe
+    monkeypatch.setattr(qm, "int4_mma_moe", lambda *a, **kw: log.append(1) or real(*a, **kw))
+    qg.int4_moe_gemm(x, packed, s, ids, w_mma=wm)  # 4 experts < MOE_PAIR_AUTO_MIN_EXPERTS: earlier paths
+    assert log == []
+    monkeypatch.setattr(qm, "MOE_PAIR_AUTO_MIN_EXPERTS", 4)
+    qg.int4_moe_gemm(x, packed, s, ids, w_mma=wm)
+    assert log == [1]
+    qg.int4_moe_gemm(x, packed, s, ids)  # no repacked weights
+    qg.int4_moe_gemm(x.half(), packed, s, ids, w_mma=wm)  # fp16 rows
+    qg.int4_moe_gemm(x, packed, s, ids, w_mma=wm, block_n=32)  # a named tile: the earlier paths
+    many = torch.randint(0, n_exp, (17, 2), generator=gen, dtype=torch.int32).to(DEV)
+    qg.int4_moe_gemm(torch.cat([x] * 9)[:17], packed, s, many, w_mma=wm)  # 17 tokens > MOE_PAIR_AUTO's 16
+    assert log == [1]

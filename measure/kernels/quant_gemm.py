@@ -1,27 +1,25 @@
-"""Quantized-weight GEMMs for decode-sized batches (M = 1..256 rows): FP8 W8A8 block-scaled and
-int4 W4A16 group-scaled, dense and grouped-by-expert (MoE).
+"""Quantized-weight GEMMs for decode batches (M = 1..256 rows): FP8 W8A8 block-scaled and int4 W4A16, dense and MoE.
 
 Formats (what the launchers accept; `quantize_*` in `quant_formats` produce them):
-- FP8 block (Qwen / DeepSeek FP8 releases): weight float8_e4m3fn [N, K] (MoE: [E, N, K]) with
-  float32 scales [ceil(N/128), ceil(K/128)] per 128x128 block, w = q * s. Activations are quantized
-  per token and per group of 128 along K (SGLang / vLLM `per_token_group_quant_fp8`):
-  s = max(|x_group|, 1e-10) / 448, q = fp8(clamp(x / s, -448, 448)), inside the GEMM (or by
-  `quantize_act_fp8`, then passed with `x_scale`).
-  y = sum_kb (q_x . q_w)_kb * s_x[m, kb] * s_w[n // 128, kb], accumulated in fp32.
-- int4 group (W4A16): weight uint8 [N, K/2], two 4-bit codes per byte along K (element 2j in the
-  low nibble, 2j+1 in the high nibble), symmetric with zero point 8: w = (code - 8) * s, one scale
-  per output row and group of 128 along K, scales [N, ceil(K/128)] (bf16 by default; fp16 / fp32
-  accepted). Activations bf16 / fp16; the codes enter the tensor cores exactly (as 2^k + code) and
-  the group scale multiplies each group's partial sum, so no rounding of dequantized weights.
+- FP8 block (Qwen / DeepSeek FP8 releases): weight float8_e4m3fn [N, K] (MoE: [E, N, K]) with float32 scales
+  [ceil(N/128), ceil(K/128)] per 128x128 block, w = q * s. Activations are quantized per token and per group of 128
+  along K (SGLang / vLLM `per_token_group_quant_fp8`): s = max(|x_group|, 1e-10) / 448, q = fp8(clamp(x / s, -448,
+  448)), inside the GEMM (or by `quantize_act_fp8`, then passed with `x_scale`); y = sum_kb (q_x . q_w)_kb *
+  s_x[m, kb] * s_w[n // 128, kb], accumulated in fp32.
+- int4 group (W4A16): weight uint8 [N, K/2], two 4-bit codes per byte along K (element 2j in the low nibble, 2j+1 in
+  the high nibble), symmetric with zero point 8: w = (code - 8) * s, one scale per output row and group of 128 along
+  K, scales [N, ceil(K/128)] (bf16 by default; fp16 / fp32 accepted). Activations bf16 / fp16; the codes enter the
+  tensor cores exactly (as 2^k + code), the group scale multiplies each group's partial sum (`quant_mma_i4`: the
+  same math from repacked weights).
 
-Decode is bandwidth-bound. One program owns a BLOCK_M x BLOCK_N output tile (BLOCK_M 16..128 by M, BLOCK_N by N) and a share of K, walked in steps of
-`block_k` (1, 2 or 4 groups of 128, `BLOCK_K_AUTO` by default; int4 optionally one step ahead); the launchers split K
-(`split_k`, automatic by default) until the tiles give about `_CTAS_PER_SM` programs per SM, and the kernel
-reduces the splits itself (a per-tile semaphore; the last split sums, in split order). Every call is one
-launch: FP8 activations are quantized in the kernel, grouped GEMMs route in the kernel (`quant_kernels`).
-Each routed expert's weights are read once per call (min(E, T*k) experts). The semaphores live in a
-per-device buffer every launch leaves re-armed (no concurrent calls on two streams). Under TRITON_INTERPRET=1 (CPU tests) operands are upcast to fp32 before `tl.dot`, and fp8
-stores are pre-rounded to the e4m3 grid (the interpreter's fp32 -> fp8 cast mis-rounds across binades).
+Decode is bandwidth-bound. One program owns a BLOCK_M x BLOCK_N output tile (BLOCK_M 16..128 by M, BLOCK_N by N)
+and a share of K, walked in steps of `block_k` (1, 2 or 4 groups of 128, `BLOCK_K_AUTO` by default; int4 optionally
+one step ahead); the launchers split K (`split_k`, automatic by default) until the tiles give about `_CTAS_PER_SM`
+programs per SM, and the kernel reduces the splits itself (a per-tile semaphore; the last split sums, in split
+order). One launch per call: FP8 activations are quantized in the kernel, grouped GEMMs route in it
+(`quant_kernels`); each routed expert's weights are read once per call. The semaphores live in a per-device buffer
+every launch leaves re-armed (no concurrent calls on two streams). Under TRITON_INTERPRET=1 (CPU tests) operands are
+upcast to fp32 before `tl.dot`, fp8 stores pre-rounded to the e4m3 grid (the interpreter's cast mis-rounds).
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2
 from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
-from wmtp.measure.kernels.quant_mma_i4 import mma_auto, mma_call
+from wmtp.measure.kernels.quant_mma_i4 import mma_auto, mma_call, moe_mma_call
 from wmtp.measure.kernels.quant_kernels import quant_gemm_kernel
 from wmtp.measure.kernels.quant_moe import moe_pair_call
 from wmtp.measure.kernels.quant_pdl import pdl_launch
@@ -74,9 +72,7 @@ _GEMV_ROWS_MAX, _PATHS = 16, ("auto", "gemv", "dot", "swap")  # the most rows pa
 # it quantizes bf16 / fp16 / fp32 activations ('pre': `quantize_act_fp8` first, a second launch; 'loop' (3 stages: within
 # 2 % of 'pre' at M = 1..8, 6 % faster at 16) / 'prologue' (slower): in the kernel); SWAP_STAGES: pipeline stages
 # (with 'pre', 4 fastest of 2 / 3 / 4)
-SWAP_AUTO_M = (2, 16)
-SWAP_ACT = "pre"
-SWAP_STAGES = 4
+SWAP_AUTO_M, SWAP_ACT, SWAP_STAGES = (2, 16), "pre", 4
 # (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`): 128 without prefetch for
 # both formats, from measure/results/h200-quant-v4 (wider steps and the prefetch were slower on most shapes)
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
@@ -437,11 +433,15 @@ def int4_moe_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, topk_
                   topk_weights: torch.Tensor | None = None, a_is_pairs: bool = False, split_k: int | None = None,
                   block_m: int | None = None, block_n: int | None = None, num_warps: int = 4, num_stages: int = 4,
                   out: torch.Tensor | None = None, path: str = "auto", block_k: int | None = None,
-                  prefetch: bool | None = None) -> torch.Tensor:
-    """Grouped W4A16, rows, path, block_k and prefetch as in `fp8_moe_gemm` / `int4_gemm`: w [E, N, K/2] uint8, w_scale [E, N, ceil(K/128)]; out in x.dtype."""
+                  prefetch: bool | None = None, w_mma: torch.Tensor | None = None) -> torch.Tensor:
+    """Grouped W4A16, rows, path, block_k and prefetch as in `fp8_moe_gemm` / `int4_gemm` ('mma' and 'auto' given w_mma:
+    `quant_mma_i4.moe_mma_call`): w [E, N, K/2] uint8, w_scale [E, N, ceil(K/128)]; out in x.dtype."""
     check_2d("x", x, _ACT_DTYPES)
     check_int4_weight(w, w_scale, x.shape[1], grouped=True)
     same_device(x, w, w_scale)
+    if (y := moe_mma_call(path, (block_m, block_n, block_k), x, w_mma, w_scale, topk_ids, topk_weights, a_is_pairs,
+                          out, split_k, _sm_count(x.device), lambda t: _counters(x.device, t))) is not None:
+        return y
     if (y := moe_pair_call(path, "int4_group", x, w, w_scale, topk_ids, topk_weights, a_is_pairs, out, x.dtype,
                            (block_m, block_n, block_k), split_k, num_warps, _counters)) is not None:
         return y  # path 'pair', or 'auto' at the tokens `quant_moe.MOE_PAIR_AUTO` lists

@@ -34,6 +34,7 @@ import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import GROUP
 from wmtp.measure.kernels.quant_gemv_int4 import DEQ_ASM, int4_code
+from wmtp.measure.kernels.quant_moe import MOE_PAIR_AUTO, MOE_PAIR_AUTO_MIN_EXPERTS
 
 _MMA_ASM = tl.constexpr("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                         "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
@@ -59,25 +60,26 @@ AUTO_CTAS, AUTO_BYTES = 8, 8 << 20
 
 
 def pack_int4_mma(packed: torch.Tensor) -> torch.Tensor:
-    """uint8 [N, K / 2] (`quant_formats.quantize_int4_group`'s codes) -> int32 words [ceil(N/16), 2 ceil(K/128), 32, 4]
-    in the layout of the module docstring."""
-    if packed.dim() != 2 or packed.dtype != torch.uint8:
-        raise ValueError(f"pack_int4_mma takes uint8 [N, K/2] codes, got {packed.dtype} {tuple(packed.shape)}")
-    n, k = packed.shape[0], packed.shape[1] * 2
+    """uint8 [..., N, K / 2] (`quant_formats.quantize_int4_group`'s codes; MoE: [E, N, K / 2]) -> int32 words
+    [..., ceil(N/16), 2 ceil(K/128), 32, 4] in the layout of the module docstring."""
+    if packed.dim() not in (2, 3) or packed.dtype != torch.uint8:
+        raise ValueError(f"pack_int4_mma takes uint8 [N, K/2] or [E, N, K/2] codes, got {packed.dtype} "
+                         f"{tuple(packed.shape)}")
+    lead, n, k = packed.shape[:-2], packed.shape[-2], packed.shape[-1] * 2
     p = packed.to(torch.int64)
-    codes = torch.stack([p & 0xF, p >> 4], dim=-1).reshape(n, k)
+    codes = torch.stack([p & 0xF, p >> 4], dim=-1).reshape(*lead, n, k)
     t, kc = triton.cdiv(n, 16), 2 * triton.cdiv(k, GROUP)
-    full = torch.full((16 * t, 64 * kc), 8, dtype=torch.int64, device=packed.device)
-    full[:n, :k] = codes
-    # [tile, hi, g, chunk, q, c, e]: row 16 tile + 8 hi + g, k = 64 chunk + 16 q + 4 c + e
-    v = full.reshape(t, 2, 8, kc, 4, 4, 4)
-    words = torch.zeros(t, kc, 8, 4, 4, dtype=torch.int64, device=packed.device)  # [tile, chunk, g, q, c]
+    full = torch.full((*lead, 16 * t, 64 * kc), 8, dtype=torch.int64, device=packed.device)
+    full[..., :n, :k] = codes
+    # [.., tile, hi, g, chunk, q, c, e]: row 16 tile + 8 hi + g, k = 64 chunk + 16 q + 4 c + e
+    v = full.reshape(-1, t, 2, 8, kc, 4, 4, 4)
+    words = torch.zeros(v.shape[0], t, kc, 8, 4, 4, dtype=torch.int64, device=packed.device)  # [.., chunk, g, q, c]
     for hi in range(2):
         for e in range(4):
             j = hi + 2 * (e >> 1) + 4 * (e & 1)
-            words |= v[:, hi, :, :, :, :, e].permute(0, 2, 1, 3, 4) << (4 * j)
+            words |= v[:, :, hi, :, :, :, :, e].permute(0, 1, 3, 2, 4, 5) << (4 * j)
     words = torch.where(words >= 1 << 31, words - (1 << 32), words)
-    return words.reshape(t, kc, 32, 4).to(torch.int32).contiguous()
+    return words.reshape(*lead, t, kc, 32, 4).to(torch.int32).contiguous()
 
 
 @triton.jit
@@ -142,38 +144,34 @@ def _mma(wd, xa, xb, c0, c1, c2, c3, NW: tl.constexpr, EMU: tl.constexpr, SUB_MM
                                      dtype=(tl.float32, tl.float32, tl.float32, tl.float32), is_pure=True, pack=1)
 
 
-@triton.jit(do_not_specialize=["M"])
-def int4_mma_kernel(A32, W, W_s, Out, Part, Count, M, N, K2, n_groups, g_per_split, n_split,
-                    stride_am, stride_wsn, stride_ps, stride_om, NW: tl.constexpr, SPLIT: tl.constexpr,
-                    EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr):
-    """Out [M, N] = A [M, K] @ dequant(W, W_s)^T for M <= 8 (A32: A's bf16 pairs as int32, K2 = K / 2 of them per
-    row); program (pid, pid_k): row tiles NW pid .. + NW - 1, 128-groups [pid_k g_per_split, ..)."""
-    pid = tl.program_id(0)
-    pid_k = tl.program_id(1)
+@triton.jit
+def _lanes(tp, N, NW: tl.constexpr):
+    """Per lane of program tile group tp: (lane, g, q, its row tile clamped to the last, row0, row-g ok, row-g+8 ok)."""
     i = tl.arange(0, NW * 32)
     lane = i % 32
     g = lane // 4
-    q = lane % 4
-    tile = pid * NW + i // 32
+    tile = tp * NW + i // 32
     n_tiles = tl.cdiv(N, 16)
     t_ok = tile < n_tiles
-    kc_n = 2 * n_groups  # chunks of 64 per row tile
-    # loads unmasked: a tile past the last reads the last, a token past M reads row M - 1, a row past N reads row
-    # N - 1's scales (their results are never stored; padding codes are 8)
-    w_base = W + (tl.minimum(tile, n_tiles - 1).to(tl.int64) * kc_n * 32 + lane) * 4  # [R]: the lane's chunk 0
-    x_base = A32 + tl.minimum(g, M - 1).to(tl.int64) * stride_am + q * 8  # [R]: token g's pairs 8 q .. of chunk 0
-    j4 = tl.arange(0, 4)[None, :]
     row0 = tile * 16 + g
+    return lane, g, lane % 4, tl.minimum(tile, n_tiles - 1), row0, t_ok & (row0 < N), t_ok & (row0 + 8 < N)
+
+
+@triton.jit
+def _tiles(W, W_s, lane, q, tile, row0, x_base, N, K2, n_groups, g_lo, g_hi, stride_wsn, NW: tl.constexpr,
+           EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr):
+    """The four fp32 accumulators of each lane (D fragment rows g / g + 8, tokens 2 q / 2 q + 1) over 128-groups
+    [g_lo, g_hi) of the lane's row tile (W, W_s: this matrix's words and group scales; x_base: the lane's token row,
+    pairs 8 q ..). Loads unmasked: a tile past the last reads the last, a row past N reads row N - 1's scales (their
+    results are never stored; padding codes are 8)."""
+    w_base = W + (tile.to(tl.int64) * (2 * n_groups) * 32 + lane) * 4  # [R]: the lane's words of chunk 0
     s_lo = W_s + tl.minimum(row0, N - 1).to(tl.int64) * stride_wsn
     s_hi = W_s + tl.minimum(row0 + 8, N - 1).to(tl.int64) * stride_wsn
-    r_lo_ok = t_ok & (row0 < N)
-    r_hi_ok = t_ok & (row0 + 8 < N)
-    acc0 = tl.zeros([NW * 32], tl.float32)
-    acc1 = tl.zeros([NW * 32], tl.float32)
-    acc2 = tl.zeros([NW * 32], tl.float32)
-    acc3 = tl.zeros([NW * 32], tl.float32)
-    g_lo = pid_k * g_per_split
-    g_hi = tl.minimum(g_lo + g_per_split, n_groups)
+    j4 = tl.arange(0, 4)[None, :]
+    acc0 = tl.zeros(q.shape, tl.float32)
+    acc1 = tl.zeros(q.shape, tl.float32)
+    acc2 = tl.zeros(q.shape, tl.float32)
+    acc3 = tl.zeros(q.shape, tl.float32)
     for grp in range(g_lo, g_hi):
         c0, c1, c2, c3 = _group_chunk(w_base, x_base, 2 * grp, q, K2, j4, NW, EMU, SUB_MMA, EVEN_K)
         e0, e1, e2, e3 = _group_chunk(w_base, x_base, 2 * grp + 1, q, K2, j4, NW, EMU, SUB_MMA, EVEN_K)
@@ -183,8 +181,52 @@ def int4_mma_kernel(A32, W, W_s, Out, Part, Count, M, N, K2, n_groups, g_per_spl
         acc1 += (c1 + e1) * sl
         acc2 += (c2 + e2) * sh
         acc3 += (c3 + e3) * sh
+    return acc0, acc1, acc2, acc3
+
+
+@triton.jit(do_not_specialize=["M"])
+def int4_mma_kernel(A32, W, W_s, Out, Part, Count, M, N, K2, n_groups, g_per_split, n_split,
+                    stride_am, stride_wsn, stride_ps, stride_om, NW: tl.constexpr, SPLIT: tl.constexpr,
+                    EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr):
+    """Out [M, N] = A [M, K] @ dequant(W, W_s)^T for M <= 8 (A32: A's bf16 pairs as int32, K2 = K / 2 of them per
+    row); program (pid, pid_k): row tiles NW pid .. + NW - 1, 128-groups [pid_k g_per_split, ..)."""
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    lane, g, q, tile, row0, r_lo_ok, r_hi_ok = _lanes(pid, N, NW)
+    x_base = A32 + tl.minimum(g, M - 1).to(tl.int64) * stride_am + q * 8  # token g (past M: row M - 1, not stored)
+    g_lo = pid_k * g_per_split
+    acc0, acc1, acc2, acc3 = _tiles(W, W_s, lane, q, tile, row0, x_base, N, K2, n_groups, g_lo,
+                                    tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU, SUB_MMA, EVEN_K)
     _finish(Out, Part, Count, acc0, acc1, acc2, acc3, row0, 2 * q, r_lo_ok, r_hi_ok, M, pid, pid_k, n_split,
             stride_ps, stride_om, SPLIT)
+
+
+@triton.jit(do_not_specialize=["P"])
+def int4_mma_moe_kernel(A32, W, W_s, Out, Part, Count, route_w, ids, P, N, K2, n_groups, g_per_split, n_split, top_k,
+                        stride_am, stride_we, stride_wse, stride_wsn, stride_ps, stride_om, NW: tl.constexpr,
+                        SPLIT: tl.constexpr, EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr,
+                        A_IS_PAIRS: tl.constexpr, SCALE: tl.constexpr):
+    """Grouped, one program per (token-expert pair p, tile group, K split) as `quant_moe`'s 'pair' mode: Out row p =
+    A[p // top_k] (A[p] if A_IS_PAIRS) @ dequant(W[ids[p]])^T (times route_w[p] if SCALE); W: [E, tiles, chunks, 32,
+    4] words. Every lane's B fragment is row p's (only token 0 is stored)."""
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    progs = tl.cdiv(tl.cdiv(N, 16), NW)
+    pair = pid // progs
+    e = tl.load(ids + pair).to(tl.int64)
+    lane, g, q, tile, row0, r_lo_ok, r_hi_ok = _lanes(pid % progs, N, NW)
+    a_row = pair if A_IS_PAIRS else pair // top_k
+    x_base = A32 + a_row.to(tl.int64) * stride_am + q * 8
+    g_lo = pid_k * g_per_split
+    acc0, acc1, acc2, acc3 = _tiles(W + e * stride_we, W_s + e * stride_wse, lane, q, tile, row0, x_base, N, K2,
+                                    n_groups, g_lo, tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU,
+                                    SUB_MMA, EVEN_K)
+    if SCALE:
+        rw = tl.load(route_w + pair).to(tl.float32)
+        acc0, acc1, acc2, acc3 = acc0 * rw, acc1 * rw, acc2 * rw, acc3 * rw
+    row_off = pair.to(tl.int64) * stride_om
+    _finish(Out + row_off, Part + row_off, Count, acc0, acc1, acc2, acc3, row0, 2 * q, r_lo_ok, r_hi_ok, 1, pid,
+            pid_k, n_split, stride_ps, stride_om, SPLIT)
 
 
 @triton.jit
@@ -308,3 +350,69 @@ def mma_call(x, w_mma, w_scale, n, out, split_k, sm, counters):
     if w_mma is None:
         raise ValueError("path 'mma' needs the weights in its layout: w_mma = quant_mma_i4.pack_int4_mma(w)")
     return int4_mma_gemm(x, w_mma, w_scale, n, out=out, split_k=split_k, ctas=AUTO_CTAS, sm=sm, counters=counters)
+
+
+def moe_plan(pairs, n, k, sm, num_warps=4, split_k=None, ctas=AUTO_CTAS):
+    """(programs per pair, split, groups per split) of `int4_mma_moe_kernel`, as `mma_plan` over the pairs' programs
+    (partials under an eighth of the routed weight bytes: split <= K / 64)."""
+    groups = triton.cdiv(k, GROUP)
+    progs = triton.cdiv(triton.cdiv(n, 16), num_warps)
+    if split_k is None:
+        split_k = max(1, min(triton.cdiv(ctas * sm, max(1, pairs) * progs), groups, k // 64))
+    elif not 1 <= split_k <= groups:
+        raise ValueError(f"split_k must be in [1, {groups}] (K blocks of {GROUP}), got {split_k}")
+    per = triton.cdiv(groups, split_k)
+    return progs, triton.cdiv(groups, per), per
+
+
+def int4_mma_moe(x, w_mma, w_scale, ids, route_w, a_is_pairs, n, out=None, split_k=None, num_warps=4,
+                 ctas=AUTO_CTAS, sm=None, counters=None, emulate=None, sub_mma=True):
+    """Grouped W4A16 over token-expert pairs (`int4_mma_moe_kernel`): out [T*k, N] bf16, row p = x[p // k] (x[p] if
+    a_is_pairs) @ dequant(expert ids[p])^T (times route_w[p]); x bf16 [T or T*k, K], K % 8 == 0; w_mma =
+    `pack_int4_mma(w [E, N, K/2])`, w_scale [E, N, ceil(K/128)]; ids [T, k] int32 / int64."""
+    k = x.shape[1]
+    if x.dtype != torch.bfloat16 or x.dim() != 2 or k % 8 or x.stride(1) != 1 or x.stride(0) % 8:
+        raise ValueError(f"int4_mma_moe takes bf16 x [rows, K % 8 == 0] with contiguous, 16-byte aligned rows, got "
+                         f"{x.dtype} {tuple(x.shape)}")
+    t, kc = triton.cdiv(n, 16), 2 * triton.cdiv(k, GROUP)
+    n_exp = w_mma.shape[0]
+    if (w_mma.dim() != 5 or tuple(w_mma.shape[1:]) != (t, kc, 32, 4) or w_mma.dtype != torch.int32
+            or tuple(w_scale.shape) != (n_exp, n, kc // 2) or w_scale.stride(2) != 1):
+        raise ValueError(f"w_mma must be int32 [E, {t}, {kc}, 32, 4] and w_scale [E, {n}, {kc // 2}], got "
+                         f"{tuple(w_mma.shape)} {w_mma.dtype} and {tuple(w_scale.shape)}")
+    if ids.dim() != 2 or not ids.is_contiguous() or x.shape[0] != (ids.numel() if a_is_pairs else ids.shape[0]):
+        raise ValueError(f"ids must be a contiguous [T, k] tensor with x's {x.shape[0]} rows as "
+                         f"{'pairs' if a_is_pairs else 'tokens'}, got {tuple(ids.shape)}")
+    pairs = ids.numel()
+    if sm is None:
+        sm = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+    progs, split, per = moe_plan(pairs, n, k, sm, num_warps, split_k, ctas)
+    out = torch.empty((pairs, n), dtype=torch.bfloat16, device=x.device) if out is None else out
+    if pairs == 0 or n == 0:
+        return out
+    part = torch.empty((split, pairs, n), dtype=torch.float32, device=x.device) if split > 1 else out
+    live = pairs * progs
+    count = (counters(live) if counters else torch.zeros(live, dtype=torch.int32, device=x.device)) if split > 1 \
+        else out
+    int4_mma_moe_kernel[(live, split)](
+        x.view(torch.int32), w_mma, w_scale, out, part, count, route_w if route_w is not None else out, ids, pairs,
+        n, k // 2, kc // 2, per, split, ids.shape[1], x.stride(0) // 2, w_mma.stride(0), w_scale.stride(0),
+        w_scale.stride(1), part.stride(0) if split > 1 else 0, out.stride(0), NW=num_warps, SPLIT=split > 1,
+        EMU=(not x.is_cuda) if emulate is None else emulate, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0,
+        A_IS_PAIRS=a_is_pairs, SCALE=route_w is not None, num_warps=num_warps)
+    return out
+
+
+def moe_mma_call(path, tiles, x, w_mma, w_scale, ids, route_w, a_is_pairs, out, split_k, sm, counters):
+    """`quant_gemm.int4_moe_gemm`'s path 'mma' (needs w_mma), and 'auto' (no tile named) given w_mma for bf16 rows,
+    K % 8 == 0, the tokens and experts of `quant_moe.MOE_PAIR_AUTO` (pairs rarely repeat an expert, which this
+    kernel, like 'pair', streams again per pair); None where neither applies."""
+    if path == "mma" and w_mma is None:
+        raise ValueError("path 'mma' needs the weights in its layout: w_mma = quant_mma_i4.pack_int4_mma(w)")
+    auto = (path == "auto" and tiles == (None, None, None) and w_mma is not None and x.dtype == torch.bfloat16
+            and x.shape[1] % 8 == 0 and ids.dim() == 2 and ids.shape[0] <= MOE_PAIR_AUTO["int4_group"][-1][1]
+            and w_mma.shape[0] >= MOE_PAIR_AUTO_MIN_EXPERTS)
+    if path != "mma" and not auto:
+        return None
+    return int4_mma_moe(x, w_mma, w_scale, ids, route_w, a_is_pairs, w_scale.shape[1], out=out, split_k=split_k,
+                        sm=sm, counters=counters)

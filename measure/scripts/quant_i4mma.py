@@ -18,10 +18,10 @@ from __future__ import annotations
 import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
-from wmtp.measure.kernels.quant_mma_i4 import MAX_ROWS, int4_mma_gemm, pack_int4_mma
+from wmtp.measure.kernels.quant_mma_i4 import MAX_ROWS, int4_mma_gemm, int4_mma_moe, pack_int4_mma
 from wmtp.measure.scripts import quant_bench as qb
-from wmtp.measure.scripts.quant_bk import call_peer, items, peer_ops, script_main
-from wmtp.measure.scripts.quant_peers import dense_fns, dense_format, dense_ref, weight_set
+from wmtp.measure.scripts.quant_bk import call_peer, items, moe_weights, peer_ops, script_main
+from wmtp.measure.scripts.quant_peers import dense_fns, dense_format, dense_ref, moe_ref, weight_set
 
 MS = (1, 2, 4, 8, 16)  # the kernel takes M <= 8; M = 16 times the two path='auto' rows
 # run2 of h200-quant-v11 timed also [fma-w4], [fma-w8], [sub-w8], [sub-w4-c2] (commit 36ea377)
@@ -61,13 +61,45 @@ def run_dense(b, model, comp, n, k, check, keep):
             b.measure(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes, [lambda fn=fn, w=w: fn(w) for w in wsets])
 
 
+MOE = {"wmtp_int4_moe": {}, "wmtp_int4_moe_auto": {"mma": True}, "wmtp_int4_moe_mma[fma-c8]": {"sub_mma": False}}
+
+
+def run_moe(b, model, comp, n, k, n_exp, top_k, keep):
+    """The grouped experts (as `quant_moe_bench`: random top-k routing, one call per replay, the routed experts'
+    bytes): path='auto' without / with the repacked experts (`wmtp_int4_moe` / `_auto`), and the kernel's other
+    dequantization."""
+    if not any(keep(name, model, comp) for name in MOE):
+        return
+    gen = torch.Generator(device=b.dev).manual_seed(29)
+    down = comp.endswith("down")
+    _, (wq, ws) = moe_weights(b, n, k, n_exp)
+    wm = pack_int4_mma(wq)
+    for m in MS:
+        ids = torch.rand(m, n_exp, device=b.dev, generator=gen).topk(top_k, dim=1).indices.to(torch.int32)
+        wts = torch.softmax(torch.randn(m, top_k, device=b.dev, generator=gen), -1) if down else None
+        x = torch.randn(m * top_k if down else m, k, device=b.dev, generator=gen).to(torch.bfloat16)
+        used = ids.unique()
+        calls = {"wmtp_int4_moe": lambda: qg.int4_moe_gemm(x, wq, ws, ids, wts, a_is_pairs=down),
+                 "wmtp_int4_moe_auto": lambda: qg.int4_moe_gemm(x, wq, ws, ids, wts, a_is_pairs=down, w_mma=wm),
+                 "wmtp_int4_moe_mma[fma-c8]": lambda: int4_mma_moe(x, wm, ws, ids, wts, down, n, sub_mma=False)}
+        w_deq, pos = qg.dequantize_int4_group(wq[used.long()], ws[used.long()]), torch.searchsorted(used, ids)
+        ref = moe_ref(x, w_deq, pos, wts, down)
+        for kernel, fn in calls.items():
+            if not keep(kernel, model, comp) or (kernel.startswith("wmtp_int4_moe_mma") and m > 16):
+                continue
+            b.check(kernel, model, comp, m, n, k, n_exp, top_k, fn, ref)
+            b.measure(kernel, model, comp, m, n, k, n_exp, top_k, "int4",
+                      used.numel() * qg.weight_bytes("int4_group", n, k), [fn], routed=used.numel())
+
+
 def sweep(b, models, keep, out_dir=None):
     seen = set()
     for model, kind, comp, shape in items(models):
-        if kind != "dense":
-            continue
-        run_dense(b, model, comp, *shape, check=model not in seen, keep=keep)
-        seen.add(model)
+        if kind == "moe":
+            run_moe(b, model, comp, *shape, keep=keep)
+        else:
+            run_dense(b, model, comp, *shape, check=model not in seen, keep=keep)
+            seen.add(model)
         torch.cuda.empty_cache()
         if out_dir is not None:
             qb.write_outputs(b, out_dir, final=False)
