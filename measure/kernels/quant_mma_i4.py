@@ -57,6 +57,9 @@ MAX_ROWS = 8  # tokens: the MMA's N
 # `quant_gemm.int4_gemm`, path='auto' with repacked weights, from measure/results/h200-quant-v11 (run2): this kernel
 # (the -136 MMA, split-K for AUTO_CTAS programs per SM) for bf16 rows M <= 8 and at least AUTO_BYTES of codes
 AUTO_CTAS, AUTO_BYTES = 8, 8 << 20
+# grouped experts (`int4_mma_moe`): code - 8 by the packed FMA, not the -136 MMA (h200-quant-v11 run4: 1.34-1.71x over
+# the earlier path at 4-16 tokens against 1.26-1.53x, 1.15-1.18x at 1-2 tokens against 1.22-1.25x)
+MOE_SUB_MMA = False
 
 
 def pack_int4_mma(packed: torch.Tensor) -> torch.Tensor:
@@ -415,4 +418,4 @@ def moe_mma_call(path, tiles, x, w_mma, w_scale, ids, route_w, a_is_pairs, out, 
     if path != "mma" and not auto:
         return None
     return int4_mma_moe(x, w_mma, w_scale, ids, route_w, a_is_pairs, w_scale.shape[1], out=out, split_k=split_k,
-                        sm=sm, counters=counters)
+                        sm=sm, counters=counters, sub_mma=MOE_SUB_MMA)

@@ -61,13 +61,14 @@ def run_dense(b, model, comp, n, k, check, keep):
             b.measure(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes, [lambda fn=fn, w=w: fn(w) for w in wsets])
 
 
-MOE = {"wmtp_int4_moe": {}, "wmtp_int4_moe_auto": {"mma": True}, "wmtp_int4_moe_mma[fma-c8]": {"sub_mma": False}}
+# run4 of h200-quant-v11 timed also `wmtp_int4_moe_mma[fma-c8]` (commit 812c210; its auto then took the -136 MMA)
+MOE = ("wmtp_int4_moe", "wmtp_int4_moe_auto", "wmtp_int4_moe_mma[sub-c8]")
 
 
 def run_moe(b, model, comp, n, k, n_exp, top_k, keep):
     """The grouped experts (as `quant_moe_bench`: random top-k routing, one call per replay, the routed experts'
     bytes): path='auto' without / with the repacked experts (`wmtp_int4_moe` / `_auto`), and the kernel's other
-    dequantization."""
+    dequantization (the -136 MMA)."""
     if not any(keep(name, model, comp) for name in MOE):
         return
     gen = torch.Generator(device=b.dev).manual_seed(29)
@@ -81,7 +82,7 @@ def run_moe(b, model, comp, n, k, n_exp, top_k, keep):
         used = ids.unique()
         calls = {"wmtp_int4_moe": lambda: qg.int4_moe_gemm(x, wq, ws, ids, wts, a_is_pairs=down),
                  "wmtp_int4_moe_auto": lambda: qg.int4_moe_gemm(x, wq, ws, ids, wts, a_is_pairs=down, w_mma=wm),
-                 "wmtp_int4_moe_mma[fma-c8]": lambda: int4_mma_moe(x, wm, ws, ids, wts, down, n, sub_mma=False)}
+                 "wmtp_int4_moe_mma[sub-c8]": lambda: int4_mma_moe(x, wm, ws, ids, wts, down, n, sub_mma=True)}
         w_deq, pos = qg.dequantize_int4_group(wq[used.long()], ws[used.long()]), torch.searchsorted(used, ids)
         ref = moe_ref(x, w_deq, pos, wts, down)
         for kernel, fn in calls.items():
