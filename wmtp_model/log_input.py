@@ -121,7 +121,7 @@ def open_text(path: str | Path):
     # (a wide head cut inside a character ends in one replacement character: only the wrap-width look sees it)
     text = head.decode("utf-8", "replace") if enc == "utf-8-sig" else head.decode(enc, "replace").lstrip("\ufeff")
     text = ANSI.sub("", text) if "\x1b" in text else text
-    if pretty_json(text):  # a pretty-printed JSON document: its arrays of numbers joined, no terminal's wrap
+    if pretty_json(text.lstrip("\ufeff")):  # a pretty-printed JSON document: its arrays of numbers joined, no terminal's wrap
         return ArraysJoined(f)
     soft = soft_wrapped(text)  # wrapped engine lines' lengths (then one full-width line continued shows no cut)
     width = wrap_width(text, len(head) < 65536, strict=bool(soft))

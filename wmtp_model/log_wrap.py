@@ -226,13 +226,14 @@ class SoftJoined(_Joined):
 # a line (MLC-LLM's `"accept_count": [`, vLLM's per-position rates), which the line parsers read only whole
 _OPEN_ARRAY = re.compile(r'\s*"[^"]+"\s*:\s*\[\s*$')
 _ELEMENT = re.compile(r"\s*[-+0-9.eE]+\s*,?\s*$|\s*\]\s*,?\s*$")
+_DOC = re.compile(r'\s*(?:\{\s*"|\[\s*[\[{])')  # an object or an array of them: not a `[2025-...` log line
 MAX_ARRAY_LINES = 4096
 
 
 def pretty_json(head: str) -> bool:
     """Whether `head` (a file's first characters) is a pretty-printed JSON document with an array of numbers opened on
     a line of its own."""
-    return head.lstrip()[:1] in ("{", "[") and any(_OPEN_ARRAY.match(ln) for ln in head.split("\n", 2000)[:2000])
+    return _DOC.match(head) is not None and any(_OPEN_ARRAY.match(ln) for ln in head.split("\n", 2000)[:2000])
 
 
 class ArraysJoined(_Joined):
