@@ -254,3 +254,25 @@ def test_a_2025_evalscope_summary_with_an_itl_row_keeps_its_tpot_row(tmp_path):
                                   " Average latency: 8.200\n Average time to first token: 0.200\n"])
 def test_unit_less_latency_labels_alone_give_nothing(tmp_path, text):
     _one_error(_write(tmp_path, text), "no usable")
+
+
+# ---------------------------------------------------------------------------- AIPerf / genai-perf JSON export
+@pytest.mark.parametrize("text, itl", [
+    ('{\n  "inter_token_latency": {\n    "unit": "ms",\n    "avg": 12.5,\n    "p50": 12.4\n  }\n}\n', 12.5),
+    ('{\n  "inter_token_latency": {\n    "unit": "sec",\n    "avg": 0.0125\n  }\n}\n', 12.5),  # another time unit
+    ('{"inter_token_latency": {"unit": "ms", "avg": 12.5, "p99": 13.3}}\n', 12.5),  # one line
+    ('{"inter_token_latency": {"unit": "ns", "avg": 12500000.0}}\n', 12.5),
+])
+def test_aiperf_json_export_itl_object(tmp_path, text, itl):
+    out = _logs(_write(tmp_path, text, "e.json"))
+    assert out["tpot_ms"] == pytest.approx(itl) and "ITL" in out["tpot"]["estimator"]
+
+
+@pytest.mark.parametrize("text", [
+    '{\n  "time_to_first_token": {\n    "unit": "ms",\n    "avg": 400.0\n  }\n}\n',  # another metric's avg
+    '{\n  "inter_token_latency": {\n    "unit": "tokens",\n    "avg": 12.5\n  }\n}\n',  # not a time
+    '{\n  "inter_token_latency": {\n    "unit": "ms",\n    "p1": 1,\n    "p5": 2,\n    "p10": 3,\n    "avg": 12.5\n'
+    '  }\n}\n',  # its avg too far from the key (not AIPerf's field order)
+])
+def test_aiperf_json_export_near_misses_give_no_tpot(tmp_path, text):
+    _one_error(_write(tmp_path, text, "e.json"), "no usable")

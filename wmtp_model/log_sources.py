@@ -108,6 +108,7 @@ class Summaries:
         self.note = ""  # what `tpot` set aside
         self.al_open = None  # the line of trtllm-bench's open `acceptance_length_percentiles` object
         self.boxes = BoxCells()  # a box table's first cell wrapped over rows
+        self.itl_open, self.itl_unit = None, 1.0  # an AIPerf JSON export's open `inter_token_latency` object: line, unit
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
                      "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0, "mhist": []}
@@ -138,6 +139,9 @@ class Summaries:
                 if 1 <= v.value <= 1000:
                     self.values["accept_length"] = (v.value, v.line_no)
             return
+        if v.key in ("itl_open", "json_unit", "json_avg"):  # AIPerf's JSON export: its ITL object's avg in ms
+            self._json_itl(v)
+            return
         if v.key.startswith("prom:"):  # a counter's later sample (a second scrape) replaces its earlier one
             self.prom[v.key[5:]] = (v.value, v.line_no)
             return
@@ -155,6 +159,20 @@ class Summaries:
         if v.key in self.values:
             self.repeated += 1
         self.values[v.key] = (v.value, v.line_no)
+
+    def _json_itl(self, v: Value) -> None:
+        """`"inter_token_latency": {` opened on a line (`itl_open`), then its `"unit"` (a time, else the object is not
+        read) and `"avg"` within the next three lines: the ITL in ms (`itl_mean_ms`)."""
+        if v.key == "itl_open":
+            self.itl_open, self.itl_unit = v.line_no, 1.0
+        elif self.itl_open is None or v.line_no - self.itl_open > 3:
+            self.itl_open = None
+        elif v.key == "json_unit":
+            self.itl_unit = v.value
+            self.itl_open = self.itl_open if v.value else None
+        elif v.key == "json_avg":
+            self.itl_open = None
+            self.values["itl_mean_ms"] = (v.value * self.itl_unit, v.line_no)
 
     def _table(self, v: Value) -> None:
         """A results table: its header's TPOT / AL columns, then its first data row's values (later rows are other

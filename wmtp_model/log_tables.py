@@ -41,7 +41,8 @@ def _edged(line: str) -> list[str] | None:
 def _guidellm_head(cells: list[str], own: str, n: int) -> Value | None:
     """A `table_head` (kind 1: the ITL mean column, 0.3; kind 2: the ITL median column, 0.7) for a guidellm header."""
     if own.lstrip().startswith("Metadata") and "ITL (ms)" in own and "TPOT (ms)" in own:  # 0.3's sections row
-        spans = [(m.group(1).strip(), len(m.group(2))) for m in _SECTION.finditer(own.strip()) if m.group(1).strip()]
+        spans = [(m.group(1).strip(), len(m.group(2))) for m in _SECTION.finditer(own.strip())
+                 if m.group(1).strip()]
         if not spans:
             return None
         counts = [c for _, c in spans[:-1]] + [spans[-1][1] + 1]
@@ -110,3 +111,32 @@ def parse_mlc_metric(line: str, n: int):
         return None
     x = finite(num(m.group(3)), 0.0, 1000.0)
     return Value(n, f"mlc_{m.group(1)}:{int(m.group(2))}", x) if x is not None else False
+
+
+# AIPerf's `profile_export_aiperf.json` and genai-perf's `profile_export_genai_perf.json` (ai-dynamo/aiperf
+# `aiperf/exporters/json_exporter.py`, `aiperf/common/models/export_models.py`: `"inter_token_latency": {"unit": "ms",
+# "avg": ..., "p50": ...}`, pretty-printed with indent 2, display units): the per-request (latency - TTFT) / (OSL - 1)
+_JSON_ITL = re.compile(r'"inter_token_latency"\s*:\s*\{\s*(?:"unit"\s*:\s*"(\w+)"\s*,\s*)?'
+                       r'(?:"avg"\s*:\s*(\S+?)\s*[,}])?')
+_TO_MS = {"ms": 1.0, "s": 1e3, "sec": 1e3, "us": 1e-3, "ns": 1e-6}  # a unit in milliseconds
+_JSON_FIELD = re.compile(r'\s*"(unit|avg)"\s*:\s*("\w+"|[-+0-9.eE]+|null)\s*,?\s*$')
+
+
+def parse_json_itl(line: str, n: int):
+    """`itl_mean_ms` for a one-line `"inter_token_latency": {"unit": "ms", "avg": X, ...}` object, `itl_open` for one
+    opened on its own line (its `unit` / `avg` fields follow: `json_unit`, the unit in ms, 0 for one not a time;
+    `json_avg`); False for a bad number or a unit not a time; None for any other line."""
+    m = _JSON_ITL.search(line)
+    if m is not None:
+        unit, raw = m.groups()
+        if raw is None:
+            return Value(n, "itl_open", 0.0) if line.rstrip().endswith("{") else None
+        x, scale = finite(num(raw)), _TO_MS.get(unit or "ms", 0.0)
+        return Value(n, "itl_mean_ms", x * scale) if x is not None and scale else False
+    m = _JSON_FIELD.match(line)
+    if m is None:
+        return None
+    if m.group(1) == "unit":
+        return Value(n, "json_unit", _TO_MS.get(m.group(2).strip('"'), 0.0))
+    x = finite(num(m.group(2))) if m.group(2) != "null" else None
+    return Value(n, "json_avg", x) if x is not None else None

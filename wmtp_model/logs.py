@@ -35,7 +35,7 @@ from wmtp.errors import WmtpError
 from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_trt_stats
 from wmtp.log_input import open_text
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_tables import parse_mlc_metric, parse_step_shares, parse_table_line
+from wmtp.log_tables import parse_json_itl, parse_mlc_metric, parse_step_shares, parse_table_line
 from wmtp.log_summary import (PROM_OTHER, parse_label, parse_prometheus, parse_spec_k, parse_step,
                                parse_lmdeploy, parse_table_row, strip_collector)
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
@@ -322,6 +322,9 @@ def parse_other(line: str, n: int):
     if "% steps)" in line or "% of steps)" in line:  # AIPerf's accepted-draft histogram (`wmtp.log_tables`)
         return parse_step_shares(line, n)
     if "spec_decode_accept_" in line and (rec := parse_mlc_metric(own, n)) is not None:  # MLC-LLM's /metrics text
+        return rec
+    if ('"inter_token_latency"' in line or '"avg"' in line or '"unit"' in line) and \
+            (rec := parse_json_itl(line, n)) is not None:  # AIPerf's / genai-perf's profile export JSON
         return rec
     k = (parse_spec_k(line, n) if "speculative_tokens" in line or "speculative-tokens" in line
          or "num_spec_tokens" in line else None)  # the configured draft length, with whatever else the line holds
