@@ -1,4 +1,4 @@
-"""The checks every version corpus (tests/data/real_v2/, real_v3/, real_v4/: one synthetic excerpt per engine log format,
+"""The checks every version corpus (tests/data/real_v2/ to real_v5/: one synthetic excerpt per engine log format,
 EXPECTED.tsv with hand-derived TPOT / AL) runs on each of its files: `wmtp logs` and `wmtp accept`, both views, no
 traceback, no garbled line, values within `TOL` of the expected ones."""
 

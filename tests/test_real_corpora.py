@@ -1,9 +1,9 @@
-"""The checks every version corpus runs on each of its files (tests/data/real_v2/, real_v3/, real_v4/: one synthetic
+"""The checks every version corpus runs on each of its files (tests/data/real_v2/ to real_v5/: one synthetic
 excerpt per log format, numbers ours, each format's public source in the folder's README; EXPECTED.tsv with
 hand-derived TPOT / AL): `wmtp logs` / `wmtp accept` (both views) read every file with no traceback and no garbled line
 and agree with EXPECTED.tsv within 1 % (`corpus_checks`), and the block reader agrees with its per-line reference. Each
 corpus's own tests (the parsers behind its fixes, the near misses they must leave alone) are in
-tests/test_real_logs_v2.py, _v3.py, _v4.py."""
+tests/test_real_logs_v2.py to _v5.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from corpus_checks import check_accept, check_logs, corpus  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-CORPORA = {name: corpus(DATA / name) for name in ("real_v2", "real_v3", "real_v4")}
+CORPORA = {name: corpus(DATA / name) for name in ("real_v2", "real_v3", "real_v4", "real_v5")}
 CASES = [(c, f) for c, (_, files) in CORPORA.items() for f in files]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_lookup, open_without_waiting
 from wmtp.log_summary import ANSI, NoAnsi
-from wmtp.log_wrap import SoftJoined, Unwrapped, soft_wrapped, wrap_width
+from wmtp.log_wrap import ArraysJoined, SoftJoined, Unwrapped, pretty_json, soft_wrapped, wrap_width
 
 CHUNK = 1 << 20
 # byte-order marks of the wide Unicode encodings (UTF-32 first: its little-endian mark starts like UTF-16's). A log
@@ -77,7 +77,8 @@ def wide_encoding(head: bytes) -> str | None:
 def open_text(path: str | Path):
     """A text handle on a log: a plain or gzip file, or a stream read once (`spool`), a byte-order mark and terminal
     colour codes dropped, terminal-wrapped lines joined back (`wmtp.log_wrap`); UTF-16 / UTF-32 text with a byte-order
-    mark (Windows PowerShell's `>`) decoded as such; a folder, a binary or misnamed file,
+    mark (Windows PowerShell's `>`) decoded as such; a pretty-printed JSON document's arrays of numbers joined onto one
+    line each (`wmtp.log_wrap.ArraysJoined`); a folder, a binary or misnamed file,
     or a path too long to look up raises WmtpError."""
     path = Path(path)
     check_lookup(path, "log")  # Python 3.11's is_dir() raises on a name too long to look up
@@ -120,6 +121,8 @@ def open_text(path: str | Path):
     # (a wide head cut inside a character ends in one replacement character: only the wrap-width look sees it)
     text = head.decode("utf-8", "replace") if enc == "utf-8-sig" else head.decode(enc, "replace").lstrip("\ufeff")
     text = ANSI.sub("", text) if "\x1b" in text else text
+    if pretty_json(text.lstrip("\ufeff")):  # a pretty-printed JSON document: its arrays of numbers joined, no terminal's wrap
+        return ArraysJoined(f)
     soft = soft_wrapped(text)  # wrapped engine lines' lengths (then one full-width line continued shows no cut)
     width = wrap_width(text, len(head) < 65536, strict=bool(soft))
     return SoftJoined(f) if soft else Unwrapped(f, width) if width else f  # (engine lines: joined either way)

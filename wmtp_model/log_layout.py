@@ -57,12 +57,14 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "speculative_tokens", "speculative-tokens", "Avg thr (in/out)",  # (LMDeploy's window)
           "gen throughput (token/s)",  # (an SGLang decode line with no `Decode batch`: v0.1's)
           "host_step_time = ", "elapsed_time = ", '"iterLatencyMS"', "time_per_token",  # (`wmtp.log_engines`' lines)
-          '"average"', '"acceptance_length_percentiles"', "tgi_request_")
+          '"average"', '"acceptance_length_percentiles"', "tgi_request_", "tgi_batch_inference_duration",
+          '"avg"', '"unit"')  # (`wmtp.log_tables.parse_json_itl`: AIPerf's profile export JSON)
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
                 "n_predict", "position", "latency", "eel (ms)", "e0el (ms)", "[al] ",  # trtllm-bench's `[AL] AVERAGE`
                 "decoded tokens per iter",  # `Mean E2EL (ms)`, skeleton `E0EL`
                 "batch size", "output throughput", "acc_length", "acc length",  # (sglang.bench_one_batch_server's)
-                "time per output token", "inter-token latency (s)")  # (EvalScope's and others' summaries in seconds)
+                "time per output token", "inter-token latency (s)",  # (EvalScope's and others' summaries in seconds;
+                "time to first token", "tokens per request", "average package")  # its summaries before 2025-07)
 
 
 def maybe_ours(shape: str) -> bool:

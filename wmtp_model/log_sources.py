@@ -10,6 +10,8 @@ from wmtp.acceptance import is_chain
 from wmtp.log_records import v1_drafts
 from wmtp.logs import Value, VllmSpecLine
 from wmtp.log_engine_steps import EngineSteps
+from wmtp.log_bench_values import BoxCells, evalscope_old_tpot, mlc_metrics_al, step_share_al
+from wmtp.log_prom import prom_al, prom_tpot
 
 HIST_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 
@@ -105,6 +107,8 @@ class Summaries:
         self.engine = EngineSteps()  # TensorRT-LLM iterations, TGI requests
         self.note = ""  # what `tpot` set aside
         self.al_open = None  # the line of trtllm-bench's open `acceptance_length_percentiles` object
+        self.boxes = BoxCells()  # a box table's first cell wrapped over rows
+        self.itl_open, self.itl_unit = None, 1.0  # an AIPerf JSON export's open `inter_token_latency` object: line, unit
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
                      "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0, "mhist": []}
@@ -135,11 +139,18 @@ class Summaries:
                 if 1 <= v.value <= 1000:
                     self.values["accept_length"] = (v.value, v.line_no)
             return
+        if v.key in ("itl_open", "json_unit", "json_avg"):  # AIPerf's JSON export: its ITL object's avg in ms
+            self._json_itl(v)
+            return
         if v.key.startswith("prom:"):  # a counter's later sample (a second scrape) replaces its earlier one
             self.prom[v.key[5:]] = (v.value, v.line_no)
             return
         if v.key in ("table_head", "table_row"):
             self._table(v)
+            return
+        if v.key.startswith("box"):  # (`box:` / `box+:`: a wrapped cell's label, read once it names a known value)
+            if (rec := self.boxes.add(v)) is not None:
+                self.values[rec.key] = (rec.value, rec.line_no)
             return
         if v.key == "llama_round":  # llama.cpp per-round lines: summed, not last-wins
             r = self.rounds
@@ -148,6 +159,20 @@ class Summaries:
         if v.key in self.values:
             self.repeated += 1
         self.values[v.key] = (v.value, v.line_no)
+
+    def _json_itl(self, v: Value) -> None:
+        """`"inter_token_latency": {` opened on a line (`itl_open`), then its `"unit"` (a time, else the object is not
+        read) and `"avg"` within the next three lines: the ITL in ms (`itl_mean_ms`)."""
+        if v.key == "itl_open":
+            self.itl_open, self.itl_unit = v.line_no, 1.0
+        elif self.itl_open is None or v.line_no - self.itl_open > 3:
+            self.itl_open = None
+        elif v.key == "json_unit":
+            self.itl_unit = v.value
+            self.itl_open = self.itl_open if v.value else None
+        elif v.key == "json_avg":
+            self.itl_open = None
+            self.values["itl_mean_ms"] = (v.value * self.itl_unit, v.line_no)
 
     def _table(self, v: Value) -> None:
         """A results table: its header's TPOT / AL columns, then its first data row's values (later rows are other
@@ -159,7 +184,8 @@ class Summaries:
         if t is None or len(v.value) != t[3]:
             return
         self.table = None
-        for col, key in ((t[0], "table_tpot_ms"), (t[1], "accept_length"), (t[2], "table_itl_ms")):
+        itl = ("table_itl_ms", "guidellm_itl_ms", "guidellm_itl_mdn_ms")[t[4] if len(t) > 4 else 0]  # (guidellm's)
+        for col, key in ((t[0], "table_tpot_ms"), (t[1], "accept_length"), (t[2], itl)):
             x = v.value[col] if col >= 0 else float("nan")
             if x == x and (key != "accept_length" or x >= 1):
                 self.values[key] = (x, v.line_no)
@@ -280,13 +306,17 @@ class Summaries:
         skeys = [k for k in self.values if k.startswith("llama_stat_")]
         stats = (sum(self.values[k][0] for k in skeys if k.startswith("llama_stat_drafts:")),
                  sum(self.values[k][0] for k in skeys if k.startswith("llama_stat_acc:")), skeys)
-        prom = self.prom_al() if self.prom else None
+        prom = prom_al(self.prom) if self.prom else None
         if g("accepted_tokens") is not None and drafts:
             out = {"value": 1 + g("accepted_tokens") / drafts, "estimator": "1 + accepted tokens / drafts",
                    "lines": self.line("accepted_tokens", "drafts")}
+        elif (shares := step_share_al(g, self.line)) is not None:  # AIPerf's accepted-draft histogram
+            out = shares
         elif g("accept_length_steps") is not None:
             out = {"value": g("accept_length_steps"), "lines": self.line("accept_length_steps"),
                    "estimator": "AIPerf Token-Weighted Acceptance Length (1 + accepted drafts / verify steps, pooled)"}
+        elif (mlc := mlc_metrics_al(self.values)) is not None:  # MLC-LLM's /metrics text
+            out = mlc
         elif g("accept_length") is not None:
             out = {"value": g("accept_length"), "estimator": "printed acceptance length", "lines": self.line("accept_length")}
         elif prom is not None:  # a /metrics scrape
@@ -329,60 +359,17 @@ class Summaries:
             out["drafts"] = drafts or (g("llama_generated") / len(llama_pos) if llama_pos and g("llama_generated") else None)
         return out
 
-    def prom_totals(self, *kinds: str) -> tuple[dict, list]:
-        """The Prometheus fields whose names start with one of `kinds`, summed over their series (the `al` gauge:
-        averaged), and the lines they came from."""
-        tot: dict = {}
-        ls = []
-        for series, (x, ln) in self.prom.items():
-            field = series.split("{", 1)[0]
-            if field.startswith(kinds):
-                tot.setdefault(field, []).append(x)
-                ls.append(ln)
-        return ({k: sum(xs) / len(xs) if k == "al" else sum(xs) for k, xs in tot.items()},
-                [min(ls), max(ls)] if ls else [None, None])
-
-    def prom_al(self) -> dict | None:
-        """AL from Prometheus spec-decode counters: 1 + accepted tokens / drafts, the per-position counters / drafts
-        as rates (TensorRT-LLM counts no drafts: its drafted tokens at position 0 are one per draft, and its accepted
-        tokens are the per-position ones summed, both counted per finished request); else the mean of the
-        `spec_accept_length` / `spec_decode_acceptance_length` gauges; None without either."""
-        tot, lines = self.prom_totals("drafts", "accepted", "pos", "dpos")
-        if not tot:
-            tot, lines = self.prom_totals("al")
-        drafts, acc = tot.get("drafts"), tot.get("accepted")
-        est = "Prometheus counters: 1 + accepted tokens / drafts (summed over engines)"
-        k = sum(1 for f in tot if f.startswith("pos"))
-        if not drafts and tot.get("dpos0") and k and all(f"pos{i}" in tot for i in range(k)):
-            drafts, acc = tot["dpos0"], sum(tot[f"pos{i}"] for i in range(k))
-            est = ("Prometheus per-position counters: 1 + sum of accepted tokens over positions / drafted tokens at "
-                   "position 0 (one per draft)")
-        if drafts and acc is not None:
-            out = {"value": 1 + acc / drafts, "lines": lines, "drafts": drafts, "estimator": est}
-            if k and all(f"pos{i}" in tot for i in range(k)):
-                out["per_position"] = [min(tot[f"pos{i}"] / drafts, 1.0) for i in range(k)]
-            return out
-        if tot.get("al") and tot["al"] >= 1:
-            return {"value": tot["al"], "lines": lines,
-                    "estimator": "Prometheus acceptance-length gauge (mean of series; TensorRT-LLM's: its last iteration)"}
-        return None
-
-    def prom_tpot(self) -> dict | None:
-        """TPOT from a Prometheus histogram: per-request TPOT (vLLM's `request_time_per_output_token_seconds`,
-        TensorRT-LLM's `time_per_output_token_seconds`), else the inter-token latency (`inter_token_latency_seconds`),
-        else `time_per_output_token_seconds` (vLLM's older name for it): sum / count, one histogram, never two pooled."""
-        tot, lines = self.prom_totals("tpot_", "itl_", "tpo_")
-        for s, n, what in (("tpot_s", "tpot_n", "per-request time per output token"), ("itl_s", "itl_n", "inter-token latency"),
-                           ("tpo_s", "tpo_n", "time per output token")):
-            if tot.get(n) and tot.get(s) is not None:
-                return {"value_ms": tot[s] / tot[n] * 1e3, "lines": lines, "samples": int(tot[n]), "confidence": "high",
-                        "estimator": f"Prometheus histogram {what}: sum / count"}
-        return None
-
     def tpot(self) -> dict | None:
         g = self.get
+        if (old := evalscope_old_tpot(g, self.line)) is not None:  # (its TPOT row: no decode time per token)
+            out, self.note = old
+            return out
         for key, est in (("tpot_mean_ms", "bench summary Mean TPOT"), ("metric_tpot_ms", "[METRIC] tpot"),
                          ("table_tpot_ms", "bench results table: mean_tpot_ms of its first row"),
+                         ("guidellm_itl_ms", "guidellm Benchmarks Stats: ITL (ms) mean of its first benchmark row (its "
+                          "TPOT column is request latency / output tokens, the first token's wait included)"),
+                         ("guidellm_itl_mdn_ms", "guidellm Request Latency Statistics: ITL ms Mdn of its first "
+                          "benchmark row (its TPOT column is request latency / output tokens, first token included)"),
                          ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"),
                          ("table_itl_ms", "bench results table: ITL (ms) of its first row (sglang.bench_one_batch_server: "
                                           "batch size / output throughput)"), ("llama_decoded_s", ""),
@@ -398,7 +385,7 @@ class Summaries:
             return {"value_ms": g("obs_batch") / g("obs_out_thr") * 1e3, "samples": 1, "confidence": "high",
                     "lines": self.line("obs_batch", "obs_out_thr"), "estimator": "sglang.bench_one_batch_server: batch "
                     "size / output throughput of its last case (decode time: the last request's TTFT excluded)"}
-        if self.prom and (out := self.prom_tpot()) is not None:
+        if self.prom and (out := prom_tpot(self.prom)) is not None:
             return out
         if self.engine.lines[0] or self.engine.tgi_lines[0]:
             al = self.summary_al() if self.engine.verify.by_batch else None

@@ -46,14 +46,22 @@ LABELS = {
     # engines' own counters give, preferred)
     "acceptance length (ratio)": "accept_length", "token-weighted acceptance length": "accept_length_steps",
     "token-weighted acceptance length (ratio)": "accept_length_steps",
+    # EvalScope's summary before 2025-07 (`wmtp.log_bench_values.evalscope_old_tpot`): 0.4's unit-less labels (seconds),
+    # the rows that date a summary (`Average package ...`) and the tokens per request
+    "average latency": "evs_latency_s", "average time to first token": "evs_ttft_s",
+    "average time per output token": "evs_tpot_s", "average output tokens per request": "evs_out_per_req",
+    "average package latency": "evs_package", "average package per request": "evs_packages",
 }
 # labels of a value in seconds (read in ms): EvalScope's `evalscope perf` summary (`| Average time per output token (s) |
 # 0.0095 |`, evalscope/perf/utils/benchmark_util.py's Metrics, 4 decimals), the AI-Hypercomputer inference-benchmark's
 # `Average Time Per Output Token (s): 0.05`
-SECONDS = {"average time per output token (s)": "tpot_mean_ms", "average inter-token latency (s)": "itl_mean_ms"}
+SECONDS = {"average time per output token (s)": "tpot_mean_ms", "average inter-token latency (s)": "itl_mean_ms",
+           "average latency (s)": "evs_latency_ms", "average time to first token (s)": "evs_ttft_ms",
+           "average package latency (s)": "evs_package"}
 # AISBench's `ais_bench --mode perf` table (tabulate's fancy grid: `Performance Parameters │ Stage │ Average │ Min │ ...`):
-# a `TPOT` / `ITL` row, its stage (`total`) and its Average cell with its unit (`│ TPOT │ total │ 20.1 ms │ 20.1 ms │`)
-_AIS_ROW = re.compile(r"(tpot|itl)\s*\|\s*[a-z]+\s*\|\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*\|", re.IGNORECASE)
+# a `TPOT` / `ITL` row, its stage (`total`) and its Average cell with its unit (`│ TPOT │ total │ 20.1 ms │ 20.1 ms │`);
+# on a terminal narrower than 56 columns the row's first piece ends after that cell (`│ TPOT │ total │ 20.1 ms`)
+_AIS_ROW = re.compile(r"(tpot|itl)\s*\|\s*[a-z]+\s*\|\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*(?:\||$)", re.IGNORECASE)
 # labels that may also stand after other `label: value` pairs on one line (never the first pair's label)
 _INLINE = re.compile(r",\s*(acceptance length|accept length|mean acceptance length):\s*([^,]+)", re.IGNORECASE)
 
@@ -198,11 +206,14 @@ PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     # TensorRT-LLM's (tensorrt_llm/metrics/collector.py, 2026; `trtllm_`, or `trtllm:` behind Dynamo): per-position
     # drafted and accepted tokens (label `token_position`), the last iteration's acceptance length
     "spec_decode_drafted_tokens": "dpos", "spec_decode_accepted_tokens": "pos", "spec_decode_acceptance_length": "al",
-    # text-generation-inference's router (`tgi_`): the per-request mean time per token (inference time / generated
-    # tokens, seconds), and the speculated tokens a step accepted (`skipped`: one observation per request and step,
-    # its first token's step included): count = steps, sum = accepted tokens
-    "request_mean_time_per_token_duration_sum": "tpot_s", "request_mean_time_per_token_duration_count": "tpot_n",
-    "request_skipped_tokens_sum": "accepted", "request_skipped_tokens_count": "drafts"}
+    # text-generation-inference's router (`tgi_`, read by `wmtp.log_bench_values.tgi_al` / `tgi_tpot`): the per-request
+    # mean time per token (inference time / generated tokens, seconds), the speculated tokens a generation accepted
+    # (`skipped`: one observation per request and generation, its prefill's included), the finished requests, and the
+    # decode batches' wall time (`method="decode"` only)
+    "request_mean_time_per_token_duration_sum": "tgi_tpt_s", "request_mean_time_per_token_duration_count": "tgi_tpt_n",
+    "request_skipped_tokens_sum": "tgi_skip_sum", "request_skipped_tokens_count": "tgi_skip_n",
+    "request_generated_tokens_count": "tgi_requests", "batch_inference_duration_sum": "tgi_step_s",
+    "batch_inference_duration_count": "tgi_step_n"}
 # `time_per_output_token_seconds`: TensorRT-LLM's per-request TPOT; vLLM's older name of its inter-token latency;
 # SGLang's beside its `inter_token_latency_seconds` (per request in some builds, the first token's wait included)
 _TRT_FIELDS = {"tpo_s": "tpot_s", "tpo_n": "tpot_n"}
@@ -224,6 +235,9 @@ def parse_prometheus(line: str, n: int):
     field = PROM_FIELDS.get(name)
     x = finite(num(raw))
     if field is None or x is None or 'engine_type="draft"' in (labels or ""):
+        return PROM_OTHER
+    decode = 'method="decode"' in (labels or "")
+    if field.startswith("tgi_") and (engine != "tgi" or field.startswith("tgi_step") and not decode):
         return PROM_OTHER
     if engine == "trtllm":
         field = _TRT_FIELDS.get(field, field)

@@ -220,3 +220,48 @@ class SoftJoined(_Joined):
                 yield "\n" * (len(pending) - 1)
                 pending = []
         yield from pending
+
+
+# a pretty-printed JSON document (`jq .`, `python -m json.tool`, `json.dumps(indent=...)`): an array of numbers one element
+# a line (MLC-LLM's `"accept_count": [`, vLLM's per-position rates), which the line parsers read only whole
+_OPEN_ARRAY = re.compile(r'\s*"[^"]+"\s*:\s*\[\s*$')
+_ELEMENT = re.compile(r"\s*[-+0-9.eE]+\s*,?\s*$|\s*\]\s*,?\s*$")
+_DOC = re.compile(r'\s*(?:\{\s*"|\[\s*[\[{])')  # an object or an array of them: not a `[2025-...` log line
+MAX_ARRAY_LINES = 4096
+
+
+def pretty_json(head: str) -> bool:
+    """Whether `head` (a file's first characters) is a pretty-printed JSON document with an array of numbers opened on
+    a line of its own."""
+    return _DOC.match(head) is not None and any(_OPEN_ARRAY.match(ln) for ln in head.split("\n", 2000)[:2000])
+
+
+class ArraysJoined(_Joined):
+    """A pretty-printed JSON document whose arrays of numbers (`"key": [` then one number a line, then `]`) are each
+    joined onto their key's line (a blank line left for each line joined); anything else within an array (an object,
+    a string), or more than MAX_ARRAY_LINES elements, leaves it as it is."""
+
+    def __init__(self, f) -> None:
+        self.f = f
+        self._it = self._lines()
+
+    def _lines(self):
+        held: list = []
+        for line in self.f:
+            if not held:
+                if _OPEN_ARRAY.match(line):
+                    held.append(line)
+                else:
+                    yield line
+                continue
+            if not _ELEMENT.match(line) or len(held) > MAX_ARRAY_LINES:
+                yield from held
+                held = []
+                yield line
+                continue
+            held.append(line)
+            if line.strip().startswith("]"):
+                yield " ".join(x.strip() for x in held) + "\n"
+                yield "\n" * (len(held) - 1)
+                held = []
+        yield from held

@@ -35,6 +35,7 @@ from wmtp.errors import WmtpError
 from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_trt_stats
 from wmtp.log_input import open_text
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
+from wmtp.log_tables import parse_json_itl, parse_mlc_metric, parse_step_shares, parse_table_line
 from wmtp.log_summary import (PROM_OTHER, parse_label, parse_prometheus, parse_spec_k, parse_step,
                                parse_lmdeploy, parse_table_row, strip_collector)
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
@@ -287,7 +288,8 @@ def parse_other(line: str, n: int):
     """Every line that is not an SGLang decode line: a record, a list of `Value`s, None (not ours) or
     False (ours but garbled)."""
     own = strip_collector(line)  # a summary line's own text (the parsers below but the last find their keys anywhere)
-    if "\t" in line or "\u2502" in line or "\u2503" in line:  # tabs for spaces (`decoded\t673 tokens`), box-drawn
+    boxed = "\u2502" in line
+    if "\t" in line or boxed or "\u2503" in line:  # tabs for spaces (`decoded\t673 tokens`), box-drawn
         line, own = line.translate(_PASTE), own.translate(_PASTE)  # table rules (`│ ITL (ms) │ 1.85 │`) for `|`
     if "Prefill batch" in line:
         _, secs, pid, dp = _prefix(line[:line.find("Prefill batch")])
@@ -317,6 +319,13 @@ def parse_other(line: str, n: int):
     if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own or "tgi_" in own) and \
             (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
+    if "% steps)" in line or "% of steps)" in line:  # AIPerf's accepted-draft histogram (`wmtp.log_tables`)
+        return parse_step_shares(line, n)
+    if "spec_decode_accept_" in line and (rec := parse_mlc_metric(own, n)) is not None:  # MLC-LLM's /metrics text
+        return rec
+    if ('"inter_token_latency"' in line or '"avg"' in line or '"unit"' in line) and \
+            (rec := parse_json_itl(line, n)) is not None:  # AIPerf's / genai-perf's profile export JSON
+        return rec
     k = (parse_spec_k(line, n) if "speculative_tokens" in line or "speculative-tokens" in line
          or "num_spec_tokens" in line else None)  # the configured draft length, with whatever else the line holds
     al = parse_bench_al(line, n) if '"average"' in line or '"acceptance_length_percentiles"' in line else None
@@ -349,8 +358,8 @@ def parse_other(line: str, n: int):
         return Value(n, "header", 0.0)
     if own.startswith("Decode") and "throughput:" in own and (rec := parse_step(own, n)) is not None:
         return rec
-    if own.count("|") >= 3:  # a results table's header or row (a labelled `| Mean TPOT (ms) | 5.4 |` row: None)
-        rec = parse_table_row(own, n)
+    if own.count("|") >= 3:  # a results table's header or row (a labelled `| Mean TPOT (ms) | 5.4 |` row: None);
+        rec = parse_table_line(own, n, boxed) or parse_table_row(own, n)  # guidellm's, a box's wrapped cells first
         if rec is not None:
             return rec
     return parse_label(own, n)

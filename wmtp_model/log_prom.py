@@ -1,0 +1,66 @@
+"""AL and TPOT from Prometheus samples (`wmtp.log_summary.parse_prometheus` reads them; `wmtp.log_sources.Summaries`
+keeps the last sample of each series, field + labels -> (value, line), and calls these): vLLM / SGLang / llama.cpp /
+TensorRT-LLM spec-decode counters and gauges, TPOT and inter-token latency histograms, text-generation-inference's
+router metrics (`wmtp.log_bench_values.tgi_al` / `tgi_tpot`)."""
+
+from __future__ import annotations
+
+from wmtp.log_bench_values import tgi_al, tgi_tpot
+
+
+def prom_totals(prom: dict, *kinds: str) -> tuple[dict, list]:
+    """The Prometheus fields whose names start with one of `kinds`, summed over their series (the `al` gauge:
+    averaged), and the lines they came from."""
+    tot: dict = {}
+    ls = []
+    for series, (x, ln) in prom.items():
+        field = series.split("{", 1)[0]
+        if field.startswith(kinds):
+            tot.setdefault(field, []).append(x)
+            ls.append(ln)
+    return ({k: sum(xs) / len(xs) if k == "al" else sum(xs) for k, xs in tot.items()},
+            [min(ls), max(ls)] if ls else [None, None])
+
+def prom_al(prom: dict) -> dict | None:
+    """AL from Prometheus spec-decode counters: 1 + accepted tokens / drafts, the per-position counters / drafts
+    as rates (TensorRT-LLM counts no drafts: its drafted tokens at position 0 are one per draft, and its accepted
+    tokens are the per-position ones summed, both counted per finished request); else the mean of the
+    `spec_accept_length` / `spec_decode_acceptance_length` gauges; None without either."""
+    tgi = tgi_al(*prom_totals(prom, "tgi_"))
+    if tgi is not None:
+        return tgi
+    tot, lines = prom_totals(prom, "drafts", "accepted", "pos", "dpos")
+    if not tot:
+        tot, lines = prom_totals(prom, "al")
+    drafts, acc = tot.get("drafts"), tot.get("accepted")
+    est = "Prometheus counters: 1 + accepted tokens / drafts (summed over engines)"
+    k = sum(1 for f in tot if f.startswith("pos"))
+    if not drafts and tot.get("dpos0") and k and all(f"pos{i}" in tot for i in range(k)):
+        drafts, acc = tot["dpos0"], sum(tot[f"pos{i}"] for i in range(k))
+        est = ("Prometheus per-position counters: 1 + sum of accepted tokens over positions / drafted tokens at "
+               "position 0 (one per draft)")
+    if drafts and acc is not None:
+        out = {"value": 1 + acc / drafts, "lines": lines, "drafts": drafts, "estimator": est}
+        if k and all(f"pos{i}" in tot for i in range(k)):
+            out["per_position"] = [min(tot[f"pos{i}"] / drafts, 1.0) for i in range(k)]
+        return out
+    if tot.get("al") and tot["al"] >= 1:
+        return {"value": tot["al"], "lines": lines,
+                "estimator": "Prometheus acceptance-length gauge (mean of series; TensorRT-LLM's: its last iteration)"}
+    return None
+
+def prom_tpot(prom: dict) -> dict | None:
+    """TPOT from a Prometheus histogram: per-request TPOT (vLLM's `request_time_per_output_token_seconds`,
+    TensorRT-LLM's `time_per_output_token_seconds`), else the inter-token latency (`inter_token_latency_seconds`),
+    else `time_per_output_token_seconds` (vLLM's older name for it): sum / count, one histogram, never two pooled."""
+    tgi = prom_totals(prom, "tgi_")
+    if tgi[0]:
+        al = tgi_al(*tgi)
+        return tgi_tpot(*tgi, al["value"] if al else None)
+    tot, lines = prom_totals(prom, "tpot_", "itl_", "tpo_")
+    for s, n, what in (("tpot_s", "tpot_n", "per-request time per output token"), ("itl_s", "itl_n", "inter-token latency"),
+                       ("tpo_s", "tpo_n", "time per output token")):
+        if tot.get(n) and tot.get(s) is not None:
+            return {"value_ms": tot[s] / tot[n] * 1e3, "lines": lines, "samples": int(tot[n]), "confidence": "high",
+                    "estimator": f"Prometheus histogram {what}: sum / count"}
+    return None
