@@ -74,7 +74,7 @@ KERNEL_NOTES = {
 TIE_REL = 0.01
 # An implementation that runs different kernels by M (a dispatcher): the largest M of each kernel's range but the
 # last. `split_m` never merges a regime across them, so each kernel's rows get a fit of their own. path='auto' of
-# int4 (`quant_gemm.int4_gemm`): one row takes a GEMV kernel, 2..8 rows the tensor-core kernel (`quant_mma_i4.MAX_ROWS`,
+# int4 (`quant_gemm.int4_gemm`): one row takes a GEMV kernel, 2..8 rows the tensor-core kernel (`quant_mma_i4.AUTO_MAX_ROWS`,
 # given repacked weights) or swap-AB, more rows swap-AB (`INT4_SWAP_AUTO_M`) (tests/test_quant_fit_regimes.py checks
 # these against the constants).
 KERNEL_SWITCH_M = {"wmtp_int4_group_auto": (1, 8)}

@@ -16,7 +16,9 @@ from wmtp.measure.kernels.quant_mma_i4 import int4_mma_gemm, mma_plan, pack_int4
 
 pytestmark = pytest.mark.kernels
 # N not a multiple of 16, K not a multiple of 128 (a last group of 8 / 64 / 72 codes), one group, several
-SHAPES = [(1, 40, 264), (2, 16, 128), (3, 70, 392), (5, 33, 1160), (8, 48, 200), (7, 100, 2048), (4, 24, 136)]
+# (M = 9..16: the second MMA N tile, TOK2)
+SHAPES = [(1, 40, 264), (2, 16, 128), (3, 70, 392), (5, 33, 1160), (8, 48, 200), (7, 100, 2048), (4, 24, 136),
+          (9, 40, 264), (16, 33, 392), (13, 70, 1160)]
 
 
 def unpack_reference(words, n, k):
@@ -104,9 +106,9 @@ def test_plan_and_errors():
     with pytest.raises(ValueError, match="K % 8"):
         int4_mma_gemm(torch.zeros(1, 132, dtype=torch.bfloat16), pack_int4_mma(torch.zeros(16, 66, dtype=torch.uint8)),
                       torch.ones(16, 2, dtype=torch.bfloat16), 16)
-    x = torch.zeros(9, 256, dtype=torch.bfloat16)
+    x = torch.zeros(17, 256, dtype=torch.bfloat16)
     w = pack_int4_mma(torch.zeros(16, 128, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="1..8"):
+    with pytest.raises(ValueError, match="1..16"):
         int4_mma_gemm(x, w, torch.ones(16, 2, dtype=torch.bfloat16), 16)
     with pytest.raises(ValueError, match="w_mma must be"):
         int4_mma_gemm(x[:1], w, torch.ones(16, 3, dtype=torch.bfloat16), 16)
@@ -116,7 +118,7 @@ def test_plan_and_errors():
 
 def test_int4_gemm_path_mma_and_auto_dispatch(monkeypatch):
     """path 'mma' runs this kernel (and needs the repacked weights); path 'auto' takes it only with the repacked
-    weights, bf16 rows M <= 8 and at least AUTO_BYTES of codes, else the earlier paths."""
+    weights, bf16 rows M <= AUTO_MAX_ROWS and at least AUTO_BYTES of codes, else the earlier paths."""
     from wmtp.measure.kernels import quant_gemm as qg
     from wmtp.measure.kernels import quant_mma_i4 as qm
 
@@ -135,7 +137,7 @@ def test_int4_gemm_path_mma_and_auto_dispatch(monkeypatch):
     assert log == [qm.AUTO_CTAS]
     qg.int4_gemm(x, packed, s)  # no repacked weights
     qg.int4_gemm(x.to(torch.float16), packed, s, w_mma=wm)  # fp16 rows
-    qg.int4_gemm(torch.cat([x] * 3), packed, s, w_mma=wm)  # 9 rows
+    qg.int4_gemm(torch.cat([x] * 3), packed, s, w_mma=wm)  # 9 rows > AUTO_MAX_ROWS
     monkeypatch.setattr(qm, "AUTO_BYTES", 48 * 128 + 1)
     qg.int4_gemm(x, packed, s, w_mma=wm)  # one byte under the size rule
     assert log == [qm.AUTO_CTAS]

@@ -119,13 +119,13 @@ def test_a_kernel_switch_splits_one_winners_m(monkeypatch):
 
 def test_shipped_switch_points_are_the_dispatchers():
     """`KERNEL_SWITCH_M` of int4 path='auto' against `quant_gemm.int4_gemm`'s constants: a GEMV for one row, swap-AB
-    from INT4_SWAP_AUTO_M's first row, the tensor-core kernel up to its MAX_ROWS."""
+    from INT4_SWAP_AUTO_M's first row, the tensor-core kernel up to its AUTO_MAX_ROWS."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     from wmtp.measure.kernels import quant_gemm as qg
     from wmtp.measure.kernels import quant_mma_i4 as qm
 
-    assert SHIPPED_SWITCH["wmtp_int4_group_auto"] == (qg.INT4_SWAP_AUTO_M[0] - 1, qm.MAX_ROWS)
+    assert SHIPPED_SWITCH["wmtp_int4_group_auto"] == (qg.INT4_SWAP_AUTO_M[0] - 1, qm.AUTO_MAX_ROWS)
 
 
 # ------------------------------------------------------------------------------------ fits per regime, merged

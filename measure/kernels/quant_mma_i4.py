@@ -1,11 +1,12 @@
-"""4-bit weight-only GEMM for decode rows (M <= 8) on the tensor cores, from a weight layout made for them
+"""4-bit weight-only GEMM for decode rows (M <= 16) on the tensor cores, from a weight layout made for them
 (issue 17, round 10).
 
-Why: the GEMV kernels (`quant_gemv_int4`) spend about 26 instructions per 32-bit word of 8 codes and thread (h200-quant-v5
-to v11): 11 to dequantize, 7 for the packed bf16 dot, the rest for activations, masks and addresses, and run at
-about half the issue rate; no tile, step, occupancy or activation-sharing variant moved them past ~55 % of copy
-(h200-quant-v11). Here one `mma.sync.m16n8k16` (bf16 in, fp32 accumulate) does a warp's 32 words' dot products, so a
-word costs its dequantization (`quant_gemv_int4.DEQ_ASM`, exact: code - 8 as bf16 pairs) plus 1/1 of an MMA issue.
+Why: the GEMV kernels (`quant_gemv_int4`) spend about 26 instructions per 32-bit word of 8 codes and thread
+(h200-quant-v5 to v11): 11 to dequantize, 7 for the packed bf16 dot, the rest for activations, masks and addresses,
+and run at about half the issue rate; no tile, step, occupancy or activation-sharing variant moved them past ~55 % of
+copy (h200-quant-v11). Here one `mma.sync.m16n8k16` (bf16 in, fp32 accumulate) does a warp's 32 words' dot products,
+so a word costs its dequantization (`quant_gemv_int4.DEQ_ASM`, exact: code - 8 as bf16 pairs) and one MMA issue
+(two above 8 rows).
 
 Layout (`pack_int4_mma`, an offline repacking as engines repack for Marlin-class kernels): the N rows in tiles of 16,
 K in chunks of 64 (two per 128-group), words int32 [ceil(N / 16), 2 ceil(K / 128), 32 lanes, 4]. Lane l = 4 g + q
@@ -53,10 +54,10 @@ mov.b32 k, 0xC308C308;
 mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {a0, a1, a2, a3}, {$5, $6}, {$7, $8, $9, $10};
 mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {k, k, k, k}, {$5, $6}, {$0, $1, $2, $3};
 }""")
-MAX_ROWS = 8  # tokens: the MMA's N
+MAX_ROWS = 16  # tokens: two MMA N tiles of 8 (`TOK2` above 8)
 # `quant_gemm.int4_gemm`, path='auto' with repacked weights, from measure/results/h200-quant-v11 (run2): this kernel
-# (the -136 MMA, split-K for AUTO_CTAS programs per SM) for bf16 rows M <= 8 and at least AUTO_BYTES of codes
-AUTO_CTAS, AUTO_BYTES = 8, 8 << 20
+# (the -136 MMA, split-K for AUTO_CTAS programs per SM) for bf16 rows M <= AUTO_MAX_ROWS, >= AUTO_BYTES of codes
+AUTO_CTAS, AUTO_BYTES, AUTO_MAX_ROWS = 8, 8 << 20, 8
 # grouped experts (`int4_mma_moe`): code - 8 by the packed FMA, not the -136 MMA (h200-quant-v11 run4: 1.34-1.71x over
 # the earlier path at 4-16 tokens against 1.26-1.53x, 1.15-1.18x at 1-2 tokens against 1.22-1.25x)
 MOE_SUB_MMA = False
@@ -127,10 +128,10 @@ def _mma(wd, xa, xb, c0, c1, c2, c3, NW: tl.constexpr, EMU: tl.constexpr, SUB_MM
     if EMU:
         b0, b1, b2, b3 = _bf_lo(xa), _bf_hi(xa), _bf_lo(xb), _bf_hi(xb)
         o = 136.0 if SUB_MMA else 0.0  # 128 + code, then the -136 MMA
-        c0, c1 = _emu_rows(int4_code(wd, 0) + o, int4_code(wd, 4) + o, int4_code(wd, 2) + o, int4_code(wd, 6) + o, b0, b1, b2, b3,
-                           c0, c1, NW)  # row g: a0 a1 / a4 a5
-        c2, c3 = _emu_rows(int4_code(wd, 1) + o, int4_code(wd, 5) + o, int4_code(wd, 3) + o, int4_code(wd, 7) + o, b0, b1, b2, b3,
-                           c2, c3, NW)  # row g + 8: a2 a3 / a6 a7
+        n0, n1, n2, n3 = int4_code(wd, 0) + o, int4_code(wd, 1) + o, int4_code(wd, 2) + o, int4_code(wd, 3) + o
+        n4, n5, n6, n7 = int4_code(wd, 4) + o, int4_code(wd, 5) + o, int4_code(wd, 6) + o, int4_code(wd, 7) + o
+        c0, c1 = _emu_rows(n0, n4, n2, n6, b0, b1, b2, b3, c0, c1, NW)  # row g: a0 a1 / a4 a5
+        c2, c3 = _emu_rows(n1, n5, n3, n7, b0, b1, b2, b3, c2, c3, NW)  # row g + 8: a2 a3 / a6 a7
         if SUB_MMA:
             k = tl.full(wd.shape, -136.0, tl.float32)
             c0, c1 = _emu_rows(k, k, k, k, b0, b1, b2, b3, c0, c1, NW)
@@ -161,12 +162,12 @@ def _lanes(tp, N, NW: tl.constexpr):
 
 
 @triton.jit
-def _tiles(W, W_s, lane, q, tile, row0, x_base, N, K2, n_groups, g_lo, g_hi, stride_wsn, NW: tl.constexpr,
-           EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr):
-    """The four fp32 accumulators of each lane (D fragment rows g / g + 8, tokens 2 q / 2 q + 1) over 128-groups
-    [g_lo, g_hi) of the lane's row tile (W, W_s: this matrix's words and group scales; x_base: the lane's token row,
-    pairs 8 q ..). Loads unmasked: a tile past the last reads the last, a row past N reads row N - 1's scales (their
-    results are never stored; padding codes are 8)."""
+def _tiles(W, W_s, lane, q, tile, row0, x_base, x_base2, N, K2, n_groups, g_lo, g_hi, stride_wsn, NW: tl.constexpr,
+           EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr, TOK2: tl.constexpr):
+    """The fp32 accumulators of each lane (D fragment rows g / g + 8, tokens 2 q / 2 q + 1; with TOK2 also tokens
+    8 + 2 q / 9 + 2 q) over 128-groups [g_lo, g_hi) of the lane's row tile (W, W_s: this matrix's words and group
+    scales; x_base / x_base2: the lane's token rows, pairs 8 q ..). Loads unmasked: a tile past the last reads the
+    last, a row past N reads row N - 1's scales (their results are never stored; padding codes are 8)."""
     w_base = W + (tile.to(tl.int64) * (2 * n_groups) * 32 + lane) * 4  # [R]: the lane's words of chunk 0
     s_lo = W_s + tl.minimum(row0, N - 1).to(tl.int64) * stride_wsn
     s_hi = W_s + tl.minimum(row0 + 8, N - 1).to(tl.int64) * stride_wsn
@@ -175,33 +176,46 @@ def _tiles(W, W_s, lane, q, tile, row0, x_base, N, K2, n_groups, g_lo, g_hi, str
     acc1 = tl.zeros(q.shape, tl.float32)
     acc2 = tl.zeros(q.shape, tl.float32)
     acc3 = tl.zeros(q.shape, tl.float32)
+    acc4 = tl.zeros(q.shape, tl.float32)
+    acc5 = tl.zeros(q.shape, tl.float32)
+    acc6 = tl.zeros(q.shape, tl.float32)
+    acc7 = tl.zeros(q.shape, tl.float32)
     for grp in range(g_lo, g_hi):
-        c0, c1, c2, c3 = _group_chunk(w_base, x_base, 2 * grp, q, K2, j4, NW, EMU, SUB_MMA, EVEN_K)
-        e0, e1, e2, e3 = _group_chunk(w_base, x_base, 2 * grp + 1, q, K2, j4, NW, EMU, SUB_MMA, EVEN_K)
+        c0, c1, c2, c3, c4, c5, c6, c7 = _group_chunk(w_base, x_base, x_base2, 2 * grp, q, K2, j4, NW, EMU, SUB_MMA,
+                                                      EVEN_K, TOK2)
+        e0, e1, e2, e3, e4, e5, e6, e7 = _group_chunk(w_base, x_base, x_base2, 2 * grp + 1, q, K2, j4, NW, EMU,
+                                                      SUB_MMA, EVEN_K, TOK2)
         sl = tl.load(s_lo + grp).to(tl.float32)
         sh = tl.load(s_hi + grp).to(tl.float32)
         acc0 += (c0 + e0) * sl
         acc1 += (c1 + e1) * sl
         acc2 += (c2 + e2) * sh
         acc3 += (c3 + e3) * sh
-    return acc0, acc1, acc2, acc3
+        if TOK2:
+            acc4 += (c4 + e4) * sl
+            acc5 += (c5 + e5) * sl
+            acc6 += (c6 + e6) * sh
+            acc7 += (c7 + e7) * sh
+    return acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7
 
 
 @triton.jit(do_not_specialize=["M"])
 def int4_mma_kernel(A32, W, W_s, Out, Part, Count, M, N, K2, n_groups, g_per_split, n_split,
                     stride_am, stride_wsn, stride_ps, stride_om, NW: tl.constexpr, SPLIT: tl.constexpr,
-                    EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr):
-    """Out [M, N] = A [M, K] @ dequant(W, W_s)^T for M <= 8 (A32: A's bf16 pairs as int32, K2 = K / 2 of them per
-    row); program (pid, pid_k): row tiles NW pid .. + NW - 1, 128-groups [pid_k g_per_split, ..)."""
+                    EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr, TOK2: tl.constexpr):
+    """Out [M, N] = A [M, K] @ dequant(W, W_s)^T for M <= 8 (TOK2: M <= 16, a second MMA N tile on the same
+    dequantized words; A32: A's bf16 pairs as int32, K2 = K / 2 of them per row); program (pid, pid_k): row tiles
+    NW pid .. + NW - 1, 128-groups [pid_k g_per_split, ..)."""
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     lane, g, q, tile, row0, r_lo_ok, r_hi_ok = _lanes(pid, N, NW)
     x_base = A32 + tl.minimum(g, M - 1).to(tl.int64) * stride_am + q * 8  # token g (past M: row M - 1, not stored)
+    x_base2 = A32 + tl.minimum(g + 8, M - 1).to(tl.int64) * stride_am + q * 8
     g_lo = pid_k * g_per_split
-    acc0, acc1, acc2, acc3 = _tiles(W, W_s, lane, q, tile, row0, x_base, N, K2, n_groups, g_lo,
-                                    tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU, SUB_MMA, EVEN_K)
-    _finish(Out, Part, Count, acc0, acc1, acc2, acc3, row0, 2 * q, r_lo_ok, r_hi_ok, M, pid, pid_k, n_split,
-            stride_ps, stride_om, SPLIT)
+    acc = _tiles(W, W_s, lane, q, tile, row0, x_base, x_base2, N, K2, n_groups, g_lo,
+                 tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU, SUB_MMA, EVEN_K, TOK2)
+    _finish(Out, Part, Count, acc, row0, 2 * q, r_lo_ok, r_hi_ok, M, pid, pid_k, n_split, stride_ps, stride_om, SPLIT,
+            TOK2)
 
 
 @triton.jit(do_not_specialize=["P"])
@@ -221,26 +235,19 @@ def int4_mma_moe_kernel(A32, W, W_s, Out, Part, Count, route_w, ids, P, N, K2, n
     a_row = pair if A_IS_PAIRS else pair // top_k
     x_base = A32 + a_row.to(tl.int64) * stride_am + q * 8
     g_lo = pid_k * g_per_split
-    acc0, acc1, acc2, acc3 = _tiles(W + e * stride_we, W_s + e * stride_wse, lane, q, tile, row0, x_base, N, K2,
-                                    n_groups, g_lo, tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU,
-                                    SUB_MMA, EVEN_K)
+    acc = _tiles(W + e * stride_we, W_s + e * stride_wse, lane, q, tile, row0, x_base, x_base, N, K2, n_groups, g_lo,
+                 tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU, SUB_MMA, EVEN_K, False)
     if SCALE:
         rw = tl.load(route_w + pair).to(tl.float32)
-        acc0, acc1, acc2, acc3 = acc0 * rw, acc1 * rw, acc2 * rw, acc3 * rw
+        acc = acc[0] * rw, acc[1] * rw, acc[2] * rw, acc[3] * rw, acc[4], acc[5], acc[6], acc[7]
     row_off = pair.to(tl.int64) * stride_om
-    _finish(Out + row_off, Part + row_off, Count, acc0, acc1, acc2, acc3, row0, 2 * q, r_lo_ok, r_hi_ok, 1, pid,
-            pid_k, n_split, stride_ps, stride_om, SPLIT)
+    _finish(Out + row_off, Part + row_off, Count, acc, row0, 2 * q, r_lo_ok, r_hi_ok, 1, pid, pid_k, n_split,
+            stride_ps, stride_om, SPLIT, False)
 
 
 @triton.jit
-def _group_chunk(w_base, x_base, kc, q, K2, j4, NW: tl.constexpr, EMU: tl.constexpr, SUB_MMA: tl.constexpr,
-                 EVEN_K: tl.constexpr):
-    """One chunk of 64 k (a group's half) into a fresh fp32 D fragment: its two chunks' MMA chains are independent."""
-    c0 = tl.zeros(q.shape, tl.float32)
-    c1 = tl.zeros(q.shape, tl.float32)
-    c2 = tl.zeros(q.shape, tl.float32)
-    c3 = tl.zeros(q.shape, tl.float32)
-    wd = tl.load(w_base[:, None] + kc * 128 + j4)  # [R, 4]: sub-tiles 0..3
+def _x_pairs(x_base, kc, q, K2, j4, EVEN_K: tl.constexpr):
+    """The lane's 8 bf16 pairs of chunk kc (two 16-byte loads), as the B registers of its 4 sub-tiles."""
     if EVEN_K:
         xa = tl.load(x_base[:, None] + kc * 32 + j4)
         xb = tl.load(x_base[:, None] + kc * 32 + 4 + j4)
@@ -248,14 +255,38 @@ def _group_chunk(w_base, x_base, kc, q, K2, j4, NW: tl.constexpr, EMU: tl.conste
         p0 = kc * 32 + q * 8
         xa = tl.load(x_base[:, None] + kc * 32 + j4, mask=(p0 < K2)[:, None], other=0)
         xb = tl.load(x_base[:, None] + kc * 32 + 4 + j4, mask=(p0 + 4 < K2)[:, None], other=0)
-    w0, w1, w2, w3 = _quarters(wd)
     x0, x1, x2, x3 = _quarters(xa)  # pairs 2c, 2c + 1 of sub-tile c: (x0, x1) c = 0, (x2, x3) c = 1
     x4, x5, x6, x7 = _quarters(xb)
+    return x0, x1, x2, x3, x4, x5, x6, x7
+
+
+@triton.jit
+def _group_chunk(w_base, x_base, x_base2, kc, q, K2, j4, NW: tl.constexpr, EMU: tl.constexpr, SUB_MMA: tl.constexpr,
+                 EVEN_K: tl.constexpr, TOK2: tl.constexpr):
+    """One chunk of 64 k (a group's half) into fresh fp32 D fragments (tokens 0..7; with TOK2 also 8..15 from
+    x_base2, on the same dequantized words): a group's two chunks' MMA chains are independent."""
+    c0 = tl.zeros(q.shape, tl.float32)
+    c1 = tl.zeros(q.shape, tl.float32)
+    c2 = tl.zeros(q.shape, tl.float32)
+    c3 = tl.zeros(q.shape, tl.float32)
+    c4 = tl.zeros(q.shape, tl.float32)
+    c5 = tl.zeros(q.shape, tl.float32)
+    c6 = tl.zeros(q.shape, tl.float32)
+    c7 = tl.zeros(q.shape, tl.float32)
+    wd = tl.load(w_base[:, None] + kc * 128 + j4)  # [R, 4]: sub-tiles 0..3
+    w0, w1, w2, w3 = _quarters(wd)
+    x0, x1, x2, x3, x4, x5, x6, x7 = _x_pairs(x_base, kc, q, K2, j4, EVEN_K)
     c0, c1, c2, c3 = _mma(w0, x0, x1, c0, c1, c2, c3, NW, EMU, SUB_MMA)
     c0, c1, c2, c3 = _mma(w1, x2, x3, c0, c1, c2, c3, NW, EMU, SUB_MMA)
     c0, c1, c2, c3 = _mma(w2, x4, x5, c0, c1, c2, c3, NW, EMU, SUB_MMA)
     c0, c1, c2, c3 = _mma(w3, x6, x7, c0, c1, c2, c3, NW, EMU, SUB_MMA)
-    return c0, c1, c2, c3
+    if TOK2:
+        y0, y1, y2, y3, y4, y5, y6, y7 = _x_pairs(x_base2, kc, q, K2, j4, EVEN_K)
+        c4, c5, c6, c7 = _mma(w0, y0, y1, c4, c5, c6, c7, NW, EMU, SUB_MMA)
+        c4, c5, c6, c7 = _mma(w1, y2, y3, c4, c5, c6, c7, NW, EMU, SUB_MMA)
+        c4, c5, c6, c7 = _mma(w2, y4, y5, c4, c5, c6, c7, NW, EMU, SUB_MMA)
+        c4, c5, c6, c7 = _mma(w3, y6, y7, c4, c5, c6, c7, NW, EMU, SUB_MMA)
+    return c0, c1, c2, c3, c4, c5, c6, c7
 
 
 @triton.jit
@@ -275,28 +306,48 @@ def _sum_one(Out, Part, off, ok, n_split, stride_ps):
 
 
 @triton.jit
-def _finish(Out, Part, Count, acc0, acc1, acc2, acc3, row0, tok0, r_lo_ok, r_hi_ok, M, tile, pid_k, n_split,
-            stride_ps, stride_om, SPLIT: tl.constexpr):
-    """The accumulators to Out[token, row] (or with split-K their fp32 partials; the tile group's last split sums
-    them), as `quant_kernels.finish_tile` does for a 2-D tile."""
+def _offsets(row0, tok0, r_lo_ok, r_hi_ok, M, stride_om):
+    """Out offsets and masks of a D fragment: (row0, tok0), (row0, tok0 + 1), (row0 + 8, tok0), (row0 + 8, tok0 + 1)."""
     o0 = tok0.to(tl.int64) * stride_om + row0
     o1 = o0 + stride_om
-    ok0 = r_lo_ok & (tok0 < M)
-    ok1 = r_lo_ok & (tok0 + 1 < M)
-    ok2 = r_hi_ok & (tok0 < M)
-    ok3 = r_hi_ok & (tok0 + 1 < M)
-    _finish_one(Out, Part, acc0, o0, ok0, pid_k, stride_ps, SPLIT)
-    _finish_one(Out, Part, acc1, o1, ok1, pid_k, stride_ps, SPLIT)
-    _finish_one(Out, Part, acc2, o0 + 8, ok2, pid_k, stride_ps, SPLIT)
-    _finish_one(Out, Part, acc3, o1 + 8, ok3, pid_k, stride_ps, SPLIT)
+    return (o0, o1, o0 + 8, o1 + 8,
+            r_lo_ok & (tok0 < M), r_lo_ok & (tok0 + 1 < M), r_hi_ok & (tok0 < M), r_hi_ok & (tok0 + 1 < M))
+
+
+@triton.jit
+def _store4(Out, Part, a0, a1, a2, a3, f, pid_k, stride_ps, SPLIT: tl.constexpr):
+    _finish_one(Out, Part, a0, f[0], f[4], pid_k, stride_ps, SPLIT)
+    _finish_one(Out, Part, a1, f[1], f[5], pid_k, stride_ps, SPLIT)
+    _finish_one(Out, Part, a2, f[2], f[6], pid_k, stride_ps, SPLIT)
+    _finish_one(Out, Part, a3, f[3], f[7], pid_k, stride_ps, SPLIT)
+
+
+@triton.jit
+def _sum4(Out, Part, f, n_split, stride_ps):
+    _sum_one(Out, Part, f[0], f[4], n_split, stride_ps)
+    _sum_one(Out, Part, f[1], f[5], n_split, stride_ps)
+    _sum_one(Out, Part, f[2], f[6], n_split, stride_ps)
+    _sum_one(Out, Part, f[3], f[7], n_split, stride_ps)
+
+
+@triton.jit
+def _finish(Out, Part, Count, acc, row0, tok0, r_lo_ok, r_hi_ok, M, tile, pid_k, n_split, stride_ps, stride_om,
+            SPLIT: tl.constexpr, TOK2: tl.constexpr):
+    """The accumulators (acc: 8, the second four for tokens tok0 + 8 with TOK2) to Out[token, row] (or with split-K
+    their fp32 partials; the program group's last split sums them), as `quant_kernels.finish_tile` does for a 2-D
+    tile."""
+    f = _offsets(row0, tok0, r_lo_ok, r_hi_ok, M, stride_om)
+    f2 = _offsets(row0, tok0 + 8, r_lo_ok, r_hi_ok, M, stride_om)
+    _store4(Out, Part, acc[0], acc[1], acc[2], acc[3], f, pid_k, stride_ps, SPLIT)
+    if TOK2:
+        _store4(Out, Part, acc[4], acc[5], acc[6], acc[7], f2, pid_k, stride_ps, SPLIT)
     if SPLIT:
         tl.debug_barrier()  # every thread's partials are stored before the release below
         done = tl.atomic_add(Count + tile, 1, sem="acq_rel", scope="gpu")
         if done == n_split - 1:
-            _sum_one(Out, Part, o0, ok0, n_split, stride_ps)
-            _sum_one(Out, Part, o1, ok1, n_split, stride_ps)
-            _sum_one(Out, Part, o0 + 8, ok2, n_split, stride_ps)
-            _sum_one(Out, Part, o1 + 8, ok3, n_split, stride_ps)
+            _sum4(Out, Part, f, n_split, stride_ps)
+            if TOK2:
+                _sum4(Out, Part, f2, n_split, stride_ps)
             tl.atomic_xchg(Count + tile, 0, sem="relaxed", scope="gpu")  # re-arm for the next launch
 
 
@@ -316,12 +367,12 @@ def mma_plan(m, n, k, sm, num_warps=4, split_k=None, ctas=4):
 
 def int4_mma_gemm(x, w_mma, w_scale, n, out=None, split_k=None, num_warps=4, ctas=4, sm=None, counters=None,
                   emulate=None, sub_mma=True):
-    """y [M, N] = x [M, K] (bf16, M <= 8, K % 8 == 0) @ dequant(w)^T with w in `pack_int4_mma`'s layout (w_mma) and its
+    """y [M, N] = x [M, K] (bf16, M <= 16, K % 8 == 0) @ dequant(w)^T with w in `pack_int4_mma`'s layout (w_mma) and its
     group scales w_scale [N, ceil(K / 128)]; out bf16. `counters(n)`: zeroed int32 split-K semaphores (default: new)."""
     m, k = x.shape
     if x.dtype != torch.bfloat16 or not 1 <= m <= MAX_ROWS or k % 8 or x.stride(1) != 1 or x.stride(0) % 8:
-        raise ValueError(f"int4_mma_gemm takes bf16 x [1..{MAX_ROWS}, K % 8 == 0] with contiguous, 16-byte aligned rows, "
-                         f"got {x.dtype} {tuple(x.shape)} strides {x.stride()}")
+        raise ValueError(f"int4_mma_gemm takes bf16 x [1..{MAX_ROWS}, K % 8 == 0] with contiguous, 16-byte aligned "
+                         f"rows, got {x.dtype} {tuple(x.shape)} strides {x.stride()}")
     t, kc = triton.cdiv(n, 16), 2 * triton.cdiv(k, GROUP)
     if tuple(w_mma.shape) != (t, kc, 32, 4) or w_mma.dtype != torch.int32 or tuple(w_scale.shape) != (n, kc // 2):
         raise ValueError(f"w_mma must be int32 [{t}, {kc}, 32, 4] and w_scale [{n}, {kc // 2}], got "
@@ -339,13 +390,14 @@ def int4_mma_gemm(x, w_mma, w_scale, n, out=None, split_k=None, num_warps=4, cta
     int4_mma_kernel[(progs, split)](
         x.view(torch.int32), w_mma, w_scale, out, part, count, m, n, k // 2, kc // 2, per, split,
         x.stride(0) // 2, w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
-        NW=num_warps, SPLIT=split > 1, EMU=emu, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0, num_warps=num_warps)
+        NW=num_warps, SPLIT=split > 1, EMU=emu, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0, TOK2=m > 8,
+        num_warps=num_warps)
     return out
 
 
 def mma_auto(x, n, k) -> bool:
     """Whether `quant_gemm.int4_gemm` path='auto' (given the repacked weights) takes this kernel for rows x, [N, K]."""
-    return x.dtype == torch.bfloat16 and x.shape[0] <= MAX_ROWS and k % 8 == 0 and n * k // 2 >= AUTO_BYTES
+    return x.dtype == torch.bfloat16 and x.shape[0] <= AUTO_MAX_ROWS and k % 8 == 0 and n * k // 2 >= AUTO_BYTES
 
 
 def mma_call(x, w_mma, w_scale, n, out, split_k, sm, counters):

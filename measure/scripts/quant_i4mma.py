@@ -8,9 +8,9 @@ Same method and outputs as `quant_i4` (compile workers first; every variant of o
 each model's first dense shape at every M; CUDA-graph replay over weight copies exceeding 3x the L2, the L2 flushed
 before each replay, the 2 GiB copy ceiling of the same run). The repacking (`pack_int4_mma`) is done once per weight
 copy before timing, as an engine repacks a checkpoint at load. `wmtp_int4_group`: path='auto' without the
-repacked weights (the earlier kernels), `wmtp_int4_group_auto`: path='auto' with them. `wmtp_int4_mma[...]`: `fma`
-code - 8 by a packed FMA per pair, `sub` 128 + code and a second MMA with A = -136; `wW` W warps (row tiles of 16 per
-program); `cC` split-K planned for C programs per SM (default 4).
+repacked weights (the earlier kernels); `wmtp_int4_group_auto`: path='auto' with them (`_auto16`: with the kernel
+taken up to 16 rows). `wmtp_int4_mma[...]`: `fma` code - 8 by a packed FMA per pair, `sub` 128 + code and a second
+MMA with A = -136; `wW` W warps (row tiles of 16 per program); `cC` split-K planned for C programs per SM.
 """
 
 from __future__ import annotations
@@ -18,20 +18,32 @@ from __future__ import annotations
 import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
+from wmtp.measure.kernels import quant_mma_i4 as qm
 from wmtp.measure.kernels.quant_mma_i4 import MAX_ROWS, int4_mma_gemm, int4_mma_moe, pack_int4_mma
 from wmtp.measure.scripts import quant_bench as qb
 from wmtp.measure.scripts.quant_bk import call_peer, items, moe_weights, peer_ops, script_main
 from wmtp.measure.scripts.quant_peers import dense_fns, dense_format, dense_ref, moe_ref, weight_set
 
-MS = (1, 2, 4, 8, 16)  # the kernel takes M <= 8; M = 16 times the two path='auto' rows
-# run2 of h200-quant-v11 timed also [fma-w4], [fma-w8], [sub-w8], [sub-w4-c2] (commit 36ea377)
-OURS = {"[sub-w4]": dict(sub_mma=True), "[sub-w4-c8]": dict(sub_mma=True, ctas=8),
-        "[fma-w4-c8]": dict(sub_mma=False, ctas=8)}
+MS = (1, 2, 4, 8, 16)
+# run2 of h200-quant-v11 timed also [fma-w4], [fma-w8], [sub-w8], [sub-w4-c2] (commit 36ea377), run3 [sub-w4] (c72b5b3)
+OURS = {"[sub-w4-c8]": dict(sub_mma=True, ctas=8), "[fma-w4-c8]": dict(sub_mma=False, ctas=8),
+        "[fma-w2-c8]": dict(sub_mma=False, ctas=8, num_warps=2), "[fma-w1-c8]": dict(sub_mma=False, ctas=8, num_warps=1),
+        "[fma-w2-c4]": dict(sub_mma=False, ctas=4, num_warps=2), "[sub-w2-c8]": dict(sub_mma=True, ctas=8, num_warps=2)}
 PEERS = ("torch_bf16", "torch_int4pack_mm")
 
 
+def auto16(x, w):
+    """path='auto' with repacked weights as it would run with `quant_mma_i4.AUTO_MAX_ROWS` = 16."""
+    saved, qm.AUTO_MAX_ROWS = qm.AUTO_MAX_ROWS, 16
+    try:
+        return qg.int4_gemm(x, *w["int4"], w_mma=w["mma"])
+    finally:
+        qm.AUTO_MAX_ROWS = saved
+
+
 def run_dense(b, model, comp, n, k, check, keep):
-    names = ["wmtp_int4_group", "wmtp_int4_group_auto"] + [f"wmtp_int4_mma{t}" for t in OURS] + list(PEERS)
+    names = ["wmtp_int4_group", "wmtp_int4_group_auto", "wmtp_int4_group_auto16"] + [f"wmtp_int4_mma{t}" for t in OURS]
+    names += list(PEERS)
     if not any(keep(name, model, comp) for name in names):
         return
     gen = torch.Generator(device=b.dev).manual_seed(17)
@@ -45,7 +57,8 @@ def run_dense(b, model, comp, n, k, check, keep):
         x = torch.randn(m, k, device=b.dev, generator=gen).to(torch.bfloat16)
         peers = dense_fns(x)
         calls = {"wmtp_int4_group": lambda w: qg.int4_gemm(x, *w["int4"]),
-                 "wmtp_int4_group_auto": lambda w: qg.int4_gemm(x, *w["int4"], w_mma=w["mma"])}
+                 "wmtp_int4_group_auto": lambda w: qg.int4_gemm(x, *w["int4"], w_mma=w["mma"]),
+                 "wmtp_int4_group_auto16": lambda w: auto16(x, w)}
         if m <= MAX_ROWS:
             calls.update({f"wmtp_int4_mma{t}": (lambda w, c=c: int4_mma_gemm(x, w["mma"], w["int4"][1], n,
                                                                               counters=lambda p: counters[:p], **c))
