@@ -63,3 +63,7 @@ if __name__ == "__main__":
         print(f"\n### {run} (grouped experts), time(earlier path='auto') / time\n")
         ratios(t, "wmtp_int4_moe", ["wmtp_int4_moe_auto", other], (1, 2, 4, 8, 16))
     per_shape(load("run5"), ["wmtp_int4_moe", "wmtp_int4_moe_auto"], 8)
+    t6 = load("run6")
+    print("\n### run6 (up to 16 rows; 1-2 warps per program), time(earlier path='auto') / time\n")
+    ratios(t6, A, [A + "_auto", A + "_auto16"] + sorted(k for k in {k[0] for k in t6} if "mma" in k) +
+           ["torch_int4pack_mm"], (1, 2, 4, 8, 16))
