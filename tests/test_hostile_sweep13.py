@@ -1,19 +1,23 @@
 """Hostile inputs of the thirteenth adversarial sweep (after test_hostile_sweep12.py): `python -m
 wmtp.calibrate.engine_fit` (the entry ARCHITECTURE names for new presets) with an --out naming its own points CSV
 or structure file (the points were replaced by the preset JSON: the one copy of the published figures lost) or a
---name that is a path (a ValueError traceback).
+--name that is a path (a ValueError traceback); a profile measured with an attention backend this wmtp does not know
+(its attention was priced with wmtp's first kernels' tiling, silently).
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from wmtp.engine import engines_dir
+from wmtp.profile import PROFILES_DIR
+from cli_checks import assert_one_error, invoke  # noqa: E402
 
 
 # --- python -m wmtp.calibrate.engine_fit ----------------------------------------------------------------------------
@@ -64,3 +68,48 @@ def test_engine_fit_module_writes_beside_its_points(tmp_path, capsys):
     assert main([str(points), "--name", "mine", "--out", str(tmp_path / "out.json")]) == 0, capsys.readouterr()
     assert (tmp_path / "out.json").is_file() and (tmp_path / "out.md").is_file()
     assert points.read_bytes() == before
+
+
+# --- a profile's attention backend ------------------------------------------------------------------------------------
+
+def _profile(tmp_path: Path, base: str = "h200", **changes) -> Path:
+    doc = json.loads((PROFILES_DIR / f"{base}.json").read_text())
+    for key, value in changes.items():
+        if key == "provenance_backend":
+            doc["provenance"]["backend"] = value
+        else:
+            doc[key] = value
+    p = tmp_path / "profile.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+@pytest.mark.parametrize("backend", ["xyz", "engine-index", "FlashInfer"])
+def test_profile_of_an_attention_backend_wmtp_does_not_know(tmp_path, backend):
+    """The attention features follow the measured backend's tiling (wmtp's kernel sets, FlashInfer's FA2 plan); any
+    other name fell through to wmtp's v1 tiling: q35's native verify at 1M was 10.078 ms against the shipped 9.378,
+    with no word. engine-index runs index builds only, no attention."""
+    p = _profile(tmp_path, backend=backend, provenance_backend=backend)
+    for cmd in (("predict", "--model", "q35"), ("sweep", "ctx", "--model", "q35")):
+        assert_one_error(invoke(*cmd, "--profile", p), "attention backend", backend)
+
+
+def test_profile_backend_only_in_its_provenance_is_checked_too(tmp_path):
+    """An older profile names its backend only in provenance: the cost model reads it there."""
+    doc = json.loads((PROFILES_DIR / "h200.json").read_text())
+    del doc["backend"]
+    doc["provenance"]["backend"] = "xyz"
+    p = tmp_path / "profile.json"
+    p.write_text(json.dumps(doc))
+    assert_one_error(invoke("predict", "--model", "q35", "--profile", p), "'xyz'")
+
+
+@pytest.mark.parametrize("base", ["h200", "h200-flashinfer"])
+def test_profiles_of_the_known_backends_price(tmp_path, base):
+    """The controls: a copy of each shipped profile prices as the shipped one does."""
+    p = _profile(tmp_path, base)
+    copy = invoke("predict", "--model", "q35", "--profile", p, "--json")
+    shipped = invoke("predict", "--model", "q35", "--profile", PROFILES_DIR / f"{base}.json", "--json")
+    assert copy.exit_code == 0 and shipped.exit_code == 0, copy.output
+    steps = [{m: v["step_ms"] for m, v in json.loads(r.output)["methods"].items()} for r in (copy, shipped)]
+    assert steps[0] == steps[1]
