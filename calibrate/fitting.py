@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import math
+import re
 import zlib
 from pathlib import Path
 
@@ -204,16 +205,23 @@ def sm_count_of(meta: dict) -> int:
     return row.sm_count
 
 
+# form factors of a GPU the registry's rows (SXM / HGX datasheets) are not: their bandwidth, clocks or memory differ
+_OTHER_FORM_FACTORS = {"pcie", "nvl"}
+
+
 def hardware_key(meta: dict) -> str:
-    """The registry key of the GPU named in the provenance ("NVIDIA H200" -> h200)."""
+    """The registry key of the GPU named in the provenance ("NVIDIA H200" -> h200, "NVIDIA H100 80GB HBM3" ->
+    h100-sxm), matched by whole words: "NVIDIA GH200 480GB" (4.0 TB/s) was h200 (4.8) by a substring, and "NVIDIA H100
+    PCIe" (2.0 TB/s) h100-sxm (3.35), so a profile measured on one was scaled to other GPUs with the wrong ratios. A
+    GPU with no row keeps its own name as key (a profile of it is refused where it would be scaled)."""
     from wmtp.hardware import HARDWARE
 
     name = str(meta.get("gpu_name", "unknown"))
-    flat = name.lower().replace(" ", "")
-    # the longest family name that matches: "NVIDIA GB200" is gb200, not b200
-    for key in sorted(HARDWARE, key=lambda k: -len(k.split("-")[0])):
-        if key.split("-")[0] in flat:
-            return key
+    words = set(re.split(r"[^a-z0-9]+", name.lower()))
+    if not words & _OTHER_FORM_FACTORS:
+        for key in HARDWARE:
+            if key.split("-")[0] in words:
+                return key
     return name.lower().replace(" ", "-")
 
 

@@ -2,7 +2,9 @@
 wmtp.calibrate.engine_fit` (the entry ARCHITECTURE names for new presets) with an --out naming its own points CSV
 or structure file (the points were replaced by the preset JSON: the one copy of the published figures lost) or a
 --name that is a path (a ValueError traceback); a profile measured with an attention backend this wmtp does not know
-(its attention was priced with wmtp's first kernels' tiling, silently).
+(its attention was priced with wmtp's first kernels' tiling, silently); a raw sweep's GPU matched to a registry row by
+a substring of its name (an H100 PCIe sweep became an h100-sxm profile, a GH200 one an h200 profile: scaled to other
+GPUs with another part's bandwidth).
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
@@ -113,3 +115,43 @@ def test_profiles_of_the_known_backends_price(tmp_path, base):
     assert copy.exit_code == 0 and shipped.exit_code == 0, copy.output
     steps = [{m: v["step_ms"] for m, v in json.loads(r.output)["methods"].items()} for r in (copy, shipped)]
     assert steps[0] == steps[1]
+
+
+# --- the GPU a raw sweep names ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpu_name", [
+    "NVIDIA H100 PCIe",  # 2.0 TB/s (PCIe card), not the SXM row's 3.35
+    "NVIDIA H100 NVL",  # 3.9 TB/s, 94 GB
+    "NVIDIA GH200 480GB",  # an H100-class GPU with 96 GB HBM3 at 4.0 TB/s, not the H200's 141 GB at 4.8
+    "NVIDIA H200 NVL",  # the PCIe card: lower clocks and power than the SXM row's datasheet
+])
+def test_a_gpu_the_registry_has_no_row_for_is_not_another_row(gpu_name):
+    from wmtp.calibrate.fitting import hardware_key
+    from wmtp.hardware import HARDWARE
+
+    assert hardware_key({"gpu_name": gpu_name}) not in HARDWARE
+
+
+@pytest.mark.parametrize("gpu_name, key", [
+    ("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100-SXM5-80GB", "h100-sxm"),
+    ("NVIDIA B200", "b200"), ("NVIDIA GB200", "gb200"), ("AMD Instinct MI300X", "mi300x"),
+])
+def test_the_registry_gpus_keep_their_rows(gpu_name, key):
+    """The controls: the names torch reports for the registry's parts (the H100 SXM as '80GB HBM3')."""
+    from wmtp.calibrate.fitting import hardware_key
+
+    assert hardware_key({"gpu_name": gpu_name}) == key
+
+
+def test_a_refit_of_an_h100_pcie_sweep_is_not_scaled_as_an_sxm(tmp_path):
+    """From the shipped raw sweep with its sidecar naming an H100 PCIe: the profile was keyed h100-sxm, and
+    `predict` (--hw h200) scaled it by 4.8 / 3.35 where the card's bandwidth gives 4.8 / 2.0; a GPU without a row
+    cannot be scaled, and says so."""
+    shutil.copy(PROFILES_DIR / "h200.raw.csv.gz", tmp_path / "raw.csv.gz")
+    meta = json.loads((PROFILES_DIR / "h200.raw.meta.json").read_text())
+    (tmp_path / "raw.meta.json").write_text(json.dumps({**meta, "gpu_name": "NVIDIA H100 PCIe"}))
+    r = invoke("calibrate", "--from-raw", tmp_path / "raw.csv.gz", "--out", tmp_path / "cal")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "cal" / "profile.json").read_text())["hardware"] == "nvidia-h100-pcie"
+    assert_one_error(invoke("predict", "--model", "q35", "--profile", tmp_path / "cal" / "profile.json"),
+                     "cannot be scaled")
