@@ -4,7 +4,8 @@ or structure file (the points were replaced by the preset JSON: the one copy of 
 --name that is a path (a ValueError traceback); a profile measured with an attention backend this wmtp does not know
 (its attention was priced with wmtp's first kernels' tiling, silently); a raw sweep's GPU matched to a registry row by
 a substring of its name (an H100 PCIe sweep became an h100-sxm profile, a GH200 one an h200 profile: scaled to other
-GPUs with another part's bandwidth).
+GPUs with another part's bandwidth); tables that cut numbers and provenance tags to '…' (`wmtp logs` at the 80 columns
+a pipe gets printed a run's TPOT as '49.…'; `predict` at 40 columns its tags as 'extra…').
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
@@ -12,6 +13,7 @@ under test."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -155,3 +157,48 @@ def test_a_refit_of_an_h100_pcie_sweep_is_not_scaled_as_an_sxm(tmp_path):
     assert json.loads((tmp_path / "cal" / "profile.json").read_text())["hardware"] == "nvidia-h100-pcie"
     assert_one_error(invoke("predict", "--model", "q35", "--profile", tmp_path / "cal" / "profile.json"),
                      "cannot be scaled")
+
+
+# --- tables narrower than their numbers -------------------------------------------------------------------------------
+
+LOG = Path(__file__).parent / "data" / "sglang_decode.log"
+
+
+def _at_width(monkeypatch, columns: int, *args):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def test_logs_table_shows_every_run_number_whole(monkeypatch):
+    """At 80 columns (what a pipe or CliRunner gets) the runs table printed run 0's artifact TPOT as '49.…': each
+    run's numbers from --json, at the table's two decimals, are in the table, and nothing is cut."""
+    runs = json.loads(_at_width(monkeypatch, 80, "logs", LOG, "--json"))[0]["runs"]
+    text = _at_width(monkeypatch, 80, "logs", LOG)
+    assert "…" not in text
+    for r in runs:
+        for key in ("tpot_ms", "tpot_line_ms", "accept_length"):
+            if r[key] is not None:
+                assert f"{r[key]:.2f}" in text, (key, r[key])
+
+
+@pytest.mark.parametrize("columns", [40, 50, 60])
+@pytest.mark.parametrize("args", [
+    ("predict", "--model", "q35"),
+    ("predict", "--model", "q122", "--hw", "b200", "--framework", "sglang-b200-paper"),
+    ("logs", LOG),
+])
+def test_a_narrow_terminal_folds_cells_but_cuts_none(monkeypatch, columns, args):
+    """A narrow terminal may fold a cell onto two lines; '…' (rich's default) threw characters away: a number's
+    provenance tag ('extra…'), a label ('acceptan…')."""
+    assert "…" not in _at_width(monkeypatch, columns, *args)
+
+
+def test_predict_table_at_its_usual_width_is_unchanged(monkeypatch):
+    """The control: at 100 columns the predict table holds each method's step and TPOT with its tag, on one line."""
+    out = json.loads(_at_width(monkeypatch, 100, "predict", "--model", "q122", "--json"))["methods"]
+    text = _at_width(monkeypatch, 100, "predict", "--model", "q122")
+    for key, label in (("step_ms", "step"), ("tpot_ms", "TPOT")):
+        row = next(ln for ln in text.splitlines() if re.match(rf"│ {label} +│", ln))
+        assert [f"{out[m][key]:.3f}" for m in ("dense", "native", "window")] == re.findall(r"\d+\.\d{3}", row)
