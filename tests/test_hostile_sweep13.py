@@ -5,13 +5,15 @@ or structure file (the points were replaced by the preset JSON: the one copy of 
 (its attention was priced with wmtp's first kernels' tiling, silently); a raw sweep's GPU matched to a registry row by
 a substring of its name (an H100 PCIe sweep became an h100-sxm profile, a GH200 one an h200 profile: scaled to other
 GPUs with another part's bandwidth); tables that cut numbers and provenance tags to '…' (`wmtp logs` at the 80 columns
-a pipe gets printed a run's TPOT as '49.…'; `predict` at 40 columns its tags as 'extra…').
+a pipe gets printed a run's TPOT as '49.…'; `predict` at 40 columns its tags as 'extra…'); a raw sweep without the rows of a kind the draft forward needs (the refit
+said 'NaN at draft_loop_check.0.predicted_ms', not what was missing).
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -202,3 +204,32 @@ def test_predict_table_at_its_usual_width_is_unchanged(monkeypatch):
     for key, label in (("step_ms", "step"), ("tpot_ms", "TPOT")):
         row = next(ln for ln in text.splitlines() if re.match(rf"│ {label} +│", ln))
         assert [f"{out[m][key]:.3f}" for m in ("dense", "native", "window")] == re.findall(r"\d+\.\d{3}", row)
+
+
+# --- a raw sweep missing a kind ---------------------------------------------------------------------------------------
+
+def _raw_without(tmp_path: Path, kind: str | None) -> Path:
+    """The shipped raw sweep and its sidecar, without the rows of `kind` (None: all rows)."""
+    with gzip.open(PROFILES_DIR / "h200.raw.csv.gz", "rt") as f:
+        lines = f.read().splitlines()
+    kept = [lines[0]] + [ln for ln in lines[1:] if ln.split(",", 1)[0] != kind]
+    (tmp_path / "raw.csv").write_text("\n".join(kept) + "\n")
+    shutil.copy(PROFILES_DIR / "h200.raw.meta.json", tmp_path / "raw.meta.json")
+    return tmp_path / "raw.csv"
+
+
+@pytest.mark.parametrize("kind", ["lm_head", "moe", "decode_attn"])
+def test_refit_of_a_sweep_without_a_draft_forward_kind_names_it(tmp_path, kind):
+    raw = _raw_without(tmp_path, kind)
+    line = assert_one_error(invoke("calibrate", "--from-raw", raw, "--out", tmp_path / "cal"), kind, "draft forward")
+    assert "nan" not in line.lower()
+    assert not (tmp_path / "cal" / "profile.json").exists()
+
+
+def test_refit_of_the_whole_sweep_writes_its_profile(tmp_path):
+    """The control: every row kept, the refit writes a profile whose draft-loop check is all finite numbers."""
+    raw = _raw_without(tmp_path, None)
+    r = invoke("calibrate", "--from-raw", raw, "--out", tmp_path / "cal")
+    assert r.exit_code == 0, r.output
+    loop = json.loads((tmp_path / "cal" / "profile.json").read_text())["draft_loop_check"]
+    assert loop and all(isinstance(x["predicted_ms"], float) and x["predicted_ms"] > 0 for x in loop)
