@@ -6,7 +6,9 @@ or structure file (the points were replaced by the preset JSON: the one copy of 
 a substring of its name (an H100 PCIe sweep became an h100-sxm profile, a GH200 one an h200 profile: scaled to other
 GPUs with another part's bandwidth); tables that cut numbers and provenance tags to '…' (`wmtp logs` at the 80 columns
 a pipe gets printed a run's TPOT as '49.…'; `predict` at 40 columns its tags as 'extra…'); a raw sweep without the rows of a kind the draft forward needs (the refit
-said 'NaN at draft_loop_check.0.predicted_ms', not what was missing).
+said 'NaN at draft_loop_check.0.predicted_ms', not what was missing); `simulate --phases` pricing each step's draft
+extend with the phases' stated lengths, not the tokens each governs in the decode (a phase past --tokens changed the
+TPOT, a last phase that runs on to the end was weighed at its stated length).
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
@@ -233,3 +235,37 @@ def test_refit_of_the_whole_sweep_writes_its_profile(tmp_path):
     assert r.exit_code == 0, r.output
     loop = json.loads((tmp_path / "cal" / "profile.json").read_text())["draft_loop_check"]
     assert loop and all(isinstance(x["predicted_ms"], float) and x["predicted_ms"] > 0 for x in loop)
+
+
+# --- simulate's phases against --tokens -------------------------------------------------------------------------------
+
+def _sim(*phases_tokens: str, tokens: int = 500) -> dict:
+    r = invoke("simulate", "--model", "q35", "--method", "native", "--tokens", tokens, "--phases",
+               ",".join(phases_tokens), "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_a_phase_the_decode_never_reaches_changes_nothing():
+    """500 tokens decode within the first phase: the same draws (same seed) and the same steps as that phase alone,
+    so the same TPOT; the unreached 0.0 phase priced the draft extend at a lower acceptance (2.887 ms for 2.893)."""
+    alone, padded = _sim("0.9:500"), _sim("0.9:500", "0.0:1000000")
+    assert padded["steps"] == alone["steps"] and padded["tokens"] == alone["tokens"]
+    assert padded["tpot_ms"] == pytest.approx(alone["tpot_ms"], rel=1e-12)
+
+
+def test_the_last_phase_runs_on_to_the_end_and_weighs_as_much():
+    """0.95:100 as the last phase of a 2000-token decode governs its last 1900 tokens, as 0.95:1900 does (weighed at
+    100 tokens, the extend was priced at a mean alpha of 0.575 where the decode ran at 0.9175)."""
+    short, long = _sim("0.2:100", "0.95:100", tokens=2000), _sim("0.2:100", "0.95:1900", tokens=2000)
+    assert short["steps"] == long["steps"]
+    assert short["tpot_ms"] == pytest.approx(long["tpot_ms"], rel=1e-12)
+
+
+def test_phase_weights_by_hand():
+    from wmtp.simulate import phase_weights
+
+    ph = [(100, [0.9]), (100, [0.1]), (50, [0.5])]
+    assert phase_weights(ph, 500) == [100, 100, 300]  # the last runs on to 500
+    assert phase_weights(ph, 150) == [100, 50, 0]  # the decode ends inside the second
+    assert phase_weights(ph, None) == [100, 100, 50]  # their own lengths

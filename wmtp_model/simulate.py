@@ -182,10 +182,22 @@ def step_time_fn(sc, method: str, profile=None) -> StepTimes:
     return StepTimes(sc, method, profile)
 
 
-def decode_profile(phases: Sequence[Phase] | None, trace: Sequence[int] | None, depth: int = MAX_DEPTH):
+def phase_weights(phases: Sequence[Phase], n_tokens: int | None) -> list[int]:
+    """The output tokens each phase governs in a decode of `n_tokens` (`_alphas_at`: the last phase runs on to the
+    end, a phase past the end governs none); without `n_tokens`, each phase's own length."""
+    if n_tokens is None:
+        return [t for t, _ in phases]
+    starts = [sum(t for t, _ in phases[:i]) for i in range(len(phases))]
+    ends = starts[1:] + [max(n_tokens, starts[-1])]
+    return [max(0, min(e, n_tokens) - min(s, n_tokens)) for s, e in zip(starts, ends)]
+
+
+def decode_profile(phases: Sequence[Phase] | None, trace: Sequence[int] | None, depth: int = MAX_DEPTH,
+                   n_tokens: int | None = None):
     """The acceptance a simulated decode draws from, as one profile (`wmtp.acceptance.AcceptanceProfile`) that
     prices its steps' draft extend (`StepTimes`): a recorded trace's accepted counts as a histogram, else the phases'
-    per-position alphas weighted by the tokens each phase lasts."""
+    per-position alphas weighted by the tokens each phase governs in a decode of `n_tokens` (`phase_weights`: the
+    phases' stated lengths priced a phase the decode never reached, and cut the last one short)."""
     from wmtp.acceptance import AcceptanceProfile, from_histogram
 
     if trace is not None:
@@ -193,6 +205,8 @@ def decode_profile(phases: Sequence[Phase] | None, trace: Sequence[int] | None, 
         for n in trace:
             counts[n] += 1
         return from_histogram(counts, "the recorded trace")
-    total = sum(t for t, _ in phases)
-    alphas = [sum(t * a[min(j, len(a) - 1)] for t, a in phases if a) / total for j in range(depth - 1)]
+    weights = phase_weights(phases, n_tokens)
+    total = sum(weights)
+    alphas = [sum(w * a[min(j, len(a) - 1)] for w, (_, a) in zip(weights, phases) if a) / total
+              for j in range(depth - 1)]
     return AcceptanceProfile(tuple(min(1.0, max(0.0, a)) for a in alphas), depth, "the simulated phases")
