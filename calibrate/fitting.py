@@ -60,6 +60,17 @@ def _repeated_column(data: bytes) -> str | None:
     return first_repeat([c.strip() for c in next(csv.reader([header]), []) if c.strip()])  # blank: unnamed, unread
 
 
+def raw_text(path: Path) -> str:
+    """The text of a raw sweep CSV (gunzipped and bounded as `_raw_bytes`); a missing, unreadable, corrupt or
+    non-UTF-8 file is one `WmtpError` (`python -m wmtp.calibrate.splice` read it with read_bytes: tracebacks)."""
+    try:
+        return _raw_bytes(path).decode()
+    except FileNotFoundError:
+        raise WmtpError(f"no sweep data at {path}") from None
+    except (UnicodeDecodeError, EOFError, OSError, zlib.error) as e:
+        raise WmtpError(f"{path} is not a readable sweep CSV ({type(e).__name__})") from None
+
+
 def read_raw(path: Path) -> pd.DataFrame:
     try:
         data = _raw_bytes(path)

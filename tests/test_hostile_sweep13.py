@@ -8,7 +8,10 @@ GPUs with another part's bandwidth); tables that cut numbers and provenance tags
 a pipe gets printed a run's TPOT as '49.…'; `predict` at 40 columns its tags as 'extra…'); a raw sweep without the rows of a kind the draft forward needs (the refit
 said 'NaN at draft_loop_check.0.predicted_ms', not what was missing); `simulate --phases` pricing each step's draft
 extend with the phases' stated lengths, not the tokens each governs in the decode (a phase past --tokens changed the
-TPOT, a last phase that runs on to the end was weighed at its stated length).
+TPOT, a last phase that runs on to the end was weighed at its stated length); `python -m wmtp.calibrate.splice` (the
+README's one-kind re-measurement) on a missing, binary or headerless raw file, a profile that is no profile (tracebacks:
+FileNotFoundError, UnicodeDecodeError, ValueError, KeyError, TypeError), an OUTDIR that is a file, or the base's own
+folder as OUTDIR (the splice was written over the base).
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
@@ -269,3 +272,88 @@ def test_phase_weights_by_hand():
     assert phase_weights(ph, 500) == [100, 100, 300]  # the last runs on to 500
     assert phase_weights(ph, 150) == [100, 50, 0]  # the decode ends inside the second
     assert phase_weights(ph, None) == [100, 100, 50]  # their own lengths
+
+
+# --- python -m wmtp.calibrate.splice ----------------------------------------------------------------------------------
+
+HEAD = "kernel,impl,model,ctx,batch,d,window,sink,q_heads,kv_heads,head_dim,dtype,rep,time_ms,bytes,flops,status,config,timer"
+
+
+def _row(kind: str, t: str) -> str:
+    return f"{kind},wmtp,q35,,1.0,1.0,,,16.0,2.0,256.0,bf16,0,{t},4194304.0,3145728.0,ok,cfg,timer"
+
+
+def _splice_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    base = tmp_path / "x.raw.csv.gz"
+    base.write_bytes(gzip.compress(f"{HEAD}\n{_row('gemm', '0.5')}\n{_row('linear_state', '0.1')}\n".encode()))
+    (tmp_path / "x.raw.meta.json").write_text(json.dumps({"gpu_name": "NVIDIA H200"}))
+    new = tmp_path / "new.csv"
+    new.write_text(f"{HEAD}\n{_row('linear_state', '0.3')}\n")
+    return base, new
+
+
+def _splice(*args) -> int:
+    from wmtp.calibrate.splice import main
+
+    return main([str(a) for a in args])
+
+
+@pytest.mark.parametrize("case", ["missing base", "missing new", "binary new", "no header", "outdir a file",
+                                  "short row"])
+def test_splice_rows_of_bad_inputs(tmp_path, capsys, case):
+    base, new = _splice_inputs(tmp_path)
+    out = tmp_path / "out"
+    if case == "missing base":
+        base = tmp_path / "none.csv"
+    elif case == "missing new":
+        new = tmp_path / "none.csv"
+    elif case == "binary new":
+        new.write_bytes(b"\x00\x01\xff")
+    elif case == "no header":
+        base.write_text("{}\n")
+        new.write_text("{}\n")
+    elif case == "outdir a file":
+        out.write_text("x")
+    else:  # a row cut short: IndexError at its kernel column
+        new.write_text(f"{HEAD}\n{_row('linear_state', '0.3')}\nlinear_state,wmtp\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert _splice("rows", base, new, "linear_state", out) == 1
+    _one_error(capsys)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_splice_rows_into_the_base_folder_is_refused(tmp_path, capsys):
+    """OUTDIR/<base's name> is the base itself: its linear_state row was replaced in place, the original lost."""
+    base, new = _splice_inputs(tmp_path)
+    before = base.read_bytes()
+    assert _splice("rows", base, new, "linear_state", tmp_path) == 1
+    assert "destroy" in _one_error(capsys)
+    assert base.read_bytes() == before
+
+
+def test_splice_rows_into_another_folder_writes_the_splice(tmp_path, capsys):
+    """The control: the base's gemm row kept, its linear_state row replaced by the new one."""
+    base, new = _splice_inputs(tmp_path)
+    assert _splice("rows", base, new, "linear_state", tmp_path / "out") == 0
+    text = gzip.decompress((tmp_path / "out" / "x.raw.csv.gz").read_bytes()).decode()
+    assert text.splitlines() == [HEAD, _row("gemm", "0.5"), _row("linear_state", "0.3")]
+
+
+@pytest.mark.parametrize("doc", [{}, [1], {"components": 5}])
+def test_splice_carry_of_a_profile_that_is_no_profile(tmp_path, capsys, doc):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    for shipped, refit in ((bad, PROFILES_DIR / "h200.json"), (PROFILES_DIR / "h200.json", bad)):
+        assert _splice("carry", shipped, refit, tmp_path / "out.json") == 1
+        _one_error(capsys)
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_splice_carry_of_two_profiles_writes_one(tmp_path, capsys):
+    """The control: the shipped profile carried into itself carries nothing and reads back."""
+    from wmtp.profile import load_profile
+
+    assert _splice("carry", PROFILES_DIR / "h200.json", PROFILES_DIR / "h200.json", tmp_path / "o.json") == 0
+    assert "carried nothing" in capsys.readouterr().out
+    assert load_profile(tmp_path / "o.json")["components"].keys() == load_profile(PROFILES_DIR / "h200.json")[
+        "components"].keys()
