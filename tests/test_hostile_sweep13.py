@@ -11,7 +11,8 @@ extend with the phases' stated lengths, not the tokens each governs in the decod
 TPOT, a last phase that runs on to the end was weighed at its stated length); `python -m wmtp.calibrate.splice` (the
 README's one-kind re-measurement) on a missing, binary or headerless raw file, a profile that is no profile (tracebacks:
 FileNotFoundError, UnicodeDecodeError, ValueError, KeyError, TypeError), an OUTDIR that is a file, or the base's own
-folder as OUTDIR (the splice was written over the base).
+folder as OUTDIR (the splice was written over the base); vLLM SpecDecoding lines whose per-position rates contradict
+their own Accepted / Drafted counts (`wmtp accept` printed 'AL 2.500 at d=4' above 'AL by depth: d=4: 1.16').
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
@@ -357,3 +358,37 @@ def test_splice_carry_of_two_profiles_writes_one(tmp_path, capsys):
     assert "carried nothing" in capsys.readouterr().out
     assert load_profile(tmp_path / "o.json")["components"].keys() == load_profile(PROFILES_DIR / "h200.json")[
         "components"].keys()
+
+
+# --- vLLM per-position rates against the counts of their lines --------------------------------------------------------
+
+def _v1_spec(rates: str, accepted: int = 130) -> str:
+    """A vLLM V1 SpecDecoding line: 300 draft tokens at k = 3 (100 drafts); 130 accepted: AL = 1 + 130 / 100 = 2.3,
+    and rates accepted at position i / drafts that sum to 130 / 100 = 1.3."""
+    return ("INFO 08-05 12:25:03 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: "
+            f"{1 + accepted / 100:.2f}, Accepted throughput: 0.72 tokens/s, Drafted throughput: 2.64 tokens/s, "
+            f"Accepted: {accepted} tokens, Drafted: 300 tokens, Per-position acceptance rate: {rates}, Avg Draft "
+            "acceptance rate: 43.3%")
+
+
+@pytest.mark.parametrize("rates", ["0.100, 0.050, 0.010",  # sum 0.16: AL 1.16 at d = 4 beside the counts' 2.30
+                                   "0.900, 0.800, 0.700"])  # sum 2.40: AL 3.40
+def test_per_position_rates_that_contradict_their_counts(tmp_path, rates):
+    p = tmp_path / "v.log"
+    p.write_text((_v1_spec(rates) + "\n") * 3)
+    assert_one_error(invoke("accept", p), "per-position", "contradict")
+    r = invoke("logs", p, "--json")  # the headline AL, from the counts, is still read by `wmtp logs`
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)[0]["al"]["value"] == pytest.approx(2.3)
+
+
+def test_per_position_rates_that_sum_to_their_counts_are_read(tmp_path):
+    """The control: 0.7 + 0.4 + 0.2 = 1.3 = 130 / 100; alpha = 0.7, 0.4 / 0.7, 0.2 / 0.4; AL at d = 4 is 2.3, the
+    headline's, within the rates' rounding (0.697 etc. printed to three places)."""
+    p = tmp_path / "v.log"
+    p.write_text(_v1_spec("0.697, 0.403, 0.200") + "\n")
+    r = invoke("accept", p, "--json")
+    assert r.exit_code == 0, r.output
+    f = json.loads(r.output)["files"][0]
+    assert f["accept_length"] == pytest.approx(2.3)
+    assert f["al_by_depth"]["4"]["al"] == pytest.approx(2.3, abs=0.001)
