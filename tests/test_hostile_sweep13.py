@@ -12,7 +12,9 @@ TPOT, a last phase that runs on to the end was weighed at its stated length); `p
 README's one-kind re-measurement) on a missing, binary or headerless raw file, a profile that is no profile (tracebacks:
 FileNotFoundError, UnicodeDecodeError, ValueError, KeyError, TypeError), an OUTDIR that is a file, or the base's own
 folder as OUTDIR (the splice was written over the base); vLLM SpecDecoding lines whose per-position rates contradict
-their own Accepted / Drafted counts (`wmtp accept` printed 'AL 2.500 at d=4' above 'AL by depth: d=4: 1.16').
+their own Accepted / Drafted counts (`wmtp accept` printed 'AL 2.500 at d=4' above 'AL by depth: d=4: 1.16'); engine points of a dense step at a draft
+depth (priced at d = 1 whatever the row said: the fit moved q35's host_step_ms from 4.24 to 6.19 ms) or of a
+speculative step at d = 1 (an error without the file or line).
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
@@ -392,3 +394,31 @@ def test_per_position_rates_that_sum_to_their_counts_are_read(tmp_path):
     f = json.loads(r.output)["files"][0]
     assert f["accept_length"] == pytest.approx(2.3)
     assert f["al_by_depth"]["4"]["al"] == pytest.approx(2.3, abs=0.001)
+
+
+# --- engine points at depths their method does not run -----------------------------------------------------------------
+
+FIRST_POINT = "q35,native,1040000,7,7,step"  # line 2 of the shipped points
+
+
+@pytest.mark.parametrize("row, what", [
+    ("q35,dense,1040000,7,7,step", "dense"),  # dense decoding drafts nothing: its step is at d = 1
+    ("q35,dense,1040000,1,3,slope", "dense"),  # and has no slope over d
+    ("q35,native,1040000,1,1,step", "d >= 2"),  # a speculative step drafts at least one token
+])
+def test_engine_points_at_a_depth_their_method_does_not_run(tmp_path, row, what):
+    points = _engine_inputs(tmp_path)
+    text = points.read_text()
+    assert FIRST_POINT in text.splitlines()[1]
+    points.write_text(text.replace(FIRST_POINT, row, 1))
+    out = tmp_path / "o.json"
+    assert_one_error(invoke("engines", "--fit", points, "--out", out), "line 2", what)
+    assert not out.exists()
+
+
+def test_engine_points_of_the_shipped_depths_fit(tmp_path):
+    """The control: the shipped points (their dense step at d = 1) fit."""
+    points = _engine_inputs(tmp_path)
+    r = invoke("engines", "--fit", points, "--out", tmp_path / "o.json")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "o.json").read_text())["per_model"]["q35"]["host_step_ms"] > 0
