@@ -312,16 +312,21 @@ def merge_tp(profile_path: Path, tp_dir: Path) -> list[str]:
     check_lookup(raw, "tp_bench output")
     if not raw.exists():
         raise WmtpError(f"no tp_raw.csv in {tp_dir}")
+    meta_path = tp_dir / "tp.meta.json"
+    meta = read_json(meta_path, "TP metadata", WmtpError) if meta_path.exists() else {}
+    if isinstance(meta, dict) and meta.get("gpu_name") and hardware_key(meta) != prof["hardware"]:
+        # the profile prices its own GPU's all-reduces with the fit: a B200 run's NVLink 5 priced the H200's
+        raise WmtpError(f"{meta_path} says the TP run was on {str(meta['gpu_name'])[:60]} ({hardware_key(meta)}), "
+                        f"the profile {profile_path} measures {prof['hardware']}: its all-reduce fit would price "
+                        f"{prof['hardware']}'s links; merge it into a profile of {hardware_key(meta)}")
     added = []
     for fit_path in sorted(tp_dir.glob("allreduce_tp*.json")):
         prof["components"][fit_path.stem] = read_json(fit_path, "all-reduce fit", WmtpError)
         added.append(fit_path.stem)
     if not added:
         raise WmtpError(f"no allreduce_tp*.json fit in {tp_dir}")
-    meta_path = tp_dir / "tp.meta.json"
     prof.setdefault("tp_raw_data", {})[",".join(added)] = {
-        "file": raw.name, "sha256": hashlib.sha256(raw.read_bytes()).hexdigest(),
-        "meta": read_json(meta_path, "TP metadata", WmtpError) if meta_path.exists() else {}}
+        "file": raw.name, "sha256": hashlib.sha256(raw.read_bytes()).hexdigest(), "meta": meta}
     save_profile(prof, profile_path)
     return added
 

@@ -14,7 +14,8 @@ FileNotFoundError, UnicodeDecodeError, ValueError, KeyError, TypeError), an OUTD
 folder as OUTDIR (the splice was written over the base); vLLM SpecDecoding lines whose per-position rates contradict
 their own Accepted / Drafted counts (`wmtp accept` printed 'AL 2.500 at d=4' above 'AL by depth: d=4: 1.16'); engine points of a dense step at a draft
 depth (priced at d = 1 whatever the row said: the fit moved q35's host_step_ms from 4.24 to 6.19 ms) or of a
-speculative step at d = 1 (an error without the file or line).
+speculative step at d = 1 (an error without the file or line); `calibrate --add-tp` of a TP run on another GPU (its
+all-reduce fit merged into the H200 profile priced the H200's links with the B200's, tagged measured).
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
@@ -422,3 +423,34 @@ def test_engine_points_of_the_shipped_depths_fit(tmp_path):
     r = invoke("engines", "--fit", points, "--out", tmp_path / "o.json")
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "o.json").read_text())["per_model"]["q35"]["host_step_ms"] > 0
+
+
+# --- an all-reduce fit from another GPU -------------------------------------------------------------------------------
+
+def _tp_run(tmp_path: Path, gpu_name: str) -> tuple[Path, Path]:
+    """A copy of the shipped H200 profile in cal/, and a tp_bench output folder of a run on `gpu_name`."""
+    cal, tp = tmp_path / "cal", tmp_path / "tp"
+    cal.mkdir()
+    tp.mkdir()
+    shutil.copy(PROFILES_DIR / "h200.json", cal / "profile.json")
+    (tp / "tp_raw.csv").write_text("kernel,time_ms\nallreduce,0.01\n")
+    fit = json.loads((PROFILES_DIR / "h200.json").read_text())["components"]["allreduce_tp2"]
+    (tp / "allreduce_tp2.json").write_text(json.dumps(fit))
+    (tp / "tp.meta.json").write_text(json.dumps({"gpu_name": gpu_name, "tp": 2}))
+    return cal, tp
+
+
+def test_add_tp_of_a_run_on_another_gpu_is_refused(tmp_path):
+    cal, tp = _tp_run(tmp_path, "NVIDIA B200")
+    before = (cal / "profile.json").read_bytes()
+    assert_one_error(invoke("calibrate", "--add-tp", tp, "--out", cal), "B200", "h200")
+    assert (cal / "profile.json").read_bytes() == before
+
+
+def test_add_tp_of_a_run_on_the_profiles_gpu_merges(tmp_path):
+    """The control: a run on the profile's own GPU merges, its provenance kept with the raw data's record."""
+    cal, tp = _tp_run(tmp_path, "NVIDIA H200")
+    r = invoke("calibrate", "--add-tp", tp, "--out", cal)
+    assert r.exit_code == 0, r.output
+    rec = json.loads((cal / "profile.json").read_text())["tp_raw_data"]["allreduce_tp2"]
+    assert rec["meta"]["gpu_name"] == "NVIDIA H200"
