@@ -15,7 +15,8 @@ folder as OUTDIR (the splice was written over the base); vLLM SpecDecoding lines
 their own Accepted / Drafted counts (`wmtp accept` printed 'AL 2.500 at d=4' above 'AL by depth: d=4: 1.16'); engine points of a dense step at a draft
 depth (priced at d = 1 whatever the row said: the fit moved q35's host_step_ms from 4.24 to 6.19 ms) or of a
 speculative step at d = 1 (an error without the file or line); `calibrate --add-tp` of a TP run on another GPU (its
-all-reduce fit merged into the H200 profile priced the H200's links with the B200's, tagged measured).
+all-reduce fit merged into the H200 profile priced the H200's links with the B200's, tagged measured); a negative
+`simulate --seed` (Python's random seeds -5 as 5: two seeds, one sample, with no word).
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
@@ -454,3 +455,20 @@ def test_add_tp_of_a_run_on_the_profiles_gpu_merges(tmp_path):
     assert r.exit_code == 0, r.output
     rec = json.loads((cal / "profile.json").read_text())["tp_raw_data"]["allreduce_tp2"]
     assert rec["meta"]["gpu_name"] == "NVIDIA H200"
+
+
+# --- simulate --seed --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", ["-1", "-5", "-99999999999999999999"])
+def test_a_negative_seed_is_refused(seed):
+    """random.Random(-5) draws what random.Random(5) does: seeds -10..10 averaged as 21 samples were 11."""
+    assert_one_error(invoke("simulate", "--model", "q35", "--tokens", "200", "--seed", seed), "--seed")
+
+
+def test_distinct_seeds_draw_distinct_samples():
+    """The control: seeds 0, 1 and 5 each draw their own decode of 1000 tokens (about 200 steps): their 95 % intervals
+    come from the 20 batches' token sums, which two different draws share only if every batch sum agrees."""
+    runs = [json.loads(invoke("simulate", "--model", "q35", "--tokens", "1000", "--seed", s, "--json").output)
+            for s in ("0", "1", "5")]
+    assert all(r["tpot_ci95"] is not None for r in runs)
+    assert len({tuple(r["tpot_ci95"]) for r in runs}) == 3

@@ -67,6 +67,9 @@ def simulate(step_ms: Callable[[int], float], phases: Sequence[Phase], n_tokens:
         raise WmtpError(f"simulate decodes 1..{MAX_TOKENS:,} output tokens, got {n_tokens!r}")
     if not phases and trace is None:
         raise WmtpError("simulate needs an acceptance profile or a recorded trace")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:  # random.Random(-5) draws what Random(5) does
+        raise WmtpError(f"--seed must be a non-negative integer, got {seed!r} (a negative seed draws what its "
+                        "absolute value draws: two seeds, one sample)")
     adaptive = policy == "adaptive"
     if not adaptive and (isinstance(policy, bool) or not isinstance(policy, int) or not 1 <= policy <= MAX_DEPTH):
         raise WmtpError(f"policy must be a depth d in 1..{MAX_DEPTH} or 'adaptive', got {policy!r}")
