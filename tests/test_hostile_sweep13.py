@@ -16,7 +16,9 @@ their own Accepted / Drafted counts (`wmtp accept` printed 'AL 2.500 at d=4' abo
 depth (priced at d = 1 whatever the row said: the fit moved q35's host_step_ms from 4.24 to 6.19 ms) or of a
 speculative step at d = 1 (an error without the file or line); `calibrate --add-tp` of a TP run on another GPU (its
 all-reduce fit merged into the H200 profile priced the H200's links with the B200's, tagged measured); a negative
-`simulate --seed` (Python's random seeds -5 as 5: two seeds, one sample, with no word).
+`simulate --seed` (Python's random seeds -5 as 5: two seeds, one sample, with no word); histogram bins and counts
+written with '_', '+' or other scripts' digits (int() read the CSV line '1_0,5' as 5 steps at bin 10: AL 4.333 at
+d = 11 for a d = 2 histogram).
 Each bad input ends in exit code 1 and exactly one `error:` line (no traceback) and writes nothing; each has a legal
 control beside it. Expected values are worked out by hand in the comments or are properties, not taken from the code
 under test."""
@@ -472,3 +474,31 @@ def test_distinct_seeds_draw_distinct_samples():
             for s in ("0", "1", "5")]
     assert all(r["tpot_ci95"] is not None for r in runs)
     assert len({tuple(r["tpot_ci95"]) for r in runs}) == 3
+
+
+# --- histogram numbers in plain digits --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, text", [
+    ("h.csv", "0,10\n1_0,5\n"),  # bin 10 where 1 or 0 was meant: d = 11
+    ("h.csv", "0,10\n+1,5\n"),
+    ("h.csv", "0,10\n\u0663,5\n"),  # Arabic-Indic three
+    ("h.csv", "0,10\n1,1_000\n"),  # 1000 steps at bin 1
+    ("h.csv", "0,10\n1,\u0665\n"),
+    ("h.json", '{"0": 10, "\u0663": 5}'),
+])
+def test_histogram_numbers_not_in_plain_digits(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    assert_one_error(invoke("accept", p), "histogram")
+
+
+@pytest.mark.parametrize("name, text", [("h.csv", "n,count\n0,10\n 1 , 5.0\n"), ("h.json", '{"0": 10, "1": 5}'),
+                                        ("h.csv", "0,10\n1,5e0\n")])
+def test_histogram_numbers_in_plain_digits_are_read(tmp_path, name, text):
+    """The control: H = [10, 5]: AL at d = 2 is (1 x 10 + 2 x 5) / 15 = 4 / 3; spaces around a cell and a
+    float's own notation are still plain numbers."""
+    p = tmp_path / name
+    p.write_text(text)
+    r = invoke("accept", p, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["files"][0]["accept_length"] == pytest.approx(4 / 3)
