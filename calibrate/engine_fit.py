@@ -169,9 +169,11 @@ def fit_file(points_path: str | Path, hw_key: str, out: str | Path | None = None
     from wmtp.profile import PROFILES_DIR, cost_model_for
 
     points_path = Path(points_path)
-    name = name or points_path.name.split(".")[0]
+    name = _preset_name(name or points_path.name.split(".")[0])
     hw = get_hardware(hw_key)
     structure_path = structure_path_for(points_path)
+    out = Path(out) if out else points_path.with_name(f"{name}.json")
+    _check_outputs(out, [("points", points_path), ("engine structure", structure_path), ("--profile", profile)])
     if structure_path.exists():  # v2: the engine's measured kernels, structural counts, fitted host terms
         structure = read_structure(structure_path)
         cost = cost_model_for(hw, profile or (PROFILES_DIR / f"{structure['kernel_profile']}.json"))
@@ -185,7 +187,6 @@ def fit_file(points_path: str | Path, hw_key: str, out: str | Path | None = None
     preset["points"] = {"file": points_path.name, "sha256": hashlib.sha256(points_path.read_bytes()).hexdigest()}
     preset["provenance"] = {"wmtp_version": __version__, "git_sha": git_sha(),
                             "utc_time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    out = Path(out) if out else points_path.with_name(f"{name}.json")
     try:
         text = json.dumps(preset, indent=1, allow_nan=False) + "\n"
     except ValueError:  # NaN / infinity: not JSON, and no preset
@@ -194,6 +195,32 @@ def fit_file(points_path: str | Path, hw_key: str, out: str | Path | None = None
     atomic_write_text(out, text)
     atomic_write_text(out.with_suffix(".md"), render(preset, str(points_path)))
     return preset
+
+
+def _preset_name(name: str) -> str:
+    """A preset's name, which is also its file's stem beside the points: a plain file name ('../x' was a ValueError
+    traceback from pathlib; 'a/b' a path into another folder)."""
+    if name in (".", "..") or any(c in name for c in "/\\") or not name.isprintable():
+        raise WmtpError(f"--name {name[:60]!r} must be a plain file name (no folder, no control characters)")
+    return name
+
+
+def _check_outputs(out: Path, inputs) -> None:
+    """`out` and its summary `out.md` as write targets that destroy no input of the fit (`inputs`: (what, path or
+    None) pairs): `python -m wmtp.calibrate.engine_fit P --out P` replaced the points CSV with the preset."""
+    import os
+
+    from wmtp.fileio import check_output_path
+
+    md = out.with_suffix(".md")
+    if md == out:  # the summary goes beside the preset as NAME.md: it would replace it
+        raise WmtpError(f"--out {out} ends in .md, the name of the preset's summary: give NAME.json")
+    read = {os.path.realpath(p): what for what, p in inputs if p is not None and str(p).strip()}
+    for target in (out, md):
+        if os.path.realpath(target) in read:
+            raise WmtpError(f"--out {out} would write {target}, the fit's {read[os.path.realpath(target)]} input: "
+                            "writing it would destroy that input; give another path")
+        check_output_path(target, "engine preset" if target == out else "engine preset summary")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,6 +82,11 @@ def read_points(path: str | Path) -> list[dict]:
         pt["fit"] = pt["fit"] == "yes"
         if pt["quantity"] == "slope" and not pt["d_hi"] > pt["d_lo"]:
             raise WmtpError(f"engine points {p}, line {i}: a slope needs d_hi > d_lo")
+        if pt["method"] == "dense" and (pt["d_hi"], pt["quantity"]) != (1, "step"):  # priced at d = 1, whatever it said
+            raise WmtpError(f"engine points {p}, line {i}: a dense point is a step at d = 1 (no draft), got "
+                            f"{pt['quantity']} at d {pt['d_lo']}-{pt['d_hi']}")
+        if pt["method"] != "dense" and pt["d_lo"] < 2:  # was 'depth d must be in 2..64' with no file or line
+            raise WmtpError(f"engine points {p}, line {i}: a {pt['method']} point drafts: d >= 2 (d = gamma + 1)")
         key = tuple(pt[k] for k in ("model", "method", "ctx", "d_lo", "d_hi", "quantity"))
         if key in seen:  # a point pasted twice weighed twice in the fit; two values of one point contradict
             raise WmtpError(f"engine points {p}, line {i}: the same point as line {seen[key]} ({key[0]} {key[1]}, "

@@ -168,9 +168,10 @@ def draft_loop_check(raw: pd.DataFrame, fits: dict[str, KindFit], specs: dict, s
         pred = 0.0
         for w in draft_fwd_work(spec.with_dtypes(weight_dtype="bf16"), s_eff, batch):
             fit = fits.get(alias(w.kind))
-            if fit is None:
-                pred = math.nan
-                break
+            if fit is None:  # was a NaN prediction: 'not writing a profile ... NaN at draft_loop_check.0.predicted_ms'
+                raise WmtpError(f"not writing a profile: the sweep data holds no successful {alias(w.kind)} "
+                                f"measurement, which {r.model}'s draft forward needs (a profile without that fit "
+                                "cannot price it); re-measure it")
             ft = work_features(w, spec, sm_count, backend)
             pred += fit.predict(ft, f"{spec.key}|{group_name(w.name, ft)}") * w.count
         meas = float(r.median_ms)

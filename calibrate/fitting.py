@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import math
+import re
 import zlib
 from pathlib import Path
 
@@ -57,6 +58,17 @@ def _repeated_column(data: bytes) -> str | None:
 
     header = data.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
     return first_repeat([c.strip() for c in next(csv.reader([header]), []) if c.strip()])  # blank: unnamed, unread
+
+
+def raw_text(path: Path) -> str:
+    """The text of a raw sweep CSV (gunzipped and bounded as `_raw_bytes`); a missing, unreadable, corrupt or
+    non-UTF-8 file is one `WmtpError` (`python -m wmtp.calibrate.splice` read it with read_bytes: tracebacks)."""
+    try:
+        return _raw_bytes(path).decode()
+    except FileNotFoundError:
+        raise WmtpError(f"no sweep data at {path}") from None
+    except (UnicodeDecodeError, EOFError, OSError, zlib.error) as e:
+        raise WmtpError(f"{path} is not a readable sweep CSV ({type(e).__name__})") from None
 
 
 def read_raw(path: Path) -> pd.DataFrame:
@@ -204,16 +216,23 @@ def sm_count_of(meta: dict) -> int:
     return row.sm_count
 
 
+# form factors of a GPU the registry's rows (SXM / HGX datasheets) are not: their bandwidth, clocks or memory differ
+_OTHER_FORM_FACTORS = {"pcie", "nvl"}
+
+
 def hardware_key(meta: dict) -> str:
-    """The registry key of the GPU named in the provenance ("NVIDIA H200" -> h200)."""
+    """The registry key of the GPU named in the provenance ("NVIDIA H200" -> h200, "NVIDIA H100 80GB HBM3" ->
+    h100-sxm), matched by whole words: "NVIDIA GH200 480GB" (4.0 TB/s) was h200 (4.8) by a substring, and "NVIDIA H100
+    PCIe" (2.0 TB/s) h100-sxm (3.35), so a profile measured on one was scaled to other GPUs with the wrong ratios. A
+    GPU with no row keeps its own name as key (a profile of it is refused where it would be scaled)."""
     from wmtp.hardware import HARDWARE
 
     name = str(meta.get("gpu_name", "unknown"))
-    flat = name.lower().replace(" ", "")
-    # the longest family name that matches: "NVIDIA GB200" is gb200, not b200
-    for key in sorted(HARDWARE, key=lambda k: -len(k.split("-")[0])):
-        if key.split("-")[0] in flat:
-            return key
+    words = set(re.split(r"[^a-z0-9]+", name.lower()))
+    if not words & _OTHER_FORM_FACTORS:
+        for key in HARDWARE:
+            if key.split("-")[0] in words:
+                return key
     return name.lower().replace(" ", "-")
 
 
@@ -293,16 +312,21 @@ def merge_tp(profile_path: Path, tp_dir: Path) -> list[str]:
     check_lookup(raw, "tp_bench output")
     if not raw.exists():
         raise WmtpError(f"no tp_raw.csv in {tp_dir}")
+    meta_path = tp_dir / "tp.meta.json"
+    meta = read_json(meta_path, "TP metadata", WmtpError) if meta_path.exists() else {}
+    if isinstance(meta, dict) and meta.get("gpu_name") and hardware_key(meta) != prof["hardware"]:
+        # the profile prices its own GPU's all-reduces with the fit: a B200 run's NVLink 5 priced the H200's
+        raise WmtpError(f"{meta_path} says the TP run was on {str(meta['gpu_name'])[:60]} ({hardware_key(meta)}), "
+                        f"the profile {profile_path} measures {prof['hardware']}: its all-reduce fit would price "
+                        f"{prof['hardware']}'s links; merge it into a profile of {hardware_key(meta)}")
     added = []
     for fit_path in sorted(tp_dir.glob("allreduce_tp*.json")):
         prof["components"][fit_path.stem] = read_json(fit_path, "all-reduce fit", WmtpError)
         added.append(fit_path.stem)
     if not added:
         raise WmtpError(f"no allreduce_tp*.json fit in {tp_dir}")
-    meta_path = tp_dir / "tp.meta.json"
     prof.setdefault("tp_raw_data", {})[",".join(added)] = {
-        "file": raw.name, "sha256": hashlib.sha256(raw.read_bytes()).hexdigest(),
-        "meta": read_json(meta_path, "TP metadata", WmtpError) if meta_path.exists() else {}}
+        "file": raw.name, "sha256": hashlib.sha256(raw.read_bytes()).hexdigest(), "meta": meta}
     save_profile(prof, profile_path)
     return added
 

@@ -23,35 +23,56 @@ import json
 import sys
 from pathlib import Path
 
-from wmtp.calibrate.fitting import profile_summary, raw_sidecar, read_sidecar
+from wmtp.calibrate.fitting import profile_summary, raw_sidecar, raw_text, read_sidecar
 from wmtp.calibrate.profile import save_profile
 from wmtp.errors import WmtpError
-from wmtp.fileio import atomic_write_bytes, atomic_write_text, read_json
+from wmtp.fileio import atomic_write_bytes, atomic_write_text, check_output_folder, check_output_path
+from wmtp.profile import load_profile
 
 CARRIED_TOP = ("tp_raw_data", "weight_dtype_raw_data", "kv_dtype_raw_data")
 
 
 def _lines(path: Path) -> list[str]:
-    data = path.read_bytes()
-    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode().splitlines(keepends=True)
+    return raw_text(path).splitlines(keepends=True)
+
+
+def _check_targets(base: Path, new: Path, target: Path) -> None:
+    """The spliced raw and its sidecar destroy no input: OUTDIR the base's own folder wrote the splice over the base
+    (its other rows of `kind` gone), a new-rows file named like the base in OUTDIR was replaced by it."""
+    import os
+
+    read = {os.path.realpath(p): p for p in (base, new, raw_sidecar(base), raw_sidecar(new))}
+    for out in (target, raw_sidecar(target)):
+        if os.path.realpath(out) in read:
+            raise WmtpError(f"OUTDIR {target.parent} would write {out}, an input of the splice ("
+                            f"{read[os.path.realpath(out)]}): writing it would destroy that input; give another folder")
+        check_output_path(out, "spliced raw sweep")
 
 
 def splice_rows(base: Path, new: Path, kind: str, out_dir: Path) -> tuple[Path, int, int]:
     """OUT_DIR/<base's name> (gzip) and its sidecar: `base` without its `kind` rows, plus `new`'s rows, which must all
     be ok rows of that kind with the base's columns. Returns (the written raw, rows replaced, rows added)."""
+    check_output_folder(out_dir, "OUTDIR")
+    target = out_dir / base.name
+    _check_targets(base, new, target)
     lines, rows = _lines(base), _lines(new)
     if not lines or not rows or rows[0].rstrip("\r\n") != lines[0].rstrip("\r\n"):
         raise WmtpError(f"{new} does not have the columns of {base}")
     head = next(csv.reader([lines[0]]))
+    if not {"kernel", "status"} <= set(head):
+        raise WmtpError(f"{base} has no kernel and status columns: not a raw sweep")
     k_col, s_col = head.index("kernel"), head.index("status")
     end = lines[0][len(lines[0].rstrip("\r\n")):]
     added = [ln.rstrip("\r\n") + end for ln in rows[1:] if ln.strip()]
+    short = next((f for f, part in ((new, added), (base, lines[1:])) for r in csv.reader(part)
+                  if r and len(r) != len(head)), None)
+    if short is not None:
+        raise WmtpError(f"{short} has a row of another number of fields than its header's {len(head)}")
     bad = [r for r in csv.reader(added) if r[k_col] != kind or r[s_col] != "ok"]  # (a quoted field may hold commas)
     if bad or not added:
         raise WmtpError(f"{new} must hold ok rows of kind {kind} only; {len(bad)} are not")
     kept = [ln for ln, r in zip(lines[1:], csv.reader(lines[1:])) if r and r[k_col] != kind]
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / base.name
     # mtime 0 in the gzip header: the same rows give the same bytes
     atomic_write_bytes(target, gzip.compress("".join([lines[0], *kept, *added]).encode(), mtime=0))
     side = read_sidecar(base)
@@ -67,7 +88,7 @@ def splice_rows(base: Path, new: Path, kind: str, out_dir: Path) -> tuple[Path, 
 def carry_extras(shipped: Path, refit: Path, out: Path) -> list[str]:
     """`refit` with the components it lacks and the raw-data records of `shipped` (module docstring) written to
     `out` (+ .md). Returns the components carried."""
-    old, new = read_json(shipped, "profile", WmtpError), read_json(refit, "profile", WmtpError)
+    old, new = load_profile(shipped), load_profile(refit)  # checked: '{}' or a list was a KeyError / TypeError
     carried = sorted(set(old["components"]) - set(new["components"]))
     for k in carried:
         new["components"][k] = old["components"][k]

@@ -20,9 +20,8 @@ def _f(x, p: int = 2) -> str:
 
 def _render_logs(out: list[dict]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    from wmtp.cli.render import shown
+    from wmtp.cli.render import add_columns, compact_table, shown
 
     con = Console(highlight=False)
     for f in out:
@@ -35,9 +34,9 @@ def _render_logs(out: list[dict]) -> None:
         con.print(f"  TPOT: {_f(t and t['value_ms'])} ms" + shown(tpot_txt), soft_wrap=True)
         con.print(f"  AL:   {_f(a and a.get('value'), 3)}" + shown(al_txt), soft_wrap=True)
         if f["runs"]:
-            tab = Table(title="runs (SGLang decode lines)", title_justify="left")
-            for c in ("run", "lines", "mode", "DP", "used", "TPOT ms", "conf", "AL", "drop", "stall", "art. ms"):
-                tab.add_column(c, justify="right")
+            tab = compact_table("runs (SGLang decode lines)")  # at 80 columns a boxed table cut 'art. ms' to '49.…'
+            add_columns(tab, *[(c, True) for c in ("run", "lines", "mode", "DP", "used", "TPOT ms", "conf", "AL",
+                                                   "drop", "stall", "art. ms")])
             for r in f["runs"]:
                 tab.add_row(str(r["index"]), f"{r['first_line']}-{r['last_line']}", "spec" if r["speculative"] else "dense",
                             str(len(r["ranks"])), str(r["tpot_samples"]), _f(r["tpot_line_ms"]), r["confidence"],
@@ -47,9 +46,9 @@ def _render_logs(out: list[dict]) -> None:
         if f["vllm_windows"] and f["vllm_windows"].get("by_batch"):
             by_batch += [("vLLM", b) for b in f["vllm_windows"]["by_batch"]]
         if by_batch:
-            tab = Table(title="per-request TPOT against batch size", title_justify="left")
-            for c in ("from", "batch", "lines", "median ms", "min ms", "max ms", "confidence"):
-                tab.add_column(c, justify="right")
+            tab = compact_table("per-request TPOT against batch size")
+            add_columns(tab, *[(c, True) for c in ("from", "batch", "lines", "median ms", "min ms", "max ms",
+                                                   "confidence")])
             for src, b in by_batch:
                 tab.add_row(src, str(b["batch"]), str(b["lines"]), _f(b["tpot_ms"]), _f(b["min_ms"]), _f(b["max_ms"]),
                             b["confidence"])
@@ -147,7 +146,7 @@ def accept(
             continue
         t = Table(title="per-position acceptance", title_justify="left")
         for c in ("j", "alpha_j", "95 % CI"):
-            t.add_column(c, justify="right")
+            t.add_column(c, justify="right", overflow="fold")  # folded, never cut to '…'
         for a in r["alphas"]:
             ci = a["ci95"]
             alpha = "-" if a["alpha"] is None else f"{a['alpha']:.3f}"
@@ -158,7 +157,7 @@ def accept(
     if comparison:
         t = Table(title="native vs window, position by position", title_justify="left")
         for c in ("j", "native", "window", "z", "significant (5 %)"):
-            t.add_column(c, justify="right")
+            t.add_column(c, justify="right", overflow="fold")  # folded, never cut to '…'
         for row in comparison:
             t.add_row(str(row["position"]), _f(row["native"], 3), _f(row["window"], 3),
                       f"{row['z']:.2f}" if "z" in row else "-", str(row.get("significant", "n/a")))

@@ -310,7 +310,7 @@ def simulate(
         acc = choose_acceptance(sc.spec.key, DEFAULT_DEPTH, None)
         prof = acc.native if method == "native" else window_profile(acc, sc.window, sc.sink, sc.ctx)
         ph = [(tokens, list(prof.alphas_at(16)))]
-    steps = step_time_fn(sc, method, decode_profile(ph, tr))
+    steps = step_time_fn(sc, method, decode_profile(ph, tr, n_tokens=tokens))
     res = run(steps, ph, tokens, policy, seed, tr)
     out = asdict(res)
     if res.tpot_ci95[0] != res.tpot_ci95[0]:  # NaN is not JSON

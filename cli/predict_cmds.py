@@ -125,17 +125,13 @@ def engines(
     if fit is not None:
         from wmtp.calibrate.engine_fit import fit_file
         from wmtp.calibrate.engine_inputs import structure_path_for
-        from wmtp.fileio import check_output_path, read_text
+        from wmtp.fileio import read_text
 
         read_text(fit, "engine points CSV", WmtpError)  # binary or unreadable: one error line
         # the default out, beside the points (as fit_file names it): checked like a given one (shipped points wrote
         # over the shipped preset)
         opt = "--out" if out is not None else "the default --out (beside --fit)"
         out = out if out is not None else fit.with_name(f"{fit.name.split('.')[0]}.json")
-        if out.with_suffix(".md") == out:  # the summary goes beside the preset as NAME.md: it would replace it
-            raise WmtpError(f"--out {out} ends in .md, the name of the preset's summary: give NAME.json")
-        check_output_path(out, "engine preset")
-        check_output_path(out.with_suffix(".md"), "engine preset summary")
         refuse_overwriting_inputs([(opt, out), (f"{opt} (its .md)", out.with_suffix(".md"))],  # the structure too:
                                   [("--fit", fit), ("--profile", profile),  # it was replaced by the preset
                                    ("engine structure (beside --fit)", structure_path_for(fit))])

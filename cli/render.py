@@ -89,9 +89,9 @@ def render_prediction(p) -> None:
     )
     names = ("dense", "native", "window")
     t = Table(title="Decode step (ms per step unless stated)", title_justify="left")
-    t.add_column("")
+    t.add_column("", overflow="fold")
     for n in names:
-        t.add_column(n, justify="right")
+        t.add_column(n, justify="right", overflow="fold")
     r = {n: p.methods[n] for n in names}
     t.add_row("d (draft tokens / step)", *[str(r[n].cost.depth) for n in names])
     t.add_row("keys read by draft", "-", *[format_tokens(r[n].cost.s_eff) for n in names[1:]])
@@ -150,9 +150,9 @@ def render_memory_table(p, names) -> None:
     mt = Table(title=f"Memory on {hw.key}" + (f", per GPU of {p.tp}" if p.tp > 1 else "")
                + (f" (engine accounting: {m.engine_source})" if m.engine else " (analytical, mem_fraction 0.85)"),
                title_justify="left")
-    mt.add_column("")
+    mt.add_column("", overflow="fold")
     for n in names:
-        mt.add_column(n, justify="right")
+        mt.add_column(n, justify="right", overflow="fold")
     mt.add_row("weights", *[format_bytes(m.weights_bytes[n]) for n in names])
     mt.add_row("target KV / request", *[format_bytes(m.per_request[n].target_kv_bytes) for n in names])
     mt.add_row("draft KV / request", "-", format_bytes(m.per_request["native"].draft_kv_bytes),

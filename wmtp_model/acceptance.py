@@ -321,7 +321,12 @@ def histogram_count(value, where: str) -> float:
 
 
 def _bin(value) -> int:
-    """One histogram bin index n (accepted draft tokens): an integer in [0, MAX_DEPTH)."""
+    """One histogram bin index n (accepted draft tokens): an integer in [0, MAX_DEPTH); as text, plain ASCII digits
+    (int() also read '1_0' as bin 10, '+1' and other scripts' digits such as '٣')."""
+    if isinstance(value, str):
+        if not (value.strip().isascii() and value.strip().isdigit()):
+            raise ValueError(f"bin {value[:20]!r} is not a count of accepted draft tokens in plain digits")
+        value = value.strip()
     n = int(value)
     if isinstance(value, float) and n != value:
         raise ValueError(f"a bin must be an integer, got {value!r}")
@@ -345,6 +350,7 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
     from pathlib import Path
 
     from wmtp.fileio import read_text
+    from wmtp.units import ascii_number
 
     p = Path(path)
     text = read_text(p, "histogram", WmtpError)
@@ -361,7 +367,7 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
             counts = {i: histogram_count(c, f"bin n={i}") for i, c in enumerate(data)}
         elif isinstance(data, dict):
             for k, v in data.items():
-                _add_bin(counts, n := _bin(int(str(k).strip())), histogram_count(v, f"bin n={n}"))
+                _add_bin(counts, n := _bin(str(k)), histogram_count(v, f"bin n={n}"))
         elif data is not None:
             raise ValueError("top level must be a list or an object")
         else:
@@ -371,7 +377,8 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
                     continue
                 if len([c for c in row if c.strip()]) != 2:  # a third column is no part of n,count: refused, not dropped
                     raise ValueError(f"line {','.join(row)[:40]!r}: need exactly n,count")
-                _add_bin(counts, n := _bin(int(row[0])), histogram_count(float(row[1]), f"bin n={n}"))
+                n = _bin(row[0])  # float() also read '1_000' as 1000 and '٥' as 5
+                _add_bin(counts, n, histogram_count(float(ascii_number(row[1].strip())), f"bin n={n}"))
     except (ValueError, TypeError, IndexError, csv.Error) as e:
         raise WmtpError(f"{shape} ({str(e)[:100]})" if str(e) else shape) from None
     if not counts:

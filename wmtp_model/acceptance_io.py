@@ -151,7 +151,13 @@ def _unconditional_profile(rates: list[float], drafts: float | None, source: str
 
 
 def profile_of(al: dict, source: str) -> AcceptanceProfile | None:
-    """The per-position profile an AL result carries (histogram or unconditional rates), if any."""
+    """The per-position profile an AL result carries (histogram or unconditional rates), if any; none from rates
+    that contradict the counts of their line (their AL at the run's depth was printed beside another headline)."""
+    if al.get("per_position_conflict"):
+        k, rates, counts = al["per_position_conflict"]
+        raise WmtpError(f"{source}: the per-position acceptance rates give AL {1 + rates:.3f} at d={k + 1}, the "
+                        f"Accepted / drafts counts of the same lines {1 + counts:.3f} (each rate is accepted at position "
+                        "i / drafts: they sum to Accepted / drafts): the lines contradict themselves")
     if al.get("histogram"):
         h = al["histogram"]
         return from_histogram(h, source) if len(h) >= 2 and sum(h) > 0 else None

@@ -187,6 +187,24 @@ WS_MAX_ROWS = {"wmtp+ws": 128, "wmtp+ws3": 192}  # ws_plan's max_rows for each f
 WMTP_SETS = ("v1+rows", *WS_BACKENDS)  # every kernel set wmtp's own backend has recorded (`kernel_set`)
 
 
+PRICED_BACKENDS = ("wmtp", "flashinfer")  # the backends whose tiling `attention_features` follows
+
+
+def kernels_problem(backend: str | None, provenance_backend: str | None, kernels: str | None) -> str | None:
+    """Why a profile's attention cannot be priced with the tiling it was measured with, else None: the backend the
+    cost model reads (`backend`, else the provenance's) one this wmtp does not know (it was priced with wmtp's first
+    kernels' tiling, silently), or for wmtp's own kernels a kernel set this wmtp does not know."""
+    name = backend or provenance_backend or "wmtp"
+    if name not in PRICED_BACKENDS:
+        return (f"was measured with the attention backend {name!r}, which this wmtp does not know (known: "
+                f"{', '.join(PRICED_BACKENDS)}): its attention would be priced with another backend's tiling")
+    if name == "wmtp" and kernels is not None and kernels not in WMTP_SETS:
+        return (f"was measured with the kernel set {kernels!r}, which this wmtp does not know (known: "
+                f"{', '.join(WMTP_SETS)}): its attention would be priced with another tiling; use the wmtp version "
+                "that measured it, or re-measure")
+    return None
+
+
 def feature_backend(backend: str, attention_kernels: str | None) -> str:
     """The tiling a profile's attention features follow: its backend's, and for wmtp's own kernels the set it
     was measured with (`wmtp+ws` / `wmtp+ws3` where its sweep ran the ws kernel, of up to 128 / 192-row blocks)."""

@@ -47,6 +47,8 @@ def own_depth(al: dict) -> int | None:
     per-position rates plus the bonus token; None for a bare mean."""
     if al.get("histogram"):
         return len(al["histogram"])
+    if al.get("per_position_conflict"):  # rates of k positions that contradict the counts: still d = k + 1
+        return al["per_position_conflict"][0] + 1
     return len(al["per_position"]) + 1 if al.get("per_position") else None
 
 

@@ -81,7 +81,10 @@ class SpecLines:
                                 "where the printed AL disagrees with Drafted / k)"}
             if self.reached:
                 k, reach = max(self.reached.items(), key=lambda kv: kv[1][0])
-                if is_chain(reach):
+                rates, counts = sum(reach[1:]) / reach[0] if reach[0] else 0.0, self.acc / self.drafts
+                if abs(reach[0] - self.drafts) <= 1e-9 * self.drafts and abs(rates - counts) > 0.0005 * k + 0.01:
+                    out["per_position_conflict"] = (k, rates, counts)  # every draft's rates (%.3f), and not the counts'
+                elif is_chain(reach):
                     out["histogram"] = [max(reach[i] - reach[i + 1], 0.0) for i in range(k)] + [reach[k]]
                 elif reach[0] > 0:  # rates above 1 or rising: no histogram (it was clamped into one); `wmtp accept`
                     out.update(per_position=[r / reach[0] for r in reach[1:]], drafts=reach[0])  # refuses the rates

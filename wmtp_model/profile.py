@@ -20,7 +20,7 @@ from wmtp.errors import ProfileError, WmtpError
 from wmtp.fileio import read_versioned_json
 from wmtp.features import FEATURES, call_rows, fit_kind, group_name, work_features
 from wmtp.hardware import HardwareSpec
-from wmtp.kernel_plan import WMTP_SETS, feature_backend
+from wmtp.kernel_plan import feature_backend, kernels_problem
 from wmtp.provenance import Origin, Source
 from wmtp.work import Priced, Work
 from wmtp.specs import ModelSpec
@@ -72,10 +72,9 @@ def check_profile(prof: dict, p: Path) -> dict:
     kernels = prof.get("attention_kernels")
     if kernels is not None and not (isinstance(kernels, str) and re.fullmatch(r"[A-Za-z0-9_.+-]{1,40}", kernels)):
         raise ProfileError(f"profile {p} is corrupt: attention_kernels must name a kernel set, got {repr(kernels)[:40]}")
-    if prof.get("backend", "wmtp") == "wmtp" and kernels is not None and kernels not in WMTP_SETS:
-        raise ProfileError(f"profile {p} was measured with the kernel set {kernels!r}, which this wmtp does not know "
-                           f"(known: {', '.join(WMTP_SETS)}): its attention would be priced with another tiling; "
-                           "use the wmtp version that measured it, or re-measure")
+    why = kernels_problem(prof.get("backend"), prov.get("backend"), kernels)
+    if why:
+        raise ProfileError(f"profile {p} {why}")
     return prof
 
 

@@ -67,6 +67,9 @@ def simulate(step_ms: Callable[[int], float], phases: Sequence[Phase], n_tokens:
         raise WmtpError(f"simulate decodes 1..{MAX_TOKENS:,} output tokens, got {n_tokens!r}")
     if not phases and trace is None:
         raise WmtpError("simulate needs an acceptance profile or a recorded trace")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:  # random.Random(-5) draws what Random(5) does
+        raise WmtpError(f"--seed must be a non-negative integer, got {seed!r} (a negative seed draws what its "
+                        "absolute value draws: two seeds, one sample)")
     adaptive = policy == "adaptive"
     if not adaptive and (isinstance(policy, bool) or not isinstance(policy, int) or not 1 <= policy <= MAX_DEPTH):
         raise WmtpError(f"policy must be a depth d in 1..{MAX_DEPTH} or 'adaptive', got {policy!r}")
@@ -182,10 +185,22 @@ def step_time_fn(sc, method: str, profile=None) -> StepTimes:
     return StepTimes(sc, method, profile)
 
 
-def decode_profile(phases: Sequence[Phase] | None, trace: Sequence[int] | None, depth: int = MAX_DEPTH):
+def phase_weights(phases: Sequence[Phase], n_tokens: int | None) -> list[int]:
+    """The output tokens each phase governs in a decode of `n_tokens` (`_alphas_at`: the last phase runs on to the
+    end, a phase past the end governs none); without `n_tokens`, each phase's own length."""
+    if n_tokens is None:
+        return [t for t, _ in phases]
+    starts = [sum(t for t, _ in phases[:i]) for i in range(len(phases))]
+    ends = starts[1:] + [max(n_tokens, starts[-1])]
+    return [max(0, min(e, n_tokens) - min(s, n_tokens)) for s, e in zip(starts, ends)]
+
+
+def decode_profile(phases: Sequence[Phase] | None, trace: Sequence[int] | None, depth: int = MAX_DEPTH,
+                   n_tokens: int | None = None):
     """The acceptance a simulated decode draws from, as one profile (`wmtp.acceptance.AcceptanceProfile`) that
     prices its steps' draft extend (`StepTimes`): a recorded trace's accepted counts as a histogram, else the phases'
-    per-position alphas weighted by the tokens each phase lasts."""
+    per-position alphas weighted by the tokens each phase governs in a decode of `n_tokens` (`phase_weights`: the
+    phases' stated lengths priced a phase the decode never reached, and cut the last one short)."""
     from wmtp.acceptance import AcceptanceProfile, from_histogram
 
     if trace is not None:
@@ -193,6 +208,8 @@ def decode_profile(phases: Sequence[Phase] | None, trace: Sequence[int] | None, 
         for n in trace:
             counts[n] += 1
         return from_histogram(counts, "the recorded trace")
-    total = sum(t for t, _ in phases)
-    alphas = [sum(t * a[min(j, len(a) - 1)] for t, a in phases if a) / total for j in range(depth - 1)]
+    weights = phase_weights(phases, n_tokens)
+    total = sum(weights)
+    alphas = [sum(w * a[min(j, len(a) - 1)] for w, (_, a) in zip(weights, phases) if a) / total
+              for j in range(depth - 1)]
     return AcceptanceProfile(tuple(min(1.0, max(0.0, a)) for a in alphas), depth, "the simulated phases")
