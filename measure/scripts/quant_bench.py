@@ -28,8 +28,9 @@ Method
   _rowwise (torch._scaled_mm, activations pre-quantized per tensor / per row, not timed),
   torch_int4pack_mm (torch._weight_int4pack_mm, tinygemm layout, group 128). Ours are timed per path:
   wmtp_* forced to the tensor-core kernel (path='dot', round 1), wmtp_*_gemv forced to the GEMV kernel
-  (path='gemv', M <= 16 only; fp8 activations quantized inside that one launch);
-  MoE: wmtp_fp8_moe / wmtp_int4_moe (and _gemv), up (x [M, K] -> [M*k, N_up]) and down ([M*k, F] -> [M*k, K_out],
+  (path='gemv', M <= 16 only; fp8 activations quantized inside that one launch), wmtp_int4_group_auto path='auto'
+  given the weights repacked for `quant_mma_i4` (what the shipped profiles price; the repacking is not timed);
+  MoE: wmtp_fp8_moe / wmtp_int4_moe (and _gemv, and _auto: path='auto', int4 with repacked experts), up (x [M, K] -> [M*k, N_up]) and down ([M*k, F] -> [M*k, K_out],
   routing weights applied) projections, each call one launch including routing and, for fp8,
   activation quantization. A shape a kernel cannot run is a row with its error.
 - Before timing, every kernel is checked at one real shape per model against fp32 torch on the
@@ -53,6 +54,7 @@ from pathlib import Path
 import torch
 
 from wmtp.measure.kernels import quant_gemm as qg
+from wmtp.measure.kernels.quant_mma_i4 import pack_int4_mma
 from wmtp.measure.provenance import atomic_write_text, collect, write_meta
 from wmtp.measure.scripts.quant_report import SUMMARY_COLUMNS, csv_text, error_text, summary_md, summary_rows
 from wmtp.measure.kernels.quant_kernels import copy_ as triton_copy
@@ -237,10 +239,11 @@ def run_moe(b: Bench, model, comp, n, k, n_exp, top_k, ms, check_m):
         del w
     fp8_w, i4_w = (torch.cat(fp8_q), torch.cat(fp8_s)), (torch.cat(i4_p), torch.cat(i4_s))
     fmts = {name: (dtype, fmt, *ws, launch, deq, path)
-            for path, tail in (("dot", ""), ("gemv", "_gemv"))
+            for path, tail in (("dot", ""), ("gemv", "_gemv"), ("auto", "_auto"))
             for name, dtype, fmt, ws, launch, deq in (
                 ("wmtp_fp8_moe" + tail, "fp8_e4m3", "fp8_block", fp8_w, qg.fp8_moe_gemm, qg.dequantize_fp8_block),
                 ("wmtp_int4_moe" + tail, "int4", "int4_group", i4_w, qg.int4_moe_gemm, qg.dequantize_int4_group))}
+    i4_mma = pack_int4_mma(i4_w[0])  # int4 path='auto' with the experts repacked for the tensor-core kernel
     del fp8_q, fp8_s, i4_p, i4_s
     for m in sorted(set(ms) | ({check_m} if check_m else set())):
         ids = torch.rand(m, n_exp, device=b.dev, generator=gen).topk(top_k, dim=1).indices.to(torch.int32)
@@ -252,8 +255,9 @@ def run_moe(b: Bench, model, comp, n, k, n_exp, top_k, ms, check_m):
             if path == "gemv" and m > GEMV_MAX_ROWS:
                 continue
 
-            def fn(launch=launch, w=w, ws=ws, x=x, ids=ids, wts=wts, path=path):
-                return launch(x, w, ws, ids, wts if down else None, a_is_pairs=down, path=path)
+            def fn(launch=launch, w=w, ws=ws, x=x, ids=ids, wts=wts, path=path, kernel=kernel):
+                kw = {"w_mma": i4_mma} if kernel == "wmtp_int4_moe_auto" else {}
+                return launch(x, w, ws, ids, wts if down else None, a_is_pairs=down, path=path, **kw)
 
             if m == check_m:
                 w_deq = deq(w[used.long()], ws[used.long()])

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from wmtp.measure.kernels import quant_gemm as qg
+from wmtp.measure.kernels.quant_mma_i4 import pack_int4_mma
 
 
 def weight_set(n, k, dev, gen):
@@ -18,9 +19,9 @@ def weight_set(n, k, dev, gen):
     return {"bf16": w, "fp8": (fq, fs), "int4": (ip, is_)}
 
 
-DENSE_KERNELS = ("wmtp_fp8_block", "wmtp_fp8_block_gemm", "wmtp_int4_group", "wmtp_fp8_block_gemv",
-                 "wmtp_int4_group_gemv", "torch_bf16", "torch_scaled_mm_tensor", "torch_scaled_mm_rowwise",
-                 "torch_int4pack_mm")
+DENSE_KERNELS = ("wmtp_fp8_block", "wmtp_fp8_block_gemm", "wmtp_int4_group", "wmtp_int4_group_auto",
+                 "wmtp_fp8_block_gemv", "wmtp_int4_group_gemv", "torch_bf16", "torch_scaled_mm_tensor",
+                 "torch_scaled_mm_rowwise", "torch_int4pack_mm")
 GEMV_MAX_ROWS = 16  # our GEMV kernels are timed up to this M
 
 
@@ -42,6 +43,8 @@ def dense_prepare(kernel, w):
     """Weight operands of `kernel` from one weight set."""
     if "fp8_block" in kernel:
         return w["fp8"]
+    if kernel == "wmtp_int4_group_auto":  # path='auto' with the weights repacked for the tensor-core kernel
+        return (*w["int4"], pack_int4_mma(w["int4"][0]))
     if kernel.startswith("wmtp_int4_group"):
         return w["int4"]
     if kernel == "torch_scaled_mm_tensor":
@@ -55,7 +58,8 @@ def dense_prepare(kernel, w):
 
 def dense_fns(x):
     """kernel -> fn(*weight operands) for activations x [M, K] bf16 (fp8 baselines get x pre-quantized here).
-    wmtp_*: the tensor-core kernel (path 'dot', round 1); wmtp_*_gemv: the GEMV kernel (M <= 16)."""
+    wmtp_*: the tensor-core kernel (path 'dot', round 1); wmtp_*_gemv: the GEMV kernel (M <= 16); wmtp_int4_group_auto:
+    path='auto' given the repacked weights (`quant_mma_i4`), what the shipped profiles price."""
     xq, xs = qg.quantize_act_fp8(x)
     amax = x.float().abs().amax().clamp_min(1e-6)
     x_t, sa_t = (x.float() * (448.0 / amax)).to(torch.float8_e4m3fn), (amax / 448.0).reshape(())
@@ -65,6 +69,7 @@ def dense_fns(x):
         "wmtp_fp8_block": lambda q, s: qg.fp8_gemm(x, q, s, path="dot"),
         "wmtp_fp8_block_gemm": lambda q, s: qg.fp8_gemm(xq, q, s, x_scale=xs, path="dot"),
         "wmtp_int4_group": lambda p, s: qg.int4_gemm(x, p, s, path="dot"),
+        "wmtp_int4_group_auto": lambda p, s, wm: qg.int4_gemm(x, p, s, w_mma=wm),
         "wmtp_fp8_block_gemv": lambda q, s: qg.fp8_gemm(x, q, s, path="gemv"),
         "wmtp_int4_group_gemv": lambda p, s: qg.int4_gemm(x, p, s, path="gemv"),
         "torch_bf16": lambda w: F.linear(x, w),
