@@ -244,11 +244,17 @@ def _int4_loop(acc, A, a_row, r_ok, w_base, ws_base, c_ok, g_lo, k_stop, n_steps
 @triton.jit
 def finish_tile(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, tile, pid_k, n_split, stride_ps, stride_om,
             SPLIT: tl.constexpr):
-    """Write the tile, or with split-K its fp32 partial; the last split of the tile sums them and writes."""
-    mask = r_ok[:, None] & c_ok[None, :]
-    out_ptr = Out + out_row[:, None] * stride_om + cols[None, :]
+    """`finish_at` for a [rows, cols] tile: Out[out_row, cols] (row stride stride_om)."""
+    finish_at(acc, Out, Part, Count, out_row[:, None] * stride_om + cols[None, :], r_ok[:, None] & c_ok[None, :], tile,
+              pid_k, n_split, stride_ps, SPLIT)
+
+
+@triton.jit
+def finish_at(acc, Out, Part, Count, off, mask, tile, pid_k, n_split, stride_ps, SPLIT: tl.constexpr):
+    """Write acc (any shape) to Out + off where mask, or with split-K its fp32 partial to Part + pid_k stride_ps +
+    off; the last split of the tile (semaphore Count[tile]) sums them, in split order, and writes."""
     if SPLIT:
-        part_ptr = Part + out_row[:, None] * stride_om + cols[None, :]
+        part_ptr = Part + off
         tl.store(part_ptr + pid_k * stride_ps, acc, mask=mask)
         tl.debug_barrier()  # every thread's partial is stored before the release below
         done = tl.atomic_add(Count + tile, 1, sem="acq_rel", scope="gpu")
@@ -256,10 +262,10 @@ def finish_tile(acc, Out, Part, Count, out_row, cols, r_ok, c_ok, tile, pid_k, n
             total = tl.zeros_like(acc)
             for s in range(0, n_split):
                 total += tl.load(part_ptr + s * stride_ps, mask=mask, other=0.0, cache_modifier=".cg")
-            tl.store(out_ptr, total.to(Out.dtype.element_ty), mask=mask)
+            tl.store(Out + off, total.to(Out.dtype.element_ty), mask=mask)
             tl.atomic_xchg(Count + tile, 0, sem="relaxed", scope="gpu")  # re-arm for the next launch
     else:
-        tl.store(out_ptr, acc.to(Out.dtype.element_ty), mask=mask)
+        tl.store(Out + off, acc.to(Out.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=["M"])

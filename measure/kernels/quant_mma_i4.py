@@ -35,6 +35,7 @@ import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import GROUP
 from wmtp.measure.kernels.quant_gemv_int4 import DEQ_ASM, int4_code
+from wmtp.measure.kernels.quant_kernels import finish_at
 from wmtp.measure.kernels.quant_moe import MOE_PAIR_AUTO, MOE_PAIR_AUTO_MIN_EXPERTS
 
 _MMA_ASM = tl.constexpr("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -290,65 +291,33 @@ def _group_chunk(w_base, x_base, x_base2, kc, q, K2, j4, NW: tl.constexpr, EMU: 
 
 
 @triton.jit
-def _finish_one(Out, Part, acc, off, ok, pid_k, stride_ps, SPLIT: tl.constexpr):
-    if SPLIT:
-        tl.store(Part + pid_k * stride_ps + off, acc, mask=ok)
-    else:
-        tl.store(Out + off, acc.to(Out.dtype.element_ty), mask=ok)
+def _join4(a0, a1, a2, a3):
+    return tl.join(tl.join(a0, a1), tl.join(a2, a3))
 
 
 @triton.jit
-def _sum_one(Out, Part, off, ok, n_split, stride_ps):
-    total = tl.zeros(off.shape, tl.float32)
-    for s in range(0, n_split):
-        total += tl.load(Part + s * stride_ps + off, mask=ok, other=0.0, cache_modifier=".cg")
-    tl.store(Out + off, total.to(Out.dtype.element_ty), mask=ok)
-
-
-@triton.jit
-def _offsets(row0, tok0, r_lo_ok, r_hi_ok, M, stride_om):
-    """Out offsets and masks of a D fragment: (row0, tok0), (row0, tok0 + 1), (row0 + 8, tok0), (row0 + 8, tok0 + 1)."""
+def _fragment(row0, tok0, r_lo_ok, r_hi_ok, M, stride_om):
+    """Out offsets and masks of a D fragment, joined as its accumulators are: (row0, tok0), (row0, tok0 + 1),
+    (row0 + 8, tok0), (row0 + 8, tok0 + 1)."""
     o0 = tok0.to(tl.int64) * stride_om + row0
     o1 = o0 + stride_om
-    return (o0, o1, o0 + 8, o1 + 8,
-            r_lo_ok & (tok0 < M), r_lo_ok & (tok0 + 1 < M), r_hi_ok & (tok0 < M), r_hi_ok & (tok0 + 1 < M))
-
-
-@triton.jit
-def _store4(Out, Part, a0, a1, a2, a3, f, pid_k, stride_ps, SPLIT: tl.constexpr):
-    _finish_one(Out, Part, a0, f[0], f[4], pid_k, stride_ps, SPLIT)
-    _finish_one(Out, Part, a1, f[1], f[5], pid_k, stride_ps, SPLIT)
-    _finish_one(Out, Part, a2, f[2], f[6], pid_k, stride_ps, SPLIT)
-    _finish_one(Out, Part, a3, f[3], f[7], pid_k, stride_ps, SPLIT)
-
-
-@triton.jit
-def _sum4(Out, Part, f, n_split, stride_ps):
-    _sum_one(Out, Part, f[0], f[4], n_split, stride_ps)
-    _sum_one(Out, Part, f[1], f[5], n_split, stride_ps)
-    _sum_one(Out, Part, f[2], f[6], n_split, stride_ps)
-    _sum_one(Out, Part, f[3], f[7], n_split, stride_ps)
+    ok = _join4(r_lo_ok & (tok0 < M), r_lo_ok & (tok0 + 1 < M), r_hi_ok & (tok0 < M), r_hi_ok & (tok0 + 1 < M))
+    return _join4(o0, o1, o0 + 8, o1 + 8), ok
 
 
 @triton.jit
 def _finish(Out, Part, Count, acc, row0, tok0, r_lo_ok, r_hi_ok, M, tile, pid_k, n_split, stride_ps, stride_om,
             SPLIT: tl.constexpr, TOK2: tl.constexpr):
-    """The accumulators (acc: 8, the second four for tokens tok0 + 8 with TOK2) to Out[token, row] (or with split-K
-    their fp32 partials; the program group's last split sums them), as `quant_kernels.finish_tile` does for a 2-D
-    tile."""
-    f = _offsets(row0, tok0, r_lo_ok, r_hi_ok, M, stride_om)
-    f2 = _offsets(row0, tok0 + 8, r_lo_ok, r_hi_ok, M, stride_om)
-    _store4(Out, Part, acc[0], acc[1], acc[2], acc[3], f, pid_k, stride_ps, SPLIT)
+    """The accumulators (acc: 8, the second four for tokens tok0 + 8 with TOK2) to Out[token, row], or with split-K
+    through the partials and semaphore of `quant_kernels.finish_at` (one release per program)."""
+    off, ok = _fragment(row0, tok0, r_lo_ok, r_hi_ok, M, stride_om)
+    a = _join4(acc[0], acc[1], acc[2], acc[3])
     if TOK2:
-        _store4(Out, Part, acc[4], acc[5], acc[6], acc[7], f2, pid_k, stride_ps, SPLIT)
-    if SPLIT:
-        tl.debug_barrier()  # every thread's partials are stored before the release below
-        done = tl.atomic_add(Count + tile, 1, sem="acq_rel", scope="gpu")
-        if done == n_split - 1:
-            _sum4(Out, Part, f, n_split, stride_ps)
-            if TOK2:
-                _sum4(Out, Part, f2, n_split, stride_ps)
-            tl.atomic_xchg(Count + tile, 0, sem="relaxed", scope="gpu")  # re-arm for the next launch
+        off2, ok2 = _fragment(row0, tok0 + 8, r_lo_ok, r_hi_ok, M, stride_om)
+        finish_at(tl.join(a, _join4(acc[4], acc[5], acc[6], acc[7])), Out, Part, Count, tl.join(off, off2),
+                  tl.join(ok, ok2), tile, pid_k, n_split, stride_ps, SPLIT)
+    else:
+        finish_at(a, Out, Part, Count, off, ok, tile, pid_k, n_split, stride_ps, SPLIT)
 
 
 def mma_plan(m, n, k, sm, num_warps=4, split_k=None, ctas=4):
