@@ -27,11 +27,16 @@ def run(args):
     return r
 
 
-def check_logs(path: Path, row: dict) -> None:
-    """`wmtp logs`: the decode records counted, TPOT and AL as expected (an empty cell: none in the file)."""
+def logs_json(path: Path) -> dict:
+    """`wmtp logs PATH --json`'s record of the file (the command must succeed)."""
     r = run(["logs", str(path), "--json"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)[0]
+    return json.loads(r.output)[0]
+
+
+def check_logs(path: Path, row: dict) -> None:
+    """`wmtp logs`: the decode records counted, TPOT and AL as expected (an empty cell: none in the file)."""
+    out = logs_json(path)
     assert out["garbled"] == 0 and out["records"]["sglang_decode"] == int(row["decode_lines"]), out["records"]
     for key, col in (("tpot_ms", "expect_tpot_ms"), ("accept_length", "expect_al")):
         if row[col]:

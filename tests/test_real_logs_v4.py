@@ -12,16 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from corpus_checks import logs_json as _logs  # noqa: E402
 from corpus_checks import run as _run  # noqa: E402
 
 V4 = Path(__file__).parent / "data" / "real_v4"
 V3 = Path(__file__).parent / "data" / "real_v3"
-
-
-def _logs(path: Path) -> dict:
-    r = _run(["logs", str(path), "--json"])
-    assert r.exit_code == 0, r.output
-    return json.loads(r.output)[0]
 
 
 def _one_error(args, *words):
