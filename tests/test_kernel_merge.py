@@ -23,7 +23,9 @@ def _by_hand(mid_o, mid_l):
 
 @pytest.mark.parametrize("splits, hd", [(5, 64), (70, 128)])  # 70: three chunks of 32 splits, the first all empty
 @pytest.mark.parametrize("poison", [float("nan"), float("inf"), float("-inf")])
-def test_empty_splits_add_nothing_whatever_their_partials_hold(splits, hd, poison):
+@pytest.mark.parametrize("opts", [{}, dict(split_block=128), dict(split_block=128, block_d=16, num_warps=1),
+                                  dict(split_block=4, block_d=32, num_warps=2)])
+def test_empty_splits_add_nothing_whatever_their_partials_hold(splits, hd, poison, opts):
     g = torch.Generator().manual_seed(splits + hd)
     total_q, hq = 3, 2
     mid_o = torch.randn(total_q, hq, splits, hd, generator=g)
@@ -38,7 +40,7 @@ def test_empty_splits_add_nothing_whatever_their_partials_hold(splits, hd, poiso
     outs = []
     for partials in (clean, mid_o.masked_fill(empty[..., None], poison)):
         out = torch.full((total_q, hq, hd), float("nan"), device=DEV)
-        merge_splits(partials.to(DEV), mid_l.to(DEV), out)
+        merge_splits(partials.to(DEV), mid_l.to(DEV), out, **opts)
         outs.append(out.cpu())
     assert not torch.isnan(outs[1]).any()
     assert torch.equal(outs[0], outs[1])  # the poisoned empty splits change no bit
@@ -50,3 +52,11 @@ def test_by_hand_merge_known_answer():
     mid_o = torch.tensor([3.0, 6.0, float("nan")]).view(1, 1, 3, 1)
     mid_l = torch.tensor([0.0, 1.0, float("-inf")]).view(1, 1, 3)
     assert _by_hand(mid_o, mid_l).item() == 5.0
+
+
+@pytest.mark.parametrize("hd, opts", [(128, dict(split_block=48)), (128, dict(block_d=24)), (128, dict(split_block=0)),
+                                      (96, {})])  # 96: the default 64-dim slice does not divide it
+def test_merge_options_are_checked(hd, opts):
+    mid_o, mid_l = torch.zeros(1, 1, 4, hd), torch.zeros(1, 1, 4)
+    with pytest.raises(ValueError):
+        merge_splits(mid_o.to(DEV), mid_l.to(DEV), torch.zeros(1, 1, hd, device=DEV), **opts)

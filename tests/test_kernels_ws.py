@@ -171,7 +171,8 @@ def _case(hq, hkv, hd, d, n_kv, seed):
 @pytest.mark.parametrize("d", [1, 2, 5, 7, 9, 12])
 @pytest.mark.parametrize("kw", [{}, dict(block_n=32), dict(max_rows=64), dict(num_splits=37), dict(consumers=2),
                                 dict(consumers=2, block_n=32), dict(max_rows=192), dict(max_rows=128),
-                                dict(pdl=True)])
+                                dict(pdl=True), dict(pdl="late"), dict(merge=dict(split_block=128, block_d=32)),
+                                dict(pdl="late", merge=dict(split_block=128, block_d=16, num_warps=1))])
 def test_ws_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     n_kv = [3001, 64, d, 700]  # a tile-aligned request, one with only the new tokens
@@ -220,6 +221,37 @@ def test_compiles_for_hopper(rows, head_dim, decode, consumers, max_rows):
     q_rows = 256 if bm == 192 else bm  # a 192-row block holds Q in a 256-row tile
     planned = q_rows * head_dim * 2 + ns * 2 * bn * head_dim * 2  # bf16 Q tile + K and V tiles per stage
     assert planned <= got["shared"] <= planned + 1024 <= SMEM
+    assert got["launch_dependents"] == 0  # no PDL trigger unless asked for
+
+
+@pytest.mark.parametrize("rows, head_dim, decode, consumers, max_rows", [
+    (16, 128, True, 1, 128), (112, 128, False, 2, 128), (144, 128, False, 3, 192)])
+@pytest.mark.parametrize("trigger", [1, 2])
+def test_pdl_trigger_is_compiled_where_asked(rows, head_dim, decode, consumers, max_rows, trigger):
+    """pdl='start' (TRIGGER 1) issues griddepcontrol.launch_dependents once at the program's start; pdl='late'
+    (TRIGGER 2) in the consumer partitions, after their loops over the K/V tiles (the first issue in a program
+    counts; with three consumers the PTX holds two copies, so the test asks for at least one, not one per consumer)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    probe = Path(__file__).with_name("ws_compile_probe.py")
+    run = subprocess.run([sys.executable, str(probe), str(rows), str(head_dim), str(int(decode)), str(consumers),
+                          str(max_rows), str(trigger)], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["launch_dependents"] == 1 if trigger == 1 else got["launch_dependents"] >= 1
+
+
+def test_pdl_option_is_checked_before_any_launch():
+    q = torch.zeros(1, 8, 64, dtype=torch.bfloat16)
+    k = torch.zeros(64, 1, 64, dtype=torch.bfloat16)
+    ptr = torch.tensor([0, 64], dtype=torch.int32)
+    with pytest.raises(ValueError, match="pdl must be"):
+        ws.ws_attention(q, k, k, ptr, torch.arange(64, dtype=torch.int32), None, 1, 64, pdl="soon", sm_count=132)
 
 
 def test_a_triton_that_cannot_compile_it_falls_back(monkeypatch):

@@ -44,16 +44,25 @@ def _merge_kernel(
     tl.store(Out + t * stride_outt + h * stride_outh + dims, (acc / den).to(Out.dtype.element_ty))
 
 
-def merge_splits(mid_o: torch.Tensor, mid_l: torch.Tensor, out: torch.Tensor, pdl: bool = False) -> torch.Tensor:
+def merge_splits(mid_o: torch.Tensor, mid_l: torch.Tensor, out: torch.Tensor, pdl: bool = False,
+                 split_block: int | None = None, block_d: int | None = None, num_warps: int = 4) -> torch.Tensor:
     """Stage 2: merge the splits' partial outputs `mid_o` [total_q, Hq, splits, D] (each normalized by its own
     sum) by their base-2 log-sum-exps `mid_l` [total_q, Hq, splits] into `out` [total_q, Hq, D]. `pdl`: launch as a
-    programmatic dependent launch (Hopper and newer, the GPU only) of a split kernel that triggers its dependents."""
+    programmatic dependent launch (Hopper and newer, the GPU only) of a split kernel that triggers its dependents.
+    `split_block` (a power of two; `MERGE_SPLIT_BLOCK`) splits folded per iteration, `block_d` (a power of two
+    dividing D; `MERGE_BLOCK_D`) the head-dim slice of one program."""
     total_q, hq, splits, hd = mid_o.shape
-    block_d = min(hd, MERGE_BLOCK_D)
+    split_block = MERGE_SPLIT_BLOCK if split_block is None else split_block
+    block_d = min(hd, MERGE_BLOCK_D if block_d is None else block_d)
+    for name, val in (("split_block", split_block), ("block_d", block_d)):
+        if val < 1 or val & (val - 1):
+            raise ValueError(f"{name} must be a power of two, got {val}")
+    if hd % block_d:
+        raise ValueError(f"block_d {block_d} does not divide head dim {hd}")
     _merge_kernel[(total_q, hq, hd // block_d)](
         mid_o, mid_l, out, splits,
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
-        out.stride(0), out.stride(1), BLOCK_D=block_d, SPLIT_BLOCK=MERGE_SPLIT_BLOCK, num_warps=4,
+        out.stride(0), out.stride(1), BLOCK_D=block_d, SPLIT_BLOCK=split_block, num_warps=num_warps,
         **({"PDL": True, "launch_pdl": True} if pdl else {}),
     )
     return out

@@ -45,6 +45,14 @@ _BROKEN: list[str] = []  # why the kernel cannot compile with this Triton, once 
 
 
 @gluon.jit
+def _launch_dependents():
+    """griddepcontrol.launch_dependents: a dependent grid (PDL) may be scheduled once every program of this grid has
+    issued it (the first issue in a program counts) or exited; it still waits on this grid's end for its inputs."""
+    gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                              pack=1)
+
+
+@gluon.jit
 def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr):
     """Gather K/V tiles of [lo, hi) into the ring; the slots of tile i + 1 load while tile i's copies fly."""
     (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs, v_bufs, ready,
@@ -91,10 +99,12 @@ def _ws_softmax(sc, m_i, l_i, start, full_hi, hi, limit, qk_scale, s_layout: gl.
 
 @gluon.jit
 def _ws_consumer(q_smem, shared, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                 STAGES: gl.constexpr, DECODE: gl.constexpr, ROW_OFF: gl.constexpr, SUB_M: gl.constexpr):
+                 STAGES: gl.constexpr, DECODE: gl.constexpr, ROW_OFF: gl.constexpr, SUB_M: gl.constexpr,
+                 TRIGGER: gl.constexpr = 0):
     """Online softmax over the ring's tiles for rows ROW_OFF .. ROW_OFF + SUB_M of the row block (q_smem holds
     those rows); writes the split's partial output and base-2 log-sum-exp. `shared`: what every consumer of the
-    program takes alike (`_ws_partitions`). (Issuing the next tile's S = Q K^T before this tile's softmax was
+    program takes alike (`_ws_partitions`). TRIGGER 2: let the dependent merge (PDL) be scheduled once the loop is
+    done (`ws_attention`'s pdl='late'). (Issuing the next tile's S = Q K^T before this tile's softmax was
     measured and dropped: 28 % slower at 64 rows, and hung at 128 rows in one partition: measure/results/h200-ws,
     run 5.)"""
     (k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split, qk_scale, v_scale,
@@ -132,6 +142,8 @@ def _ws_consumer(q_smem, shared, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, H
         acc = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
         mbarrier.arrive(empty.index(s), count=1)
+    if TRIGGER == 2:
+        _launch_dependents()
 
     # the row -> (query head, query token) mapping is spelled out here and in the kernel body, not shared: a Gluon
     # helper for it compiled to other SASS than the kernel the shipped profile measured (dc575be)
@@ -162,14 +174,13 @@ def _ws_split_kernel(
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
-    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = False,
+    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = 0,
 ):
     """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2 or 3: the row block's 64-row parts
     are partitions of one warpgroup each (the default one and workers of C_REGS registers), each with its own
     softmax, all reading every K/V tile: the ring's `empty` barriers count them all."""
-    if TRIGGER:  # the merge, launched dependent (PDL), may be scheduled now and waits for this grid's writes
-        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
+    if TRIGGER == 1:  # the merge, launched dependent (PDL), may be scheduled now and waits for this grid's writes
+        _launch_dependents()
     mb = gl.program_id(0) % M_BLOCKS
     kvh = gl.program_id(0) // M_BLOCKS
     split = gl.program_id(1)
@@ -207,7 +218,7 @@ def _ws_split_kernel(
     _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start, lo, hi, mb, kvh, group, split,
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE,
-                   CONSUMERS, C_REGS)
+                   CONSUMERS, C_REGS, TRIGGER)
 
 
 @gluon.jit
@@ -215,7 +226,7 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
-                   DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr):
+                   DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr):
     """The program's shared memory (the Q tile `q`, the K/V ring and its barriers) and its partitions: the producer
     and CONSUMERS consumer warpgroups."""
     dtype: gl.constexpr = q.dtype
@@ -240,19 +251,24 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
             empty)
     if CONSUMERS == 1:
         gl.warp_specialize([
-            (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
+            (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
+                            0, SUB, TRIGGER)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
     elif CONSUMERS == 2:
         gl.warp_specialize([
-            (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
-            (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
+            (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
+                            0, SUB, TRIGGER)),
+            (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
+                            SUB, SUB, TRIGGER)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
     else:
         gl.warp_specialize([
-            (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 0, SUB)),
-            (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, SUB, SUB)),
-            (_ws_consumer, (q_smem.slice(2 * SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE, 2 * SUB,
-                            SUB)),
+            (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
+                            0, SUB, TRIGGER)),
+            (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
+                            SUB, SUB, TRIGGER)),
+            (_ws_consumer, (q_smem.slice(2 * SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
+                            2 * SUB, SUB, TRIGGER)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, 4, P_WARPS], [C_REGS, C_REGS, P_REGS])
 
 
@@ -317,11 +333,17 @@ def ws_broken(err: Exception) -> str:
 def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int, max_kv: int,
                  sm_scale: float | None = None, out: torch.Tensor | None = None, plan: AttentionPlan | None = None,
                  p_warps: int = 4, p_regs: int | None = None, c_regs: int | None = None,
-                 sm_count: int | None = None, pdl: bool = False, **tune) -> torch.Tensor:
+                 sm_count: int | None = None, pdl: bool | str = False, merge: dict | None = None,
+                 **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V. `plan`
     (`wmtp.kernel_plan.ws_plan`) or its options in `tune` (num_splits, block_n, num_stages, waves, max_rows,
     consumers); p_warps / p_regs: the producer partition's warps and registers; c_regs: each worker consumer's
-    (defaults: `REGS` by consumer count); pdl: launch the merge as a programmatic dependent launch."""
+    (defaults: `REGS` by consumer count); pdl: launch the merge as a programmatic dependent launch, scheduled from
+    the split kernel's start (True or 'start') or from the end of its consumers' loops ('late'); merge: options of
+    `merge_splits` (split_block, block_d, num_warps)."""
+    trigger = {False: 0, True: 1, "start": 1, "late": 2}.get(pdl)
+    if trigger is None:
+        raise ValueError(f"pdl must be False, True, 'start' or 'late', got {pdl!r}")
     decode = qo_indptr is None
     total_q, hq, hd = q.shape
     hkv = k_pool.shape[1]
@@ -349,6 +371,6 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, STAGES=plan.num_stages,
-        P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs, TRIGGER=pdl,
+        P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs, TRIGGER=trigger,
         num_warps=plan.num_warps // plan.consumers)
-    return merge_splits(mid_o, mid_l, out, pdl=pdl)
+    return merge_splits(mid_o, mid_l, out, pdl=trigger > 0, **(merge or {}))
