@@ -55,7 +55,7 @@ def test_by_hand_merge_known_answer():
 
 
 @pytest.mark.parametrize("hd, opts", [(128, dict(split_block=48)), (128, dict(block_d=24)), (128, dict(split_block=0)),
-                                      (96, {})])  # 96: the default 64-dim slice does not divide it
+                                      (80, {})])  # 80: the default 32-dim slice does not divide it
 def test_merge_options_are_checked(hd, opts):
     mid_o, mid_l = torch.zeros(1, 1, 4, hd), torch.zeros(1, 1, 4)
     with pytest.raises(ValueError):

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from wmtp.errors import ProfileError, WmtpError
-from wmtp.kernel_plan import WS3_SET, WS_SET, feature_backend
+from wmtp.kernel_plan import (MERGE2, WS3_SET, WS_SET, attention_features, feature_backend, merge_rounds,
+                              merge_split_block)
 from wmtp.profile import PROFILES_DIR, load_profile
 
 
@@ -25,9 +26,37 @@ def test_an_unknown_wmtp_kernel_set_is_refused(tmp_path):
         load_profile(_copy(tmp_path, attention_kernels="v1+rows+ws4"))
 
 
-@pytest.mark.parametrize("kernels", ["v1+rows", WS_SET, WS3_SET])
+@pytest.mark.parametrize("kernels", ["v1+rows", WS_SET, WS3_SET, "v1+rows+m2", WS3_SET + MERGE2])
 def test_known_sets_load(tmp_path, kernels):  # the control
     assert load_profile(_copy(tmp_path, attention_kernels=kernels))["attention_kernels"] == kernels
+
+
+@pytest.mark.parametrize("splits, want", [(1, 1), (2, 2), (16, 16), (17, 32), (66, 128), (128, 128), (132, 128),
+                                          (500, 128)])
+def test_merge_split_block_by_hand(splits, want):
+    """The next power of two of the splits, at most 128 (one round up to 128 splits)."""
+    assert merge_split_block(splits) == want
+
+
+def test_merge_rounds_follow_the_kernel_set_that_ran():
+    """A set measured with the one-round merge (+m2) counts rounds of 128 splits; the sets before it, and
+    FlashInfer's plan, rounds of 32 (66 splits: 1 against ceil(66 / 32) = 3; 132: 2 against 5)."""
+    assert feature_backend("wmtp", WS3_SET + MERGE2) == "wmtp+ws3+m2"
+    assert feature_backend("wmtp", "v1+rows+m2") == "wmtp+m2"
+    assert [merge_rounds(66, b) for b in ("wmtp+ws3+m2", "wmtp+m2", "wmtp+ws3", "wmtp", "flashinfer")] == [1, 1, 3, 3, 3]
+    assert merge_rounds(132, "wmtp+ws3+m2") == 2 and merge_rounds(132, "wmtp+ws3") == 5
+
+
+@pytest.mark.parametrize("base", ["wmtp", "wmtp+ws3"])
+def test_the_merge_suffix_keeps_the_tiling(base):
+    """+m2 changes the merge's rounds only: the tile, passes and splits are those of the set without it (nem decode at
+    64K, B = 1: 66 splits with the ws kernel, one 16-row v1 tile without it)."""
+    for q_len in (1, 7):
+        old = attention_features(1, 2, 16, q_len, 128, 65536, 132, 1024.0, base)
+        new = attention_features(1, 2, 16, q_len, 128, 65536, 132, 1024.0, base + MERGE2)
+        assert {k: v for k, v in new.items() if k != "merge_iters"} == {k: v for k, v in old.items()
+                                                                        if k != "merge_iters"}
+        assert new["merge_iters"] == -(-new["splits"] // 128) and old["merge_iters"] == -(-old["splits"] // 32)
 
 
 def test_other_backends_name_their_own_sets(tmp_path):

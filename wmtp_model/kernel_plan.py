@@ -15,8 +15,27 @@ import math
 from dataclasses import dataclass
 
 
-MERGE_SPLIT_BLOCK = 32  # splits the merge kernel folds per iteration
-MERGE_BLOCK_D = 64  # head-dim slice per merge program
+# The split merge (measure/kernels/paged_merge.py) folds up to MERGE_SPLIT_BLOCK splits a round (fewer: the next power
+# of two of the splits), MERGE_BLOCK_D dims a program: one round where the kernels before folded 32 splits a round, 64
+# dims a program (nem decode at 64K, B = 1: 29.6 -> 26.6 us with the ws kernel's late PDL trigger;
+# measure/results/h200-merge). Kernel sets measured with this merge end in MERGE2; their `merge_iters` follow it,
+# those before it (and FlashInfer's split merge, which the feature stands in for) MERGE_SPLIT_BLOCK_V1.
+MERGE_SPLIT_BLOCK = 128
+MERGE_BLOCK_D = 32
+MERGE_SPLIT_BLOCK_V1 = 32
+MERGE2 = "+m2"
+
+
+def merge_split_block(splits: int) -> int:
+    """Splits the merge folds a round for `splits` splits: the next power of two, at most MERGE_SPLIT_BLOCK."""
+    return min(MERGE_SPLIT_BLOCK, 1 << max(0, int(splits) - 1).bit_length())
+
+
+def merge_rounds(splits: float, backend: str) -> float:
+    """The merge's rounds (the `merge_iters` feature) for a feature backend: one per MERGE_SPLIT_BLOCK splits where
+    the backend's kernel set ran the one-round merge (MERGE2), else one per MERGE_SPLIT_BLOCK_V1."""
+    block = MERGE_SPLIT_BLOCK if backend.endswith(MERGE2) else MERGE_SPLIT_BLOCK_V1
+    return float(-(-int(splits) // block))
 
 
 @dataclass(frozen=True)
@@ -179,12 +198,16 @@ WS_ROWS_MAX = 256  # a KV group's rows the ws kernel takes (row blocks of <= 128
 WS_SMEM = 227 * 1024  # shared memory a Hopper block may use
 WS_HEAD_DIMS = (64, 128, 256)
 # the kernel sets a profile measured with the ws kernel records (`attention_kernels`): `ws` with row blocks of up to
-# 128 rows (sessions before 2026-12-01), `ws3` with 192-row blocks of three consumers too (head dim < 256)
+# 128 rows (sessions before 2026-12-01), `ws3` with 192-row blocks of three consumers too (head dim < 256); a set
+# ending in MERGE2 ran the one-round merge (and, with the ws kernel, its late PDL trigger), 2026-12-02 on
 WS_SET = "v1+rows+ws"
 WS3_SET = "v1+rows+ws3"
-WS_BACKENDS = {WS_SET: "wmtp+ws", WS3_SET: "wmtp+ws3"}  # a ws set -> the feature backend whose tiling it ran
-WS_MAX_ROWS = {"wmtp+ws": 128, "wmtp+ws3": 192}  # ws_plan's max_rows for each feature backend
-WMTP_SETS = ("v1+rows", *WS_BACKENDS)  # every kernel set wmtp's own backend has recorded (`kernel_set`)
+BASE_SET = "v1+rows"
+# a kernel set -> the feature backend whose tiling and merge it ran
+WS_BACKENDS = {WS_SET: "wmtp+ws", WS3_SET: "wmtp+ws3", WS3_SET + MERGE2: "wmtp+ws3" + MERGE2,
+               BASE_SET + MERGE2: "wmtp" + MERGE2}
+WS_MAX_ROWS = {"wmtp+ws": 128, "wmtp+ws3": 192}  # ws_plan's max_rows for each feature backend (less MERGE2)
+WMTP_SETS = (BASE_SET, *WS_BACKENDS)  # every kernel set wmtp's own backend has recorded (`kernel_set`)
 
 
 PRICED_BACKENDS = ("wmtp", "flashinfer")  # the backends whose tiling `attention_features` follows
@@ -207,7 +230,8 @@ def kernels_problem(backend: str | None, provenance_backend: str | None, kernels
 
 def feature_backend(backend: str, attention_kernels: str | None) -> str:
     """The tiling a profile's attention features follow: its backend's, and for wmtp's own kernels the set it
-    was measured with (`wmtp+ws` / `wmtp+ws3` where its sweep ran the ws kernel, of up to 128 / 192-row blocks)."""
+    was measured with (`wmtp+ws` / `wmtp+ws3` where its sweep ran the ws kernel, of up to 128 / 192-row blocks; with
+    MERGE2 appended where it ran the one-round merge)."""
     return WS_BACKENDS.get(attention_kernels, backend) if backend == "wmtp" else backend
 
 
@@ -343,7 +367,7 @@ def flashinfer_attention_features(batch: int, kv_heads: int, group: int, q_len: 
     kv_bytes = batch * keys * kv_bytes_per_token
     return {
         "tiling": f"fa2:{tile}x{tiles}",
-        "merge_iters": float(-(-splits // MERGE_SPLIT_BLOCK)),
+        "merge_iters": merge_rounds(splits, "flashinfer"),
         "padded_flops": 4.0 * batch * kv_heads * tile * tiles * keys * head_dim,
         "extra_pass_bytes": kv_bytes * (tiles - 1),
         "mid_bytes": 2.0 * batch * q_len * kv_heads * group * splits * head_dim * 4,
@@ -356,7 +380,8 @@ def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_d
                        kv_fp8: bool | None = None) -> dict:
     """Work features the profile fits for paged attention (per launch, all requests), following the tiling of
     the backend that was measured (`wmtp`: the project's kernels before the ws kernel; `wmtp+ws` / `wmtp+ws3`: with
-    it, of up to 128 / 192-row blocks, which runs bf16 K/V only; `flashinfer`: FA2 as SGLang plans it). `kv_fp8`:
+    it, of up to 128 / 192-row blocks, which runs bf16 K/V only; any of them with MERGE2 appended: measured with the
+    one-round merge, `merge_rounds`; `flashinfer`: FA2 as SGLang plans it). `kv_fp8`:
     whether the KV cache is fp8; None: taken from `kv_bytes_per_token` (exact for a sweep row, whose bytes are its
     keys' K/V)."""
     if backend == "flashinfer":
@@ -364,9 +389,10 @@ def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_d
                                              kv_bytes_per_token)
     if kv_fp8 is None:
         kv_fp8 = kv_bytes_per_token < 3 * head_dim * kv_heads  # K and V of one byte per element, not two
-    kernel = default_kernel(batch, group, q_len, head_dim, ws=backend in WS_MAX_ROWS and not kv_fp8)
+    tiling = backend.removesuffix(MERGE2)
+    kernel = default_kernel(batch, group, q_len, head_dim, ws=tiling in WS_MAX_ROWS and not kv_fp8)
     if kernel == "ws":
-        plan = ws_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count, max_rows=WS_MAX_ROWS[backend])
+        plan = ws_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count, max_rows=WS_MAX_ROWS[tiling])
     elif kernel == "rows":
         plan = rows_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
     else:
@@ -374,7 +400,7 @@ def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_d
     kv_bytes = batch * keys * kv_bytes_per_token
     return {
         "tiling": f"{'ws' if plan.kernel == 'ws' else ''}{plan.block_m}x{plan.m_blocks}",
-        "merge_iters": float(-(-plan.splits // MERGE_SPLIT_BLOCK)),
+        "merge_iters": merge_rounds(plan.splits, backend),
         "padded_flops": 4.0 * batch * kv_heads * plan.block_m * plan.m_blocks * keys * head_dim,
         "extra_pass_bytes": kv_bytes * (plan.m_blocks - 1),
         "mid_bytes": 2.0 * batch * q_len * kv_heads * group * plan.splits * head_dim * 4,

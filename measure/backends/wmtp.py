@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from wmtp.kernel_plan import WS3_SET
+from wmtp.kernel_plan import BASE_SET, MERGE2, WS3_SET
 from wmtp.measure.backends.base import AttentionBackend, Paged
 from wmtp.measure.kernels.index_build import build_kv_indices
 from wmtp.measure.kernels.paged_attention import decode_attention, verify_attention
@@ -21,13 +21,13 @@ class WmtpBackend(AttentionBackend):
         return {"torch": torch.__version__, "triton": triton.__version__}
 
     def kernel_set(self) -> str:
-        """`v1+rows+ws3` where the warp-specialized kernel runs (Hopper, Gluon; 192-row blocks), else `v1+rows`
-        (`wmtp.kernel_plan.default_kernel`)."""
+        """`v1+rows+ws3+m2` where the warp-specialized kernel runs (Hopper, Gluon; 192-row blocks), else
+        `v1+rows+m2` (`wmtp.kernel_plan.default_kernel`); `+m2`: the one-round split merge."""
         try:
             from wmtp.measure.kernels.paged_ws import ws_probe
         except ImportError:
-            return "v1+rows"
-        return WS3_SET if torch.cuda.is_available() and ws_probe("cuda") else "v1+rows"
+            return BASE_SET + MERGE2
+        return (WS3_SET if torch.cuda.is_available() and ws_probe("cuda") else BASE_SET) + MERGE2
 
     def describe(self) -> str:
         return "wmtp Triton kernels: split-KV paged attention (tiling from wmtp.kernel_plan), parallel index build"

@@ -1,6 +1,7 @@
 """Stage 2 of the split-KV paged-attention kernels (`paged_attention`, `paged_ws`): merge the splits' partial
 outputs by their base-2 log-sum-exps. Grid (total_q, q_heads, head_dim / BLOCK_D); each program loads every split's
-log-sum-exp at once and the partial outputs in chunks of SPLIT_BLOCK splits."""
+log-sum-exp at once and the partial outputs in chunks of SPLIT_BLOCK splits (by default one chunk up to 128 splits:
+`wmtp.kernel_plan.merge_split_block`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wmtp.kernel_plan import MERGE_BLOCK_D, MERGE_SPLIT_BLOCK
+from wmtp.kernel_plan import MERGE_BLOCK_D, merge_split_block
 
 
 @triton.jit
@@ -49,10 +50,10 @@ def merge_splits(mid_o: torch.Tensor, mid_l: torch.Tensor, out: torch.Tensor, pd
     """Stage 2: merge the splits' partial outputs `mid_o` [total_q, Hq, splits, D] (each normalized by its own
     sum) by their base-2 log-sum-exps `mid_l` [total_q, Hq, splits] into `out` [total_q, Hq, D]. `pdl`: launch as a
     programmatic dependent launch (Hopper and newer, the GPU only) of a split kernel that triggers its dependents.
-    `split_block` (a power of two; `MERGE_SPLIT_BLOCK`) splits folded per iteration, `block_d` (a power of two
-    dividing D; `MERGE_BLOCK_D`) the head-dim slice of one program."""
+    `split_block` (a power of two; default `merge_split_block`: one round up to 128 splits) splits folded per
+    iteration, `block_d` (a power of two dividing D; `MERGE_BLOCK_D`) the head-dim slice of one program."""
     total_q, hq, splits, hd = mid_o.shape
-    split_block = MERGE_SPLIT_BLOCK if split_block is None else split_block
+    split_block = merge_split_block(splits) if split_block is None else split_block
     block_d = min(hd, MERGE_BLOCK_D if block_d is None else block_d)
     for name, val in (("split_block", split_block), ("block_d", block_d)):
         if val < 1 or val & (val - 1):

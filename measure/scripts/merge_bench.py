@@ -2,6 +2,9 @@
 26.6; the ws split kernel alone 24.1, the merge adds 4.3: measure/results/h200-ws3). Does a merge that folds every
 split in one round (one trip to memory, not three of 32 splits), more or fewer programs, or a programmatic dependent
 launch scheduled from the end of the split kernel's loop (not from its start, which was slower) take less of it?
+Run 2 (the merge adopted): does a deeper page-table lookahead in the producer (`ws_attention(prefetch=1 | 2)`) take
+some of the split kernel's own fixed cost, at B = 1 and at B = 4 / 16 (`--batch-cases`, beside the shipped default
+path: the rows kernel decodes there)?
 
 For the three head shapes at 4K-1M keys (B = 1 decode, and a d = 7 verify at 64K and 1M) it times, in rounds of
 alternating order: the ws decode with each merge variant, the split kernel alone (merge skipped), a graph of one
@@ -28,19 +31,28 @@ import torch
 from wmtp.measure.scripts import paged_v2_bench as v2
 from wmtp.measure.scripts import paged_ws_bench as wsb
 
-VARIANTS = {
-    "ws": {},  # the shipped merge: 32 splits a round, 64 dims a program, 4 warps
-    "m128": dict(merge=dict(split_block=128)),
-    "m128-d32": dict(merge=dict(split_block=128, block_d=32)),
-    "m128-d32-w2": dict(merge=dict(split_block=128, block_d=32, num_warps=2)),
-    "m128-d16-w1": dict(merge=dict(split_block=128, block_d=16, num_warps=1)),
-    "m128-d128": dict(merge=dict(split_block=128, block_d=128)),
-    "late": dict(pdl="late"),
-    "late-m128": dict(pdl="late", merge=dict(split_block=128)),
+OLD = dict(split_block=32, block_d=64)  # the merge before this bench: 32 splits a round, 64 dims a program
+VARIANTS = {  # every option spelled out, so a name means the same whatever ws_attention's defaults
+    # run 1 (commit 51a8454, whose defaults were pdl=False and the OLD merge: its `ws` is `v0` here)
+    "ws": dict(pdl=False, merge=OLD),
+    "m128": dict(pdl=False, merge=dict(split_block=128, block_d=64)),
+    "m128-d32": dict(pdl=False, merge=dict(split_block=128, block_d=32)),
+    "m128-d32-w2": dict(pdl=False, merge=dict(split_block=128, block_d=32, num_warps=2)),
+    "m128-d16-w1": dict(pdl=False, merge=dict(split_block=128, block_d=16, num_warps=1)),
+    "m128-d128": dict(pdl=False, merge=dict(split_block=128, block_d=128)),
+    "late": dict(pdl="late", merge=OLD),
+    "late-m128": dict(pdl="late", merge=dict(split_block=128, block_d=64)),
     "late-m128-d32": dict(pdl="late", merge=dict(split_block=128, block_d=32)),
-    "start": dict(pdl="start"),
-    "start-m128": dict(pdl="start", merge=dict(split_block=128)),
+    "start": dict(pdl="start", merge=OLD),
+    "start-m128": dict(pdl="start", merge=dict(split_block=128, block_d=64)),
+    # run 2: the adopted merge (splits a round: the next power of two up to 128; 32 dims a program; late trigger)
+    "v0": dict(pdl=False, merge=OLD, prefetch=0),
+    "default": dict(pdl="late", merge=dict(block_d=32), prefetch=0),
+    "nopdl": dict(pdl=False, merge=dict(block_d=32), prefetch=0),
+    "pf1": dict(pdl="late", merge=dict(block_d=32), prefetch=1),
+    "pf2": dict(pdl="late", merge=dict(block_d=32), prefetch=2),
 }
+RUN1 = "ws,m128,m128-d32,m128-d32-w2,m128-d16-w1,m128-d128,late,late-m128,late-m128-d32,start,start-m128"
 
 
 def split_only(r, model, n, d):
@@ -48,7 +60,7 @@ def split_only(r, model, n, d):
     keep = paged_ws.merge_splits
     paged_ws.merge_splits = lambda mid_o, mid_l, out, pdl=False, **kw: out
     try:
-        return wsb.timed(r, "split-only", model, n, 1, d, {}, True)
+        return wsb.timed(r, "split-only", model, n, 1, d, dict(pdl=False), True)
     finally:
         paged_ws.merge_splits = keep
 
@@ -67,7 +79,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="nem,q35,q122")
     ap.add_argument("--ctxs", default="4096,16384,65536,262144,1048576")
     ap.add_argument("--verify-ctxs", default="65536,1048576")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=RUN1)
+    ap.add_argument("--batch-cases", default="",
+                    help="decodes at B > 1 as B:KEYS,... (e.g. 4:1048576,16:1048576), beside the shipped default path")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--deadline-s", type=float, default=420.0)
     a = ap.parse_args(argv)
@@ -80,18 +94,22 @@ def main(argv=None) -> int:
     write_ceilings(a.out / "ceilings.csv")
     models, names = a.models.split(","), a.variants.split(",")
     good = {(m, d, nm) for m in models for d in (1, 7) for nm in names if wsb.check(r, m, d, nm, VARIANTS[nm])}
-    cases = [(n, 1) for n in map(int, a.ctxs.split(","))] + [(n, 7) for n in map(int, a.verify_ctxs.split(","))]
+    cases = ([(n, 1, 1) for n in map(int, a.ctxs.split(","))] + [(n, 1, 7) for n in map(int, a.verify_ctxs.split(","))]
+             + [(int(c.split(":")[1]), int(c.split(":")[0]), 1) for c in a.batch_cases.split(",") if c])
     for i in range(a.rounds):
         floor(r)
         for m in models:
-            for n, d in cases:
+            for n, batch, d in cases:
                 order = names if i % 2 == 0 else names[::-1]
                 for nm in order:
                     if r.late():
                         print("deadline reached", flush=True)
                         return 0
                     if (m, d, nm) in good:
-                        wsb.timed(r, nm, m, n, 1, d, VARIANTS[nm], True)
+                        wsb.timed(r, nm, m, n, batch, d, VARIANTS[nm], True)
+                if batch > 1:  # the shipped default path (the rows kernel at B >= 4 decode)
+                    wsb.timed(r, "default-path", m, n, batch, d, {}, False)
+                    continue
                 split_only(r, m, n, d)
                 if d == 1:  # (SDPA's verify of 7 queries takes a slow path: 21.8 ms at 1M, h200-anchors)
                     v2.sdpa(r, m, n, 1, d)
