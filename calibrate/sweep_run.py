@@ -9,11 +9,13 @@ names both runs."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 from pathlib import Path
 
-from wmtp.calibrate.fitting import fit_raw_to_profile, read_raw, read_sidecar
+from wmtp.calibrate.fitting import _raw_bytes, fit_raw_to_profile, read_raw, read_sidecar
 from wmtp.errors import WmtpError
 from wmtp.fileio import atomic_write_text, check_lookup
 from wmtp.specs import ModelSpec
@@ -38,20 +40,55 @@ def parse_parts(text: str | None) -> tuple[str, ...] | None:
     return parts
 
 
-def merge_raw(new_raw: Path, base_raw: Path, parts: tuple[str, ...], out: Path, base=None) -> tuple[Path, dict]:
-    """The base run's rows of the parts not re-measured, plus every row of the new run, written to `out`
-    (`base`: `base_raw` already read)."""
-    import pandas as pd
+def _csv_lines(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """(header fields, [(kernel, line)]) of a raw CSV (gunzipped), each data line as its text: a merge copies the
+    measurements byte for byte (a round trip through pandas rewrote 1 as 1.0 and dropped digits of times)."""
+    lines = _raw_bytes(path).decode("utf-8").splitlines()
+    header = next(csv.reader(lines[:1]), [])
+    rows = []
+    for i, line in enumerate(lines[1:], 2):
+        if line.strip():
+            cells = next(csv.reader([line]))
+            if len(cells) != len(header):  # a quoted field across lines, or a cut line: not one row per line
+                raise WmtpError(f"{path}: line {i} holds {len(cells)} fields where the header names {len(header)}; "
+                                "a merge copies one row per line")
+            rows.append((cells[0], line))
+    return header, rows
 
-    new = read_raw(new_raw)
-    base = read_raw(base_raw) if base is None else base
+
+def _aligned(line: str, header: list[str], to: list[str]) -> str:
+    """`line` of a CSV whose columns are `header`, rewritten with the columns `to` (missing ones blank)."""
+    cells = dict(zip(header, next(csv.reader([line]))))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow([cells.get(c, "") for c in to])
+    return buf.getvalue()
+
+
+def merge_raw(new_raw: Path, base_raw: Path, parts: tuple[str, ...], out: Path, base=None) -> tuple[Path, dict]:
+    """The base run's rows of the parts not re-measured, plus every row of the new run, written to `out`, each line
+    as it stands in its file (`base`: `base_raw` already read and checked by `read_raw`). The base's own splice
+    records (`spliced_rows` of its sidecar) whose kinds it keeps travel in `info["spliced_rows"]`, its merge record
+    in `info["base_merged_from"]`."""
+    read_raw(new_raw)  # both checked as the fit reads them: a corrupt file is an error here, not a silent drop
+    if base is None:
+        read_raw(base_raw)
+    b_head, b_rows = _csv_lines(base_raw)
+    n_head, n_rows = _csv_lines(new_raw)
     replaced = {k for p in parts for k in PART_KINDS[p]} | set(CEILING_KINDS)
-    kept = base[~base["kernel"].isin(replaced)]
-    merged = pd.concat([kept, new[base.columns.intersection(new.columns)]], ignore_index=True)
-    atomic_write_text(out, merged.to_csv(index=False))
+    kept = [ln for kind, ln in b_rows if kind not in replaced]
+    added = [ln if n_head == b_head else _aligned(ln, n_head, b_head) for _, ln in n_rows]
+    head = io.StringIO()
+    csv.writer(head, lineterminator="").writerow(b_head)
+    atomic_write_text(out, "\n".join([head.getvalue(), *kept, *added]) + "\n")
     info = {"base_raw": str(base_raw), "base_sha256": hashlib.sha256(base_raw.read_bytes()).hexdigest(),
-            "base_rows_kept": int(len(kept)), "new_rows": int(len(new)), "remeasured_parts": list(parts),
+            "base_rows_kept": len(kept), "new_rows": len(added), "remeasured_parts": list(parts),
             "replaced_kinds": sorted(replaced)}
+    side = read_sidecar(base_raw)
+    spliced = {k: v for k, v in (side.get("spliced_rows") or {}).items() if k not in replaced}
+    if spliced:
+        info["spliced_rows"] = spliced
+    if side.get("merged_from"):
+        info["base_merged_from"] = side["merged_from"]
     return out, info
 
 
@@ -93,8 +130,9 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
     if not partial:
         return fit_raw_to_profile(raw, out / "profile.json", meta, [s.key for s in specs])
     merged, info = merge_raw(raw, Path(base_raw), parts, out / "raw.merged.csv", base)
+    spliced = info.pop("spliced_rows", None)  # the base's spliced rows it kept: their record stays at the top
     meta = {**meta, "merged_from": info, "command": meta.get("command", "wmtp calibrate")
-            + f" --parts {','.join(parts)} --base-raw {base_raw}"}
+            + f" --parts {','.join(parts)} --base-raw {base_raw}"} | ({"spliced_rows": spliced} if spliced else {})
     if "attention" not in parts:  # the attention rows are the base's: their features follow its kernel set
         meta = kernels_of_base(meta, Path(base_raw))
     atomic_write_text(out / "raw.merged.meta.json", json.dumps(meta, indent=1) + "\n")

@@ -34,6 +34,61 @@ def test_new_rows_replace_the_remeasured_kinds_and_the_ceilings(tmp_path):
     assert "verify_attn" in info["replaced_kinds"] and "gemm" not in info["replaced_kinds"]
 
 
+def test_the_merge_copies_every_kept_and_new_line_as_it_stands(tmp_path):
+    """A round trip through pandas rewrote the base's `1` as `1.0` and dropped digits of its times (0.004092444313897027
+    became 0.004092444313897): the shipped raw's kept rows were no longer the ones measured. A new run with its
+    columns in another order is aligned to the base's header."""
+    import gzip
+
+    header = ",".join(COLUMNS)
+    blank = {c: "" for c in COLUMNS}
+
+    def line(**cells):
+        return ",".join(str({**blank, **cells}[c]) for c in COLUMNS)
+
+    kept = [line(kernel="linear_state", impl="wmtp", model="q35", batch=1, d=1, time_ms="0.004092444313897027",
+                 bytes=4194304, flops="3145728.0", status="ok", config='"a,b"'),
+            line(kernel="gemm", impl="wmtp", model="q35", batch=1, time_ms="1e-3", bytes=7, flops=0, status="ok")]
+    gone = line(kernel="decode_attn", impl="wmtp", model="q35", batch=1, time_ms="9", bytes=1, flops=0, status="ok")
+    (tmp_path / "base.csv.gz").write_bytes(gzip.compress(("\n".join([header, kept[0], gone, kept[1]]) + "\n").encode()))
+    order = list(reversed(COLUMNS))
+    new_cells = {**blank, "kernel": "decode_attn", "impl": "wmtp", "model": "nem", "batch": "1",
+                 "time_ms": "0.30000000000000004", "bytes": "5", "flops": "0", "status": "ok"}
+    (tmp_path / "new.csv").write_text(",".join(order) + "\n" + ",".join(new_cells[c] for c in order) + "\n")
+    out, info = merge_raw(tmp_path / "new.csv", tmp_path / "base.csv.gz", ("attention",), tmp_path / "m.csv")
+    got = out.read_text().splitlines()
+    assert got == [header, *kept, line(**new_cells)]
+    assert info["base_rows_kept"] == 2 and info["new_rows"] == 1
+
+
+def test_the_bases_splice_records_travel_with_the_rows_they_describe(tmp_path):
+    """The shipped raw's sidecar says its linear_state rows were spliced in from another run (with that file's hash);
+    a merge that kept those rows dropped the record. It stays for a kind the merge keeps, goes for one it replaces,
+    and the base's own merge record is kept beside the new one."""
+    import json
+
+    base = _rows([("linear_state", 1.0), ("decode_attn", 2.0)])
+    base.to_csv(tmp_path / "base.csv", index=False)
+    _rows([("decode_attn", 0.5)]).to_csv(tmp_path / "new.csv", index=False)
+    side = {"spliced_rows": {"linear_state": {"sha256": "aa"}, "decode_attn": {"sha256": "bb"}},
+            "merged_from": {"base_raw": "older.csv"}}
+    (tmp_path / "base.meta.json").write_text(json.dumps(side))
+    _, info = merge_raw(tmp_path / "new.csv", tmp_path / "base.csv", ("attention",), tmp_path / "m.csv")
+    assert info["spliced_rows"] == {"linear_state": {"sha256": "aa"}}
+    assert info["base_merged_from"] == {"base_raw": "older.csv"}
+
+
+def test_a_row_that_is_not_one_line_is_an_error(tmp_path):
+    """A quoted field across two lines is one row to pandas (the fit would read it) but two to a line copy."""
+    base = _rows([("gemm", 1.0), ("moe", 2.0)])
+    base.loc[1, "config"] = "a\nb"
+    base.to_csv(tmp_path / "base.csv", index=False)
+    _rows([("decode_attn", 0.5)]).to_csv(tmp_path / "new.csv", index=False)
+    with pytest.raises(WmtpError, match="line 3 holds"):
+        merge_raw(tmp_path / "new.csv", tmp_path / "base.csv", ("attention",), tmp_path / "m.csv")
+    assert not (tmp_path / "m.csv").exists()
+
+
 def test_parts_are_checked_before_any_measurement(tmp_path):
     assert parse_parts(None) is None and parse_parts("attention, loop") == ("attention", "loop")
     with pytest.raises(WmtpError, match="unknown sweep part"):
