@@ -15,7 +15,7 @@ import io
 import json
 from pathlib import Path
 
-from wmtp.calibrate.fitting import _raw_bytes, fit_raw_to_profile, read_raw, read_sidecar
+from wmtp.calibrate.fitting import fit_raw_to_profile, raw_text, read_raw, read_sidecar
 from wmtp.errors import WmtpError
 from wmtp.fileio import atomic_write_text, check_lookup
 from wmtp.specs import ModelSpec
@@ -43,7 +43,7 @@ def parse_parts(text: str | None) -> tuple[str, ...] | None:
 def _csv_lines(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(header fields, [(kernel, line)]) of a raw CSV (gunzipped), each data line as its text: a merge copies the
     measurements byte for byte (a round trip through pandas rewrote 1 as 1.0 and dropped digits of times)."""
-    lines = _raw_bytes(path).decode("utf-8").splitlines()
+    lines = raw_text(path).splitlines()
     header = next(csv.reader(lines[:1]), [])
     rows = []
     for i, line in enumerate(lines[1:], 2):

@@ -196,14 +196,9 @@ def test_ws_rejects_what_it_cannot_run():
 
 
 
-@pytest.mark.parametrize("rows, head_dim, decode, consumers, max_rows", [
-    (112, 256, False, 1, 128), (112, 128, False, 2, 128), (16, 256, True, 1, 128), (144, 128, False, 3, 192),
-    (144, 64, False, 3, 192)])
-def test_compiles_for_hopper(rows, head_dim, decode, consumers, max_rows):
-    """Catches a Triton whose Gluon API moved (3.6 on the lent H200, 3.9 in CI): the kernel must build for sm_90
-    (in a process without Triton's interpreter), warp-specialized (register reallocation between partitions), with
-    cp.async loads that arrive on the stage's barrier and warpgroup MMAs, in the shared memory its plan budgets: the
-    Q tile and the K/V ring, plus a few barriers."""
+def _probe(*args) -> dict:
+    """`ws_compile_probe.py ARGS` in a process without Triton's interpreter (which cannot compile Gluon): what the
+    sm_90 PTX holds."""
     import json
     import os
     import subprocess
@@ -212,10 +207,21 @@ def test_compiles_for_hopper(rows, head_dim, decode, consumers, max_rows):
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     probe = Path(__file__).with_name("ws_compile_probe.py")
-    run = subprocess.run([sys.executable, str(probe), str(rows), str(head_dim), str(int(decode)), str(consumers),
-                          str(max_rows)], capture_output=True, text=True, env=env, timeout=600)
+    run = subprocess.run([sys.executable, str(probe), *map(str, args)], capture_output=True, text=True, env=env,
+                         timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("rows, head_dim, decode, consumers, max_rows", [
+    (112, 256, False, 1, 128), (112, 128, False, 2, 128), (16, 256, True, 1, 128), (144, 128, False, 3, 192),
+    (144, 64, False, 3, 192)])
+def test_compiles_for_hopper(rows, head_dim, decode, consumers, max_rows):
+    """Catches a Triton whose Gluon API moved (3.6 on the lent H200, 3.9 in CI): the kernel must build for sm_90
+    (in a process without Triton's interpreter), warp-specialized (register reallocation between partitions), with
+    cp.async loads that arrive on the stage's barrier and warpgroup MMAs, in the shared memory its plan budgets: the
+    Q tile and the K/V ring, plus a few barriers."""
+    got = _probe(rows, head_dim, int(decode), consumers, max_rows)
     assert got["setmaxnreg"] and got["cp_async"] and got["wgmma"] and got["arrive_noinc"]
     bm, mb, bn, ns, nw = ws_tiling(rows, head_dim, max_rows=max_rows)
     q_rows = 256 if bm == 192 else bm  # a 192-row block holds Q in a 256-row tile
@@ -231,18 +237,7 @@ def test_pdl_trigger_is_compiled_where_asked(rows, head_dim, decode, consumers, 
     """pdl='start' (TRIGGER 1) issues griddepcontrol.launch_dependents once at the program's start; pdl='late'
     (TRIGGER 2) in the consumer partitions, after their loops over the K/V tiles (the first issue in a program
     counts; with three consumers the PTX holds two copies, so the test asks for at least one, not one per consumer)."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    probe = Path(__file__).with_name("ws_compile_probe.py")
-    run = subprocess.run([sys.executable, str(probe), str(rows), str(head_dim), str(int(decode)), str(consumers),
-                          str(max_rows), str(trigger)], capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    got = _probe(rows, head_dim, int(decode), consumers, max_rows, trigger)
     assert got["launch_dependents"] == 1 if trigger == 1 else got["launch_dependents"] >= 1
 
 
@@ -250,18 +245,7 @@ def test_pdl_trigger_is_compiled_where_asked(rows, head_dim, decode, consumers, 
 def test_prefetch_variants_compile_for_hopper(prefetch):
     """The producer's page-table lookahead variants (`_ws_producer` PREFETCH 1 / 2) build for sm_90 as the default
     does (their timing: measure/results/h200-merge)."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    probe = Path(__file__).with_name("ws_compile_probe.py")
-    run = subprocess.run([sys.executable, str(probe), "16", "128", "1", "1", "128", "0", str(prefetch)],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    got = _probe(16, 128, 1, 1, 128, 0, prefetch)
     assert got["setmaxnreg"] and got["cp_async"] and got["wgmma"] and got["arrive_noinc"]
 
 
