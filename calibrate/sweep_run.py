@@ -72,9 +72,15 @@ def merge_raw(new_raw: Path, base_raw: Path, parts: tuple[str, ...], out: Path, 
     read_raw(new_raw)  # both checked as the fit reads them: a corrupt file is an error here, not a silent drop
     if base is None:
         read_raw(base_raw)
+    replaced = {k for p in parts for k in PART_KINDS[p]} | set(CEILING_KINDS)
+    side = read_sidecar(base_raw)
+    records = side.get("spliced_rows") or {}
+    if not isinstance(records, dict):
+        raise WmtpError(f"{base_raw}'s sidecar is corrupt: spliced_rows must be an object, got "
+                        f"{type(records).__name__}")
+    spliced = {k: v for k, v in records.items() if k not in replaced}
     b_head, b_rows = _csv_lines(base_raw)
     n_head, n_rows = _csv_lines(new_raw)
-    replaced = {k for p in parts for k in PART_KINDS[p]} | set(CEILING_KINDS)
     kept = [ln for kind, ln in b_rows if kind not in replaced]
     added = [ln if n_head == b_head else _aligned(ln, n_head, b_head) for _, ln in n_rows]
     head = io.StringIO()
@@ -83,8 +89,6 @@ def merge_raw(new_raw: Path, base_raw: Path, parts: tuple[str, ...], out: Path, 
     info = {"base_raw": str(base_raw), "base_sha256": hashlib.sha256(base_raw.read_bytes()).hexdigest(),
             "base_rows_kept": len(kept), "new_rows": len(added), "remeasured_parts": list(parts),
             "replaced_kinds": sorted(replaced)}
-    side = read_sidecar(base_raw)
-    spliced = {k: v for k, v in (side.get("spliced_rows") or {}).items() if k not in replaced}
     if spliced:
         info["spliced_rows"] = spliced
     if side.get("merged_from"):

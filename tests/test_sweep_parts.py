@@ -78,6 +78,15 @@ def test_the_bases_splice_records_travel_with_the_rows_they_describe(tmp_path):
     assert info["base_merged_from"] == {"base_raw": "older.csv"}
 
 
+def test_a_corrupt_splice_record_is_an_error(tmp_path):
+    _rows([("gemm", 1.0)]).to_csv(tmp_path / "base.csv", index=False)
+    _rows([("decode_attn", 0.5)]).to_csv(tmp_path / "new.csv", index=False)
+    (tmp_path / "base.meta.json").write_text('{"spliced_rows": ["linear_state"]}')
+    with pytest.raises(WmtpError, match="spliced_rows must be an object"):
+        merge_raw(tmp_path / "new.csv", tmp_path / "base.csv", ("attention",), tmp_path / "m.csv")
+    assert not (tmp_path / "m.csv").exists()  # refused before anything is written
+
+
 def test_a_row_that_is_not_one_line_is_an_error(tmp_path):
     """A quoted field across two lines is one row to pandas (the fit would read it) but two to a line copy."""
     base = _rows([("gemm", 1.0), ("moe", 2.0)])
