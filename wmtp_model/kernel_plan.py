@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 # The split merge (measure/kernels/paged_merge.py) folds up to MERGE_SPLIT_BLOCK splits a round (fewer: the next power
 # of two of the splits), MERGE_BLOCK_D dims a program: one round where the kernels before folded 32 splits a round, 64
-# dims a program (nem decode at 64K, B = 1: 29.6 -> 26.6 us with the ws kernel's late PDL trigger;
-# measure/results/h200-merge). Kernel sets measured with this merge end in MERGE2; their `merge_iters` follow it,
+# dims a program (nem decode at 64K, B = 1: 29.2 -> 26.5 us with the ws kernel's late PDL trigger;
+# measure/results/h200-merge run 2). Kernel sets measured with this merge end in MERGE2; their `merge_iters` follow it,
 # those before it (and FlashInfer's split merge, which the feature stands in for) MERGE_SPLIT_BLOCK_V1.
 MERGE_SPLIT_BLOCK = 128
 MERGE_BLOCK_D = 32
@@ -199,7 +199,7 @@ WS_SMEM = 227 * 1024  # shared memory a Hopper block may use
 WS_HEAD_DIMS = (64, 128, 256)
 # the kernel sets a profile measured with the ws kernel records (`attention_kernels`): `ws` with row blocks of up to
 # 128 rows (sessions before 2026-12-01), `ws3` with 192-row blocks of three consumers too (head dim < 256); a set
-# ending in MERGE2 ran the one-round merge (and, with the ws kernel, its late PDL trigger), 2026-12-02 on
+# ending in MERGE2 ran the one-round merge (and, with the ws kernel, its late PDL trigger), from 2026-12-02
 WS_SET = "v1+rows+ws"
 WS3_SET = "v1+rows+ws3"
 BASE_SET = "v1+rows"
