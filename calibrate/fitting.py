@@ -278,7 +278,9 @@ def moe_backend_of(meta: dict) -> str:
 
 def profile_summary(prof: dict) -> str:
     p = prof["provenance"]
-    lines = [f"# Latency profile: {prof['hardware']} (attention backend: {prof.get('backend', 'wmtp')})", "",
+    kernels = prof.get("attention_kernels")
+    lines = [f"# Latency profile: {prof['hardware']} (attention backend: {prof.get('backend', 'wmtp')}"
+             f"{f', kernel set {kernels}' if kernels else ''})", "",
              f"GPU {p.get('gpu_name')} (driver {p.get('driver')}), torch {p.get('torch')}, triton {p.get('triton')}, "
              f"wmtp {p.get('wmtp_version')} at {p.get('git_sha')}, {p.get('utc_time')}; timer: {p.get('timer')}.",
              f"Ceilings in the same run: {json.dumps(prof.get('ceilings', {}))}. "
