@@ -52,6 +52,20 @@ def own_depth(al: dict) -> int | None:
     return len(al["per_position"]) + 1 if al.get("per_position") else None
 
 
+def damage_notes(stats: ParseStats, spec: SpecLines) -> list[str]:
+    """What the reader says about damaged input it still read: vLLM spec lines that contradict themselves, lines that
+    held several records (`wmtp.log_joined`)."""
+    notes = []
+    if spec.contradicted[0]:
+        notes.append(f"{spec.contradicted[0]} vLLM spec line(s) with more Accepted than Drafted tokens (impossible; "
+                     f"first: line {spec.contradicted[1]}): their counts pooled as printed, not their mean AL")
+    if stats.joined_n:
+        shown = ", ".join(map(str, stats.joined)) + (" and more" if stats.joined_n > len(stats.joined) else "")
+        notes.append(f"{stats.joined_n} line(s) held several records with no line end between them (line {shown}: "
+                     "processes writing one stream?): each record read on its own")
+    return notes
+
+
 def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, reference: bool = False) -> dict:
     """Everything one file says about TPOT and acceptance, in one streaming pass: SGLang runs, vLLM
     windows and spec lines, summary blocks, meta_info, llama.cpp stats, retractions/OOM/stalls. The
@@ -120,6 +134,7 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, refer
                      f"out-of-memory: {events['oom']}")
     if tpot is None and al is not None and al.get("value") is not None:
         notes.append("no TPOT in this file (acceptance only; `wmtp accept` gives the per-position profile)")
+    notes += damage_notes(stats, spec)
     if summ.repeated:
         notes.append("summary keys repeat (several blocks): the last value of each is reported")
     return {"file": src, "lines": stats.lines, "garbled": stats.garbled, "skipped": stats.skipped,

@@ -33,8 +33,7 @@ from wmtp.log_layout import (DEC as _DEC, GARBLED as _GARBLED, KINDS as _KINDS, 
                               PRE as _PRE, RETRACTING, SKELETONS as _SKELETONS, SKIP as _SKIP, V0S as _V0S,
                               V0T as _V0T, V1S as _V1S, V1T as _V1T, VKINDS as _VKINDS, ZERO as _ZERO,
                               ZERO_UTF8 as _ZERO_UTF8, maybe_ours as _maybe_ours)  # noqa: F401 (_maybe_ours: tests)
-from wmtp.logs import (DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, parse_other,
-                       parse_sglang_general, prefix_fields, tally_decode, tally_other)
+from wmtp.logs import DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, prefix_fields, tally_line
 
 BLOCK_CHARS = 1 << 21  # about 12,000 lines; the block's lists take about 10 MiB per MiB of it
 
@@ -122,16 +121,13 @@ def _line(line: str, n: int, stats: ParseStats, out: list) -> None:
     if d >= 0:
         pre = line[:d]
         rec = GENERAL
-        if "*" not in pre and "`" not in pre:
+        if "*" not in pre and "`" not in pre and "Prefill batch" not in pre:
             rec = decode_fast(line, d, _fields, n, *prefix_fields(pre))
         if rec is not GENERAL:
             stats.decode += 1
             out.append((n, rec))
             return
-        for r in tally_decode(parse_sglang_general(line, n), stats, line):
-            out.append((n, r))
-        return
-    for r in tally_other(parse_other(line, n), stats):  # most lines: none (skipped)
+    for r in tally_line(line, n, stats):  # most lines: none (skipped)
         out.append((n, r))
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_lookup, open_without_waiting
 from wmtp.log_summary import ANSI, NoAnsi
-from wmtp.log_wrap import ArraysJoined, SoftJoined, Unwrapped, pretty_json, soft_wrapped, wrap_width
+from wmtp.log_wrap import (ArraysJoined, BoxJoined, SoftJoined, Unwrapped, box_width, pretty_json, soft_wrapped,
+                           wrap_width)
 
 CHUNK = 1 << 20
 # byte-order marks of the wide Unicode encodings (UTF-32 first: its little-endian mark starts like UTF-16's). A log
@@ -123,6 +124,9 @@ def open_text(path: str | Path):
     text = ANSI.sub("", text) if "\x1b" in text else text
     if pretty_json(text.lstrip("\ufeff")):  # a pretty-printed JSON document: its arrays of numbers joined, no terminal's wrap
         return ArraysJoined(f)
+    box = box_width(text)  # a box table cut below the terminal widths the wrap reader looks for
+    if box:
+        return BoxJoined(f, *box)
     soft = soft_wrapped(text)  # wrapped engine lines' lengths (then one full-width line continued shows no cut)
     width = wrap_width(text, len(head) < 65536, strict=bool(soft))
     return SoftJoined(f) if soft else Unwrapped(f, width) if width else f  # (engine lines: joined either way)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from itertools import count
 
+from wmtp.log_joined import record_starts
+
 _N = r"\d+(?:\.\d+)?"  # a plain number: float() reads it, finite and >= 0
 _U = r"[^,:\n]*"
 _SGL = r"(\[[0-9 :.-]*(?:[A-Z]{2}\d+ ?)*\] )"  # `[2025-05-31 18:31:21 DP0 TP0] `, `[04:40:55 TP0] `
@@ -58,7 +60,7 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "gen throughput (token/s)",  # (an SGLang decode line with no `Decode batch`: v0.1's)
           "host_step_time = ", "elapsed_time = ", '"iterLatencyMS"', "time_per_token",  # (`wmtp.log_engines`' lines)
           '"average"', '"acceptance_length_percentiles"', "tgi_request_", "tgi_batch_inference_duration",
-          '"avg"', '"unit"')  # (`wmtp.log_tables.parse_json_itl`: AIPerf's profile export JSON)
+          '"avg"', '"unit"', "lmdeploy:")  # (`wmtp.log_tables.parse_json_itl`: AIPerf's profile export JSON)
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
                 "n_predict", "position", "latency", "eel (ms)", "e0el (ms)", "[al] ",  # trtllm-bench's `[AL] AVERAGE`
                 "decoded tokens per iter",  # `Mean E2EL (ms)`, skeleton `E0EL`
@@ -80,7 +82,8 @@ def _garbled(skel: str) -> bool:
     number (no `#running-req: ` after `Decode batch`, or no `gen throughput (token/s): ` after it), and
     `_decode_fast` cannot take (it needs both): garbled, whatever its digits."""
     d = skel.find("Decode batch")
-    if d < 0 or "Decode batch [first graph replay]," in skel or "*" in skel or "`" in skel or "\t" in skel:  # (the general path reads tabs as spaces)
+    if d < 0 or "Decode batch [first graph replay]," in skel or "*" in skel or "`" in skel or "\t" in skel \
+            or len(record_starts(skel)) > 1:  # (the general path reads tabs as spaces; records joined: `split_joined`)
         return False
     k = skel.find("#running-req: ", d)
     return k < 0 or "gen throughput (token/s): " not in skel[k + 14:]
@@ -100,7 +103,8 @@ class _Skeletons(dict):
         m = _LAYOUT.match(skel)
         first = m and next(g for g in _GROUPS if m.group(g) is not None)
         i, plen = next(_IDS), m and m.end(first)
-        if m is None or (first == 10 and "Decode batch" in skel):  # a prefill line the decode test sees first
+        if m is None or (first == 10 and ("Decode batch" in skel or skel.count("Prefill batch") > 1)):  # a prefill
+            # line the decode test sees first, or two joined (`wmtp.log_joined`)
             kind = GARBLED if _garbled(skel) else PARSE if maybe_ours(skel) else SKIP
             v = (i, kind, (), i << 24 | kind)
         elif plen >= 1 << 20:

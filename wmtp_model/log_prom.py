@@ -57,6 +57,18 @@ def prom_tpot(prom: dict) -> dict | None:
     if tgi[0]:
         al = tgi_al(*tgi)
         return tgi_tpot(*tgi, al["value"] if al else None)
+    lmd, ls = prom_totals(prom, "lmd_")
+    if lmd.get("lmd_itl_s") is not None and lmd.get("lmd_gen") and lmd.get("lmd_req") is not None \
+            and lmd["lmd_gen"] > lmd["lmd_req"]:  # LMDeploy: each decode iteration's wait over the tokens it brought
+        return {"value_ms": lmd["lmd_itl_s"] / (lmd["lmd_gen"] - lmd["lmd_req"]) * 1e3, "lines": ls,
+                "samples": int(lmd.get("lmd_itl_n") or 0), "confidence": "high",
+                "estimator": "LMDeploy iter_token_latency sum / (generation_tokens - time_to_first_token count): "
+                             "decode time over the tokens after each request's first (one first token per request)"}
+    if lmd.get("lmd_tpo_n") and lmd.get("lmd_tpo_s") is not None:  # LMDeploy without its iteration latency
+        return {"value_ms": lmd["lmd_tpo_s"] / lmd["lmd_tpo_n"] * 1e3, "lines": ls, "samples": int(lmd["lmd_tpo_n"]),
+                "confidence": "low", "estimator": "LMDeploy time_per_output_token sum / count: each decode iteration's "
+                "wait over its tokens, averaged over iterations (not over tokens: above the time per token where "
+                "iterations bring different numbers of tokens, as speculative ones do)"}
     tot, lines = prom_totals(prom, "tpot_", "itl_", "tpo_")
     for s, n, what in (("tpot_s", "tpot_n", "per-request time per output token"), ("itl_s", "itl_n", "inter-token latency"),
                        ("tpo_s", "tpo_n", "time per output token")):

@@ -89,6 +89,8 @@ class ParseStats:
     garbled: int = 0
     skipped: int = 0
     other: int = 0  # prefill, throughput, summary values, events
+    joined: list = field(default_factory=list)  # lines that held several records (`wmtp.log_joined`), the first 5
+    joined_n: int = 0
 
 
 def strict_float(t: str) -> float:
@@ -124,9 +126,11 @@ def v1_drafts(k: int, drafted: float, accepted: float | None, mean_al: float | N
     gives by more than its rounding: below it, drafts were shorter than k (suffix decoding, dynamic draft length,
     drafts cut to the token budget); above it, a draft held more than k tokens (a tree of candidates counted in
     Drafted, per-position rates for its k depths: tree-verifying forks print `Avg tree nodes per depth`). Either
-    way the line's own Accepted / (mean AL - 1) counts them."""
+    way the line's own Accepted / (mean AL - 1) counts them. Accepted > Drafted contradicts itself (no draft accepts
+    more tokens than it holds): Drafted / k kept, so the AL it gives is above d and the AL check refuses it."""
     d = drafted / k
-    if mean_al is not None and mean_al > 1 and accepted and abs(1 + accepted / d - mean_al) > 0.0051:
+    if mean_al is not None and mean_al > 1 and accepted and abs(1 + accepted / d - mean_al) > 0.0051 \
+            and accepted <= drafted:
         return accepted / (mean_al - 1)
     return d
 

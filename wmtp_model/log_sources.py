@@ -5,6 +5,7 @@ them; `wmtp.acceptance_io` turns their results into acceptance profiles): vLLM s
 
 from __future__ import annotations
 
+import math
 
 from wmtp.acceptance import is_chain
 from wmtp.log_records import v1_drafts
@@ -12,6 +13,7 @@ from wmtp.logs import Value, VllmSpecLine
 from wmtp.log_engine_steps import EngineSteps
 from wmtp.log_bench_values import BoxCells, evalscope_old_tpot, mlc_metrics_al, step_share_al
 from wmtp.log_prom import prom_al, prom_tpot
+from wmtp.log_tables import JSON_KEYS, UNITS, json_scale
 
 HIST_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 
@@ -33,10 +35,13 @@ class SpecLines:
         self.v0: dict = {}
         self.n = 0
         self.first = self.last = None
+        self.contradicted = [0, None]  # lines with Accepted > Drafted: how many, the first
 
     def add(self, r: VllmSpecLine) -> float | None:
         """Pool one line; returns its own AL (for pairing with its throughput window)."""
         self.n += 1
+        if (r.accepted or 0) > (r.drafted if r.drafted is not None else math.inf):
+            self.contradicted = [self.contradicted[0] + 1, self.contradicted[1] or r.line_no]
         self.first = self.first or r.line_no
         self.last = r.line_no
         self.rate_acc += r.accepted or 0
@@ -111,7 +116,7 @@ class Summaries:
         self.note = ""  # what `tpot` set aside
         self.al_open = None  # the line of trtllm-bench's open `acceptance_length_percentiles` object
         self.boxes = BoxCells()  # a box table's first cell wrapped over rows
-        self.itl_open, self.itl_unit = None, 1.0  # an AIPerf JSON export's open `inter_token_latency` object: line, unit
+        self.itl_open, self.itl_unit = None, ""  # an AIPerf JSON export's open object: its line, its key (then unit)
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
                      "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0, "mhist": []}
@@ -142,7 +147,7 @@ class Summaries:
                 if 1 <= v.value <= 1000:
                     self.values["accept_length"] = (v.value, v.line_no)
             return
-        if v.key in ("itl_open", "json_unit", "json_avg"):  # AIPerf's JSON export: its ITL object's avg in ms
+        if v.key in ("json_unit", "json_avg") or v.key.startswith("json_open:"):  # AIPerf's JSON export: an object's
             self._json_itl(v)
             return
         if v.key.startswith("prom:"):  # a counter's later sample (a second scrape) replaces its earlier one
@@ -164,18 +169,20 @@ class Summaries:
         self.values[v.key] = (v.value, v.line_no)
 
     def _json_itl(self, v: Value) -> None:
-        """`"inter_token_latency": {` opened on a line (`itl_open`), then its `"unit"` (a time, else the object is not
-        read) and `"avg"` within the next three lines: the ITL in ms (`itl_mean_ms`)."""
-        if v.key == "itl_open":
-            self.itl_open, self.itl_unit = v.line_no, 1.0
+        """An export object of `JSON_KEYS` opened on a line (`json_open:KEY`), then its `"unit"` (the value's, else the
+        object is not read) and `"avg"` within the next three lines: the ITL in ms (`itl_mean_ms`), an AL."""
+        if v.key.startswith("json_open:"):
+            self.itl_open, self.itl_unit = v.line_no, v.key[10:]
         elif self.itl_open is None or v.line_no - self.itl_open > 3:
             self.itl_open = None
         elif v.key == "json_unit":
-            self.itl_unit = v.value
-            self.itl_open = self.itl_open if v.value else None
+            scale = json_scale(self.itl_unit, UNITS[int(v.value) - 1]) if v.value else 0.0
+            self.itl_open, self.itl_unit = (self.itl_open, (self.itl_unit, scale)) if scale else (None, "")
         elif v.key == "json_avg":
             self.itl_open = None
-            self.values["itl_mean_ms"] = (v.value * self.itl_unit, v.line_no)
+            key, scale = self.itl_unit if type(self.itl_unit) is tuple else (self.itl_unit, json_scale(self.itl_unit, "ms"))
+            if scale:
+                self.values[JSON_KEYS[key]] = (v.value * scale, v.line_no)
 
     def _table(self, v: Value) -> None:
         """A results table: its header's TPOT / AL columns, then its first data row's values (later rows are other
@@ -318,6 +325,10 @@ class Summaries:
         elif g("accept_length_steps") is not None:
             out = {"value": g("accept_length_steps"), "lines": self.line("accept_length_steps"),
                    "estimator": "AIPerf Token-Weighted Acceptance Length (1 + accepted drafts / verify steps, pooled)"}
+        elif g("accept_length_requests") is not None:  # (AIPerf's JSON export without its token-weighted object)
+            out = {"value": g("accept_length_requests"), "lines": self.line("accept_length_requests"),
+                   "estimator": "AIPerf spec_decode_acceptance_length: the mean of per-request ALs (not weighted by "
+                                "verify steps; the file has no token-weighted object)"}
         elif (mlc := mlc_metrics_al(self.values)) is not None:  # MLC-LLM's /metrics text
             out = mlc
         elif g("accept_length") is not None:

@@ -193,7 +193,7 @@ def parse_spec_k(line: str, n: int) -> Value | None:
 
 
 # Prometheus samples: `name{labels} value [timestamp]`, or a Grafana table row `name{labels} | value`
-_PROM = re.compile(r"\s*(?:[+>]\s*)?(vllm|sglang|llamacpp|trtllm|tgi)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
+_PROM = re.compile(r"\s*(?:[+>]\s*)?(vllm|sglang|llamacpp|trtllm|tgi|lmdeploy)[:_]([a-z0-9_]+?)(?:_total)?(\{[^}]*\})?\s*\|?\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN|[-+]?Inf)(?:\s+\d+)?\s*\|?\s*$")
 PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "spec_decode_num_drafts": "drafts", "draft_verify_steps": "drafts",  # llama.cpp #25327's names
@@ -213,7 +213,12 @@ PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     "request_mean_time_per_token_duration_sum": "tgi_tpt_s", "request_mean_time_per_token_duration_count": "tgi_tpt_n",
     "request_skipped_tokens_sum": "tgi_skip_sum", "request_skipped_tokens_count": "tgi_skip_n",
     "request_generated_tokens_count": "tgi_requests", "batch_inference_duration_sum": "tgi_step_s",
-    "batch_inference_duration_count": "tgi_step_n"}
+    "batch_inference_duration_count": "tgi_step_n",
+    # LMDeploy's (lmdeploy/metrics/loggers.py, 2026-05, PR #4625: `lmdeploy:`; the spec counters are vLLM's names): its
+    # mean-AL gauge, and per request and decode iteration the time since the request's last token (`iter_token_latency`,
+    # read by `wmtp.log_prom.prom_tpot` with all generated tokens less one first token per request)
+    "spec_decode_mean_accept_length": "al", "iter_token_latency_sum": "lmd_itl_s",
+    "iter_token_latency_count": "lmd_itl_n", "generation_tokens": "lmd_gen", "time_to_first_token_seconds_count": "lmd_req"}
 # `time_per_output_token_seconds`: TensorRT-LLM's per-request TPOT; vLLM's older name of its inter-token latency;
 # SGLang's beside its `inter_token_latency_seconds` (per request in some builds, the first token's wait included)
 _TRT_FIELDS = {"tpo_s": "tpot_s", "tpo_n": "tpot_n"}
@@ -237,10 +242,13 @@ def parse_prometheus(line: str, n: int):
     if field is None or x is None or 'engine_type="draft"' in (labels or ""):
         return PROM_OTHER
     decode = 'method="decode"' in (labels or "")
-    if field.startswith("tgi_") and (engine != "tgi" or field.startswith("tgi_step") and not decode):
+    if field.startswith("tgi_") and (engine != "tgi" or field.startswith("tgi_step") and not decode) or \
+            field.startswith("lmd_") and engine != "lmdeploy":
         return PROM_OTHER
     if engine == "trtllm":
         field = _TRT_FIELDS.get(field, field)
+    elif engine == "lmdeploy" and field in ("tpo_s", "tpo_n"):  # (its per-iteration time per token: `prom_tpot`)
+        field = "lmd_" + field
     if field == "pos" or field == "dpos":
         p = _POS_LABEL.search(labels or "")
         if p is None:

@@ -115,28 +115,48 @@ def parse_mlc_metric(line: str, n: int):
 
 # AIPerf's `profile_export_aiperf.json` and genai-perf's `profile_export_genai_perf.json` (ai-dynamo/aiperf
 # `aiperf/exporters/json_exporter.py`, `aiperf/common/models/export_models.py`: `"inter_token_latency": {"unit": "ms",
-# "avg": ..., "p50": ...}`, pretty-printed with indent 2, display units): the per-request (latency - TTFT) / (OSL - 1)
-_JSON_ITL = re.compile(r'"inter_token_latency"\s*:\s*\{\s*(?:"unit"\s*:\s*"(\w+)"\s*,\s*)?'
+# "avg": ..., "p50": ...}`, pretty-printed with indent 2, display units): the per-request (latency - TTFT) / (OSL - 1);
+# from 2026 (PR #1191, `src/aiperf/metrics/types/spec_decode_metrics.py`) the spec-decode objects in unit `ratio`:
+# `spec_decode_token_weighted_acceptance_length` (1 + sum accepted drafts / sum verify steps) and the per-request
+# mean `spec_decode_acceptance_length` (read only without the first: the reader's `accept_length_steps` wins)
+JSON_KEYS = {"inter_token_latency": "itl_mean_ms", "spec_decode_token_weighted_acceptance_length": "accept_length_steps",
+             "spec_decode_acceptance_length": "accept_length_requests"}
+_JSON_OBJ = re.compile(r'"(' + "|".join(JSON_KEYS) + r')"\s*:\s*\{\s*(?:"unit"\s*:\s*"([\w%/]+)"\s*,\s*)?'
                        r'(?:"avg"\s*:\s*(\S+?)\s*[,}])?')
 _TO_MS = {"ms": 1.0, "s": 1e3, "sec": 1e3, "us": 1e-3, "ns": 1e-6}  # a unit in milliseconds
-_JSON_FIELD = re.compile(r'\s*"(unit|avg)"\s*:\s*("\w+"|[-+0-9.eE]+|null)\s*,?\s*$')
+UNITS = ("ms", "s", "sec", "us", "ns", "ratio")  # `json_unit`'s value: 1 + the unit's place here, 0 for another
+_JSON_FIELD = re.compile(r'\s*"(unit|avg)"\s*:\s*("[\w%/]+"|[-+0-9.eE]+|null)\s*,?\s*$')
+
+
+def json_scale(key: str, unit: str) -> float:
+    """What an export object's `avg` is multiplied by to give the reader's value (`JSON_KEYS[key]`), 0 for a unit that
+    is not that value's: a time in ms for the ITL, a ratio for an acceptance length."""
+    return _TO_MS.get(unit, 0.0) if key == "inter_token_latency" else 1.0 if unit == "ratio" else 0.0
 
 
 def parse_json_itl(line: str, n: int):
-    """`itl_mean_ms` for a one-line `"inter_token_latency": {"unit": "ms", "avg": X, ...}` object, `itl_open` for one
-    opened on its own line (its `unit` / `avg` fields follow: `json_unit`, the unit in ms, 0 for one not a time;
-    `json_avg`); False for a bad number or a unit not a time; None for any other line."""
-    m = _JSON_ITL.search(line)
-    if m is not None:
-        unit, raw = m.groups()
+    """For a one-line `"inter_token_latency": {"unit": "ms", "avg": X, ...}` object (or another of `JSON_KEYS`) its
+    value (`itl_mean_ms`, `accept_length_steps`, `accept_length_requests`); `json_open:KEY` for one opened on its own line
+    (its `unit` / `avg` fields follow: `json_unit`, 1 + the unit's place in UNITS, 0 for another; `json_avg`); False
+    for a bad number or a unit not the value's; None for any other line. A line of several objects: a list."""
+    out = []
+    for m in _JSON_OBJ.finditer(line):
+        key, unit, raw = m.groups()
         if raw is None:
-            return Value(n, "itl_open", 0.0) if line.rstrip().endswith("{") else None
-        x, scale = finite(num(raw)), _TO_MS.get(unit or "ms", 0.0)
-        return Value(n, "itl_mean_ms", x * scale) if x is not None and scale else False
+            if line.rstrip().endswith("{") and m.end() >= len(line.rstrip()):
+                out.append(Value(n, "json_open:" + key, 0.0))
+            continue
+        x, scale = finite(num(raw)), json_scale(key, unit or ("ms" if key == "inter_token_latency" else ""))
+        if x is None or not scale:
+            return False
+        out.append(Value(n, JSON_KEYS[key], x * scale))
+    if out:
+        return out if len(out) > 1 else out[0]
     m = _JSON_FIELD.match(line)
     if m is None:
         return None
     if m.group(1) == "unit":
-        return Value(n, "json_unit", _TO_MS.get(m.group(2).strip('"'), 0.0))
+        u = m.group(2).strip('"')
+        return Value(n, "json_unit", UNITS.index(u) + 1.0 if u in UNITS else 0.0)
     x = finite(num(m.group(2))) if m.group(2) != "null" else None
     return Value(n, "json_avg", x) if x is not None else None

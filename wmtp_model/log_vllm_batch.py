@@ -198,6 +198,9 @@ class VllmBatch:
         s.n += len(lns)
         s.first = s.first or lns[0]
         s.last = lns[-1]
+        bad = [ln for ln, a, d in zip(lns, acc, dr) if a > d]  # (Accepted > Drafted: `SpecLines.contradicted`)
+        if bad:
+            s.contradicted = [s.contradicted[0] + len(bad), s.contradicted[1] or bad[0]]
         s.rate_acc = reduce(add, acc, s.rate_acc)
         s.rate_drafted = reduce(add, dr, s.rate_drafted)
         v1 = [g for g in groups if g[0] == "v1s"]

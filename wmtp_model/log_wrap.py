@@ -265,3 +265,80 @@ class ArraysJoined(_Joined):
                 yield "\n" * (len(held) - 1)
                 held = []
         yield from held
+
+
+# a box table (tabulate's `fancy_grid` / `grid`, rich's boxes: AISBench, AIPerf, EvalScope) hard-wrapped by a terminal
+# narrower than the wrap reader's MIN_WIDTH (a phone's SSH client, a split tmux pane): each row in pieces of the width,
+# trailing spaces trimmed by the capture, a cut anywhere (inside a number: `│ 2` then `5.0 ms │`)
+_BOX = frozenset(chr(c) for c in range(0x2500, 0x2580))
+_TOP_LEFT, _TOP_RIGHT = "╒┌┏╔╭+", "╕┐┓╗╮+"
+_ROW_START = frozenset("│┃║╒╞├╘┌└┏┡┣┗╔╠╚╭╰╟╓╙")
+MIN_BOX_WIDTH, MAX_BOX_PIECES = 20, 64
+
+
+def box_width(head: str) -> tuple[int, int] | None:
+    """(the width a box table's rows were cut at, the length of a whole row) from its top rule in `head` (a file's
+    first characters): a rule of box characters 20 to 59 long that does not end in a corner, continued by rule pieces
+    up to one that does; None when no such rule is there."""
+    lines = [ln.rstrip("\r") for ln in head.split("\n")]
+    for i, a in enumerate(lines):
+        if not (MIN_BOX_WIDTH <= len(a) < MIN_WIDTH and a[0] in _TOP_LEFT and a[-1] not in _TOP_RIGHT
+                and set(a) <= _BOX):
+            continue
+        total = len(a)
+        for b in lines[i + 1:i + MAX_BOX_PIECES]:
+            if not b or not set(b) <= _BOX or len(b) > len(a):
+                break
+            total += len(b)
+            if b[-1] in _TOP_RIGHT:
+                return len(a), total
+            if len(b) < len(a):
+                break
+    return None
+
+
+class BoxJoined(_Joined):
+    """A text file whose box-table rows, cut into pieces of `width` characters (each trimmed of its trailing spaces),
+    are joined back: a row's first piece (it starts with a box character) and the pieces after it, each but the last
+    padded back to the width, up to the length of the table's top rule (`total`, measured again at each table's top
+    rule: its pieces up to the one that ends in a corner); a piece that starts a line of its own (`_START`: a blank
+    line, a log line) ends the row early, and the pieces are left as they are."""
+
+    def __init__(self, f, width: int, total: int) -> None:
+        self.f, self.width, self.total = f, width, total
+        self._it = self._lines()
+
+    def _done(self, held: list) -> bool:
+        """Whether the pieces `held` make a whole row (a top rule: one that ends in a corner, and its length is the
+        table's from now on)."""
+        size = self.width * (len(held) - 1) + len(held[-1])
+        if held[0][0] in _TOP_LEFT and set(held[0]) <= _BOX:
+            if held[-1][-1:] in _TOP_RIGHT and set(held[-1]) <= _BOX and len(held) > 1:
+                self.total = size
+                return True
+            return False
+        return size >= self.total
+
+    def _lines(self):
+        held: list = []
+        for line in self.f:
+            piece = line.rstrip("\r\n")
+            if held:
+                if _START.match(piece) or len(held) >= MAX_BOX_PIECES:
+                    yield from (p + "\n" for p in held)
+                    held = []
+                else:
+                    held.append(piece)
+                    if self._done(held):
+                        yield "".join(p.ljust(self.width) for p in held[:-1]) + piece + "\n"
+                        yield "\n" * (len(held) - 1)
+                        held = []
+                    continue
+            if piece[:1] in _ROW_START:
+                if piece[0] in _TOP_LEFT and piece[-1] in _TOP_RIGHT and set(piece) <= _BOX:
+                    self.total = len(piece)  # a table narrower than the terminal: its rows are whole
+                elif len(piece) < self.total:  # a piece of a row wider than the terminal (trimmed of its trailing
+                    held = [piece]  # spaces it is shorter than the width, and may end in a bar)
+                    continue
+            yield line
+        yield from (p + "\n" for p in held)

@@ -34,6 +34,7 @@ from typing import Iterator
 from wmtp.errors import WmtpError
 from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_trt_stats
 from wmtp.log_input import open_text
+from wmtp.log_joined import split_joined
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
 from wmtp.log_tables import parse_json_itl, parse_mlc_metric, parse_step_shares, parse_table_line
 from wmtp.log_summary import (PROM_OTHER, parse_label, parse_prometheus, parse_spec_k, parse_step,
@@ -316,14 +317,14 @@ def parse_other(line: str, n: int):
         return Event(n, "oom")
     if "preempted" in line and "PreemptionMode" in line:
         return Event(n, "preemption")
-    if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own or "tgi_" in own) and \
+    if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own or "tgi_" in own or "lmdeploy" in own) and \
             (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
     if "% steps)" in line or "% of steps)" in line:  # AIPerf's accepted-draft histogram (`wmtp.log_tables`)
         return parse_step_shares(line, n)
     if "spec_decode_accept_" in line and (rec := parse_mlc_metric(own, n)) is not None:  # MLC-LLM's /metrics text
         return rec
-    if ('"inter_token_latency"' in line or '"avg"' in line or '"unit"' in line) and \
+    if ('"inter_token_latency"' in line or '"avg"' in line or '"unit"' in line or '"spec_decode_' in line) and \
             (rec := parse_json_itl(line, n)) is not None:  # AIPerf's / genai-perf's profile export JSON
         return rec
     k = (parse_spec_k(line, n) if "speculative_tokens" in line or "speculative-tokens" in line
@@ -396,6 +397,20 @@ def tally_other(rec, stats: ParseStats) -> tuple | list:
     return rec if isinstance(rec, list) else (rec,)
 
 
+def tally_line(line: str, n: int, stats: ParseStats) -> tuple | list:
+    """The records of a line the decode fast path did not take (`tally_decode` / `tally_other`); a line holding several
+    records with no line end between them (`wmtp.log_joined`) gives each one's, and is counted in `stats.joined`."""
+    parts = split_joined(line)
+    if parts is None:
+        return tally_decode(_parse_sglang_general(line, n), stats, line) if "Decode batch" in line else \
+            tally_other(parse_other(line, n), stats)
+    stats.joined_n += 1
+    if len(stats.joined) < 5:
+        stats.joined.append(n)
+    return [r for p in parts for r in (tally_decode(_parse_sglang_general(p, n), stats, p) if "Decode batch" in p
+                                      else tally_other(parse_other(p, n), stats))]
+
+
 def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> Iterator:
     """Parsed records of one file, in order; `stats` counts what was read, skipped and garbled. With
     `decode`, the SGLang decode lines that `parse_sglang` reads on its fast path are handed to it as
@@ -413,7 +428,7 @@ def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> It
             if d >= 0:
                 pre = line[:d]
                 if pre != last_pre:
-                    last_pre, clean = pre, "*" not in pre and "`" not in pre
+                    last_pre, clean = pre, "*" not in pre and "`" not in pre and "Prefill batch" not in pre
                     ts, secs, pid, dp = _prefix(pre)
                 rec = _decode_fast(line, d, make, n, ts, secs, pid, dp) if clean else _GENERAL
                 if rec is not _GENERAL:
@@ -421,9 +436,7 @@ def stream(path: str | Path, stats: ParseStats | None = None, decode=None) -> It
                     if rec is not None:
                         yield rec
                     continue
-                yield from tally_decode(_parse_sglang_general(line, n), stats, line)
-                continue
-            yield from tally_other(parse_other(line, n), stats)
+            yield from tally_line(line, n, stats)
     except (OSError, EOFError, zlib.error) as e:
         raise WmtpError(f"{p}: cannot read past line {n}: damaged or truncated file ({e})") from None
     except UnicodeError as e:
