@@ -17,6 +17,7 @@ Estimators (bonus token included: AL = tokens emitted per verify step):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import tempfile
@@ -217,9 +218,11 @@ def _read_stream(p: Path, depth: int | None) -> tuple[AcceptanceProfile | None, 
         named = tmp.rename(tmp.with_suffix(suffix))
         try:
             prof, info = read_acceptance(named, depth)
-        except WmtpError as e:  # the message names what the user gave, not the temporary copy
-            raise WmtpError(str(e).replace(str(named), str(p))) from None
+        except WmtpError as e:  # the message names what the user gave, not the temporary copy (by path or name)
+            raise WmtpError(str(e).replace(str(named), str(p)).replace(named.name, str(p))) from None
     info["file"] = str(p)
+    if prof is not None and named.name in prof.source:  # the source tag too: 'histogram stream.json' was no file
+        prof = dataclasses.replace(prof, source=prof.source.replace(named.name, str(p)))
     return prof, info
 
 
