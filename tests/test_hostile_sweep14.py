@@ -278,3 +278,21 @@ def test_resume_over_metadata_that_is_no_object(tmp_path, args, stem, meta):
     (tmp_path / f"{stem}.steps-done").write_text("ceilings\n")
     (tmp_path / f"{stem}.meta.json").write_text(meta)
     assert_one_error(invoke(*args, "--resume", "--out", tmp_path), "--resume", f"{stem}.meta.json", "object")
+
+
+def test_a_histogram_redirected_into_standard_input_is_read_as_through_a_pipe(tmp_path):
+    """`wmtp accept - < h.json`: /dev/stdin is then the file itself, not a pipe, and its name has no .json, so the
+    histogram was read as a log: 'no acceptance length in this file', where `cat h.json | wmtp accept -` read it."""
+    import subprocess
+    import sys
+
+    h = tmp_path / "h.json"
+    h.write_text("[5, 3, 1]")
+    cmd = [sys.executable, "-m", "wmtp.cli.main", "accept", "-", "--json"]
+    with open(h) as f:
+        r = subprocess.run(cmd, stdin=f, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # AL = sum (n + 1) H[n] / sum H[n] = (1 * 5 + 2 * 3 + 3 * 1) / 9
+    assert json.loads(r.stdout)["files"][0]["accept_length"] == pytest.approx(14 / 9)
+    piped = subprocess.run(cmd, input=h.read_text(), capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0 and json.loads(piped.stdout) == json.loads(r.stdout), piped.stderr

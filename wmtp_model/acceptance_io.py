@@ -173,7 +173,9 @@ def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[Accepta
     check_lookup(p, "acceptance file")  # Python 3.11's exists() raises on a name too long to look up
     if not p.exists():
         raise WmtpError(f"no such file: {p}")
-    if is_stream(p):  # a pipe (`<(cat h.json)`): read once, into a file named for what it holds
+    # a pipe (`<(cat h.json)`), or standard input redirected from a file (`- < h.json`: /dev/stdin is then the file,
+    # and its name no .json: the histogram was read as a log): read once, into a file named for what it holds
+    if is_stream(p) or str(p) == "/dev/stdin" or str(p).startswith(("/dev/fd/", "/proc/self/fd/")):
         return _read_stream(p, depth)
     info: dict = {"file": str(p)}
     try:
