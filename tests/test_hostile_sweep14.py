@@ -296,3 +296,63 @@ def test_a_histogram_redirected_into_standard_input_is_read_as_through_a_pipe(tm
     assert json.loads(r.stdout)["files"][0]["accept_length"] == pytest.approx(14 / 9)
     piped = subprocess.run(cmd, input=h.read_text(), capture_output=True, text=True, timeout=60)
     assert piped.returncode == 0 and json.loads(piped.stdout) == json.loads(r.stdout), piped.stderr
+
+
+# --- the validation tables `wmtp report` reads ----------------------------------------------------------------------
+VALIDATION = Path(__file__).resolve().parents[1] / "calibrate" / "validation"
+
+
+def _validation_cell(html: str) -> str:
+    return html.split("validation data</td><td>", 1)[1].split("<", 1)[0]
+
+
+@pytest.mark.parametrize("args, table", [
+    ([], "h200.csv"),  # the shipped H200 profile
+    (["--profile", PROFILES_DIR / "h200.json"], "h200.csv"),  # the same, named
+    (["--hw", "b200", "--model", "q122", "--framework", "sglang-b200-paper"], "h200-flashinfer.csv"),  # its kernels
+])
+def test_report_shows_the_shipped_profiles_validation(tmp_path, args, table):
+    """The report looked for wmtp_model/data/validation/h200.csv, which is not where the tables ship (calibrate/
+    validation) since the profiles moved: 'validation data: none' beside the shipped profile, whose table ships."""
+    out = tmp_path / "r.html"
+    model = [] if "--model" in args else ["--model", "q35"]
+    r = invoke("report", *model, *args, "--out", out)
+    assert r.exit_code == 0, r.output
+    assert Path(_validation_cell(out.read_text())) == VALIDATION / table
+
+
+def test_report_of_a_profile_without_a_table_shows_none(tmp_path):  # the control: a copy elsewhere has none beside
+    shutil.copy(PROFILES_DIR / "h200.json", tmp_path / "profile.json")
+    out = tmp_path / "r.html"
+    assert invoke("report", "--model", "q35", "--profile", tmp_path / "profile.json", "--out", out).exit_code == 0
+    assert _validation_cell(out.read_text()) == "none"
+
+
+def test_report_out_over_the_validation_table_it_reads(tmp_path):
+    """validation.csv beside --profile is read by the report: --out naming it replaced the table with the HTML."""
+    shutil.copy(PROFILES_DIR / "h200.json", tmp_path / "profile.json")
+    table = tmp_path / "validation.csv"
+    shutil.copy(VALIDATION / "h200.csv", table)
+    before = table.read_bytes()
+    r = invoke("report", "--model", "q35", "--profile", tmp_path / "profile.json", "--out", table)
+    assert_one_error(r, "validation.csv", "validation table")
+    assert table.read_bytes() == before
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["report", "--model", "q35", "--out"], "is also the validation table input"),  # the table this report reads
+    (["sweep", "ctx", "--model", "q35", "--csv"], "ships and reads by default"),
+])
+def test_an_output_over_a_shipped_validation_table_is_refused(tmp_path, args, fragment):
+    """Through a link to it, as a user's folder may hold one; the shipped table is put back should the check fail
+    (the write follows the link)."""
+    shipped = VALIDATION / "h200.csv"
+    link = tmp_path / "table.csv"
+    link.symlink_to(shipped)
+    before = shipped.read_bytes()
+    try:
+        assert_one_error(invoke(*args, link), fragment)
+    finally:
+        after = shipped.read_bytes()
+        shipped.write_bytes(before)
+    assert after == before
