@@ -356,3 +356,27 @@ def test_an_output_over_a_shipped_validation_table_is_refused(tmp_path, args, fr
         after = shipped.read_bytes()
         shipped.write_bytes(before)
     assert after == before
+
+
+# --- simulate --trace shorter than the decode -----------------------------------------------------------------------
+
+def test_a_trace_shorter_than_the_decode_says_it_was_replayed(tmp_path):
+    """4 recorded steps decoded 4096 tokens as 911 'steps' with a 95 % CI of +-0.3 %, the 4 steps replayed 228 times,
+    unsaid. At d = 7 the counts 3, 4, 2, 5 emit 4 + 5 + 3 + 6 = 18 tokens a cycle: 227 cycles give 4086 tokens in 908
+    steps, three more steps (4, 5, 3 tokens) reach 4098 in 911."""
+    trace = tmp_path / "t.txt"
+    trace.write_text("3\n4\n2\n5\n")
+    r = invoke("simulate", "--model", "q35", "--trace", trace, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert (out["steps"], out["tokens"]) == (911, 4098)
+    assert any("replayed" in w and "4 steps" in w for w in out["warnings"]), out["warnings"]
+
+
+def test_a_trace_that_covers_the_decode_is_not_replayed(tmp_path):  # the control: 10 tokens from 4 steps of 10
+    trace = tmp_path / "t.txt"
+    trace.write_text("1\n2\n0\n3\n")
+    r = invoke("simulate", "--model", "q35", "--trace", trace, "--tokens", "10", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["steps"] == 4 and not any("replayed" in w for w in out["warnings"])
