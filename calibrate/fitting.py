@@ -10,6 +10,7 @@ import re
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
@@ -87,10 +88,10 @@ def read_raw(path: Path) -> pd.DataFrame:
     missing = REQUIRED - set(df.columns)
     if missing:
         raise WmtpError(f"{path} lacks columns {', '.join(sorted(missing))}")
-    for col in dict.fromkeys(NUMERIC + SHAPE):  # a blank cell is a missing value (NaN); other text is corruption
+    for col in dict.fromkeys(NUMERIC + SHAPE + ("rep",)):  # a blank cell is missing (NaN); other text is corruption
         if col not in df.columns:
             continue
-        num = pd.to_numeric(df[col], errors="coerce")
+        num = _to_numeric(df[col])
         bad = df[col].notna() & num.isna()
         if bad.any():
             row = int(bad.to_numpy().nonzero()[0][0])
@@ -102,7 +103,15 @@ def read_raw(path: Path) -> pd.DataFrame:
                 row = int(bad.to_numpy().nonzero()[0][0])
                 raise WmtpError(f"{path}: column {col} holds {str(df[col].iloc[row])[:40]!r} on data row "
                                 f"{row + 1}; a shape is a finite number in [0, {MAX_SHAPE:g}]")
-        df[col] = num
+        if col != "rep":  # checked only: numbers already where it passes, and a merged raw keeps writing 0, not 0.0
+            df[col] = num
+    _check_counts(df, path)
+    for col in ("bytes", "flops"):  # blank: NaN features, and the least-squares fit a ValueError traceback
+        blank = (df["status"] == "ok") & df[col].isna()
+        if blank.any():
+            raise WmtpError(f"{path}: data row {int(blank.to_numpy().nonzero()[0][0]) + 1} is a successful measurement "
+                            f"without {col} (what the kernel moved and computed are its features); give it or "
+                            "drop the row")
     t = df["time_ms"][df["status"] == "ok"]
     bad = ~((t >= MIN_TIME_MS) & (t <= MAX_TIME_MS))  # a blank (NaN) time fails too: it was dropped silently
     if bad.any():
@@ -119,6 +128,41 @@ def read_raw(path: Path) -> pd.DataFrame:
     return df
 
 
+COUNTS = ("ctx", "batch", "d", "window", "sink", "q_heads", "kv_heads", "head_dim", "rep")  # tokens, requests, heads
+HEAD_COUNTS = ("q_heads", "kv_heads", "head_dim")  # a shape has at least one of each
+
+
+def _check_counts(df: pd.DataFrame, path: Path) -> None:
+    """The count columns (already numbers) hold whole numbers, the head counts >= 1: 0.5 KV heads was int() 0 and
+    q_heads // 0 a ZeroDivisionError traceback in the features, 2.5 query heads two, 0 KV heads one, silently."""
+    for col in COUNTS:
+        if col not in df.columns:
+            continue
+        num = _to_numeric(df[col])
+        bad = num.notna() & (~np.isfinite(num) | (num != num.round()) | ((num < 1) if col in HEAD_COUNTS else num < 0))
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            least = 1 if col in HEAD_COUNTS else 0
+            what = "heads" if col in HEAD_COUNTS else "repetitions" if col == "rep" else "tokens or requests"
+            raise WmtpError(f"{path}: column {col} holds {num.iloc[row]:g} on data row {row + 1}; a count of {what} "
+                            f"is a whole number >= {least}")
+
+
+def _to_numeric(col: pd.Series) -> pd.Series:
+    """A column's cells as floats, NaN where one is no number; an integer no float holds (400 digits) is no number
+    (pandas' to_numeric raised an OverflowError traceback on one)."""
+    try:
+        return pd.to_numeric(col, errors="coerce")
+    except OverflowError:
+        def one(v):
+            try:
+                return float(v)
+            except (TypeError, ValueError, OverflowError):
+                return math.nan
+
+        return pd.to_numeric(col.map(one), errors="coerce")
+
+
 COPY_MIN_ROWS = 4  # replays a block needs before a repeat of it is called a copy
 COPY_MIN_TIMES = 3  # distinct times among them
 
@@ -129,7 +173,6 @@ def _first_copied_measurement(df: pd.DataFrame) -> tuple[int, int, int] | None:
     rising. The same shape measured again (another call site, a --resume) has other times and is kept; a timer's
     coarse ticks make single rows tie (the shipped h200 sweep holds two such pairs), a whole block does not. A row
     equal to the one before it, rep included, is a copy too (rows pasted one by one)."""
-    import numpy as np
     from wmtp.units import first_repeat
 
     ok = df[df["status"] == "ok"]
@@ -304,31 +347,51 @@ def profile_summary(prof: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+TP_FIT_NAME = re.compile(r"allreduce_tp([2-9]|[1-9][0-9]{1,3})\.json")  # N GPUs, 2..9999, plain digits
+
+
+def _tp_raw_sha256(raw: Path) -> str:
+    """The sha256 of a tp_bench run's raw rows, a regular file (a folder was an IsADirectoryError traceback, a FIFO
+    a read that waited for a writer forever)."""
+    import hashlib
+
+    if not raw.is_file():
+        raise WmtpError(f"{raw} is not a file (a folder, a FIFO or a device): tp_bench writes its raw rows there")
+    try:
+        return hashlib.sha256(raw.read_bytes()).hexdigest()
+    except OSError as e:
+        raise WmtpError(f"cannot read {raw}: {e.strerror or e}") from None
+
+
 def merge_tp(profile_path: Path, tp_dir: Path) -> list[str]:
     """Add the all-reduce fits of a `torchrun -m wmtp.measure.tp_bench` run (its --out folder) to a
     profile, with the sha256 of their raw data. Returns the components added."""
-    import hashlib
-
     prof = load_profile(profile_path)
     raw = tp_dir / "tp_raw.csv"
     check_lookup(raw, "tp_bench output")
     if not raw.exists():
         raise WmtpError(f"no tp_raw.csv in {tp_dir}")
+    digest = _tp_raw_sha256(raw)
     meta_path = tp_dir / "tp.meta.json"
     meta = read_json(meta_path, "TP metadata", WmtpError) if meta_path.exists() else {}
-    if isinstance(meta, dict) and meta.get("gpu_name") and hardware_key(meta) != prof["hardware"]:
+    if not isinstance(meta, dict):  # the GPU check below was skipped, and the document recorded as the run's metadata
+        raise WmtpError(f"{meta_path} is corrupt: tp_bench writes an object of the run's facts (gpu_name, ...), got "
+                        f"{type(meta).__name__}")
+    if meta.get("gpu_name") and hardware_key(meta) != prof["hardware"]:
         # the profile prices its own GPU's all-reduces with the fit: a B200 run's NVLink 5 priced the H200's
         raise WmtpError(f"{meta_path} says the TP run was on {str(meta['gpu_name'])[:60]} ({hardware_key(meta)}), "
                         f"the profile {profile_path} measures {prof['hardware']}: its all-reduce fit would price "
                         f"{prof['hardware']}'s links; merge it into a profile of {hardware_key(meta)}")
     added = []
     for fit_path in sorted(tp_dir.glob("allreduce_tp*.json")):
+        if not TP_FIT_NAME.fullmatch(fit_path.name):  # the pricing reads allreduce_tp<N> only: merged, never read
+            raise WmtpError(f"{fit_path}: an all-reduce fit is named allreduce_tp<N>.json for N >= 2 GPUs (as tp_bench "
+                            "writes it); no TP size reads this name: rename it or move it out of the folder")
         prof["components"][fit_path.stem] = read_json(fit_path, "all-reduce fit", WmtpError)
         added.append(fit_path.stem)
     if not added:
         raise WmtpError(f"no allreduce_tp*.json fit in {tp_dir}")
-    prof.setdefault("tp_raw_data", {})[",".join(added)] = {
-        "file": raw.name, "sha256": hashlib.sha256(raw.read_bytes()).hexdigest(), "meta": meta}
+    prof.setdefault("tp_raw_data", {})[",".join(added)] = {"file": raw.name, "sha256": digest, "meta": meta}
     save_profile(prof, profile_path)
     return added
 

@@ -38,7 +38,10 @@ def fit_t_iter(points: list[dict], min_gamma: int | None = None) -> dict:
     errs = []
     if len(pts) >= 3:
         for i in range(len(pts)):
-            s, k = _linfit(xs[:i] + xs[i + 1:], ys[:i] + ys[i + 1:])
+            rest_x = xs[:i] + xs[i + 1:]
+            if len(set(rest_x)) < 2:  # the only run at its depth left out: the rest fit no line, and predict nothing
+                continue
+            s, k = _linfit(rest_x, ys[:i] + ys[i + 1:])
             errs.append(abs((s * xs[i] + k) / ys[i] - 1))
     return {"t_fwd_ms": t_fwd, "c_ms": c, "points_used": len(pts),
             "heldout_median_rel": sorted(errs)[len(errs) // 2] if errs else None}  # None: < 3 runs, no held-out
@@ -91,12 +94,19 @@ def points_from_logs(runs: list[str], batch: int | None, method: str = "native")
     from wmtp.logs import stream
     from wmtp.logstats import estimate_segments
 
+    import os
+
     want_spec = method != "dense"
     points, sources = [], []
+    seen: dict[str, str] = {}
     for run in runs:
         path, _, d = run.rpartition(":")
         if not path or not (d.isascii() and d.isdigit() and len(d) <= 4) or not 1 <= int(d) <= MAX_DEPTH:
             raise WmtpError(f"runs are LOG:D pairs (d in 1..{MAX_DEPTH}), got {run[-200:]!r}")
+        first = seen.setdefault(os.path.realpath(path), run)
+        if first is not run:  # one run weighed twice in the fit, or one run's T_iter fitted at two depths
+            raise WmtpError(f"{path} is given twice ({first[-100:]!r}, {run[-100:]!r}): a log is one run at one "
+                            "depth; give each log once")
         segs = estimate_segments(stream(path), batch)
         fit = [s for s in segs if s.speculative == want_spec and s.t_iter_ms is not None]
         if not fit:
@@ -121,6 +131,8 @@ def fit_from_logs(runs: list[str], spec, hw, cost, ctx: int, method: str, batch:
         raise WmtpError("--method is native, window or dense")
     if batch is not None and not 1 <= batch <= MAX_BATCH:
         raise WmtpError(f"--batch must lie in 1..{MAX_BATCH:,}, got {batch}")
+    if min_gamma is not None and not 1 <= min_gamma <= MAX_DEPTH - 1:  # gamma = d - 1: below 1 filtered nothing
+        raise WmtpError(f"--min-gamma must lie in 1..{MAX_DEPTH - 1} (gamma = d - 1 draft forwards), got {min_gamma}")
     points, sources = points_from_logs(runs, batch, method)
     b = batch or max(p["b_eff"] or 1 for p in points)
     prof = build(points, spec, hw, cost, ctx, method, b, window, sink, min_gamma, sources)

@@ -276,7 +276,7 @@ def simulate(
     from dataclasses import asdict
 
     from wmtp.acceptance import choose_acceptance, window_profile
-    from wmtp.simulate import decode_profile, parse_phases, read_trace, step_time_fn
+    from wmtp.simulate import decode_profile, parse_phases, read_trace, step_time_fn, trace_replay_warning
     from wmtp.simulate import simulate as run
 
     from wmtp.simulate import MAX_TOKENS
@@ -312,6 +312,7 @@ def simulate(
         ph = [(tokens, list(prof.alphas_at(16)))]
     steps = step_time_fn(sc, method, decode_profile(ph, tr, n_tokens=tokens))
     res = run(steps, ph, tokens, policy, seed, tr)
+    warnings += trace_replay_warning(tr, res.steps, tokens)
     out = asdict(res)
     if res.tpot_ci95[0] != res.tpot_ci95[0]:  # NaN is not JSON
         out["tpot_ci95"] = None

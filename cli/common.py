@@ -248,7 +248,8 @@ def refuse_overwriting_inputs(outputs, inputs) -> None:
             raise WmtpError(f"{opt} {p} is also the {read[real(p)]} input: writing it would destroy that input; "
                             "give another path")
         if p is not None and real(p) in shipped:  # the default profile a report read without being told
-            raise WmtpError(f"{opt} {p} is a file wmtp ships and reads by default (a profile or engine preset): "
+            raise WmtpError(f"{opt} {p} is a file wmtp ships and reads by default (a profile, engine preset or "
+                            "validation table): "
                             "writing it would change every later answer; give another path")
         if p is not None:
             refuse_shipped_folder(opt, p)
@@ -272,14 +273,29 @@ def refuse_shipped_folder(opt: str, path) -> None:
                             "ships and reads by default: writing there would change later answers; give another path")
 
 
-def _shipped_files(real) -> set[str]:
-    """The real paths of the shipped profiles and engine presets (wmtp_model/data): inputs of every command that
-    prices, named or not (`report --out .../profiles/h200.json` replaced the default H200 profile with HTML)."""
+def validation_dir() -> Path:
+    """The shipped validation tables (calibrate/validation, installed as wmtp/calibrate/validation), found without
+    importing wmtp.calibrate."""
+    from importlib.util import find_spec
+
+    return Path(next(iter(find_spec("wmtp.calibrate").submodule_search_locations))) / "validation"
+
+
+def shipped_folders() -> list[Path]:
+    """The folders of the files wmtp ships and reads by default: profiles, engine presets, and the validation tables
+    `wmtp report` shows for a shipped profile (`report --out calibrate/validation/h200.csv` replaced one with HTML)."""
     from wmtp.engine import engines_dir
     from wmtp.profile import PROFILES_DIR
 
+    return [PROFILES_DIR, engines_dir(), validation_dir()]
+
+
+def _shipped_files(real) -> set[str]:
+    """The real paths of the shipped profiles, engine presets and validation tables: inputs of every command that
+    prices or reports, named or not (`report --out .../profiles/h200.json` replaced the default H200 profile with
+    HTML)."""
     out = set()
-    for folder in (PROFILES_DIR, engines_dir()):
+    for folder in shipped_folders():
         try:
             out |= {real(folder / name) for name in os.listdir(folder)}
         except OSError:

@@ -44,7 +44,8 @@ def report(
 
     check_output_path(out, "report")  # a folder, a device, an unwritable place: say so before any work
     refuse_overwriting_inputs([("--out", out)], [("--profile", profile), ("--config", config)] + [
-        ("--framework", f) for f in framework or []] + [("--histogram", h.partition("=")[2]) for h in histogram or []])
+        ("--framework", f) for f in framework or []] + [("--histogram", h.partition("=")[2]) for h in histogram or []]
+        + [("validation table", t) for t in _validation_tables(profile, get_hardware(hw), framework)])
     d = parse_depth(depth)
     if d == "auto":
         raise WmtpError("wmtp report takes a fixed --depth (the depth curve shows every d)")
@@ -72,11 +73,7 @@ def report(
         meta = {k: prov.get(k) for k in ("gpu_name", "driver", "torch", "triton", "git_sha", "utc_time")}
         meta["hardware"] = cost.hw_key
         meta["raw data sha256"] = cost.profile.get("raw_data", {}).get("sha256")
-        from wmtp.profile import PROFILES_DIR
-
-        candidates = ([Path(profile).with_name("validation.csv")] if profile else []) + [
-            PROFILES_DIR.parent / "validation" / f"{cost.hw_key}.csv"]
-        validation = next((c for c in candidates if c.exists()), None)
+        validation = next((c for c in _validation_tables(profile, gpu, framework) if c.exists()), None)
     sources = {"acceptance (native)": profiles["native"].tag(d), "acceptance (window)": profiles["window"].tag(d),
                "validation data": str(validation) if validation else "none",
                "engine overhead": p.engine_overhead}
@@ -88,6 +85,26 @@ def report(
         room = None
     write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources, room))
     typer.echo(f"wrote {out}")
+
+
+def _validation_tables(profile, gpu, framework) -> list[Path]:
+    """Where the report looks for the validation of the profile it prices with: validation.csv beside --profile, or
+    the shipped table of the shipped profile in use (calibrate/validation/NAME.csv). It looked in
+    wmtp_model/data/validation, which does not exist since the profiles moved: the shipped table was never shown."""
+    import os
+
+    from wmtp.cli.common import validation_dir
+    from wmtp.engine import kernel_profile
+    from wmtp.profile import PROFILES_DIR, shipped_profile_path
+
+    if profile is not None:
+        shipped = {os.path.realpath(p): p.stem for p in PROFILES_DIR.glob("*.json")}
+        stem = shipped.get(os.path.realpath(profile))
+        return [Path(profile).with_name("validation.csv")] + ([validation_dir() / f"{stem}.csv"] if stem else [])
+    kernels = kernel_profile(framework)
+    used = (PROFILES_DIR / f"{kernels}.json" if kernels else None) or shipped_profile_path(gpu.key) \
+        or shipped_profile_path("h200")
+    return [validation_dir() / f"{Path(used).stem}.csv"] if used else []
 
 
 def _acceptance_files(items: list[str], profiles: dict, d: int) -> dict:

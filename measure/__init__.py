@@ -43,8 +43,11 @@ def check_resumable(csv_path: Path, done: Path, meta_path: Path, same: dict, com
                         f"would run again beside its rows; leave out --resume to start afresh (it replaces "
                         f"{csv_path.name})")
     old = read_json(meta_path, "run metadata", WmtpError) if meta_path.is_file() else {}
+    if not isinstance(old, dict):  # the checks below were skipped: a run of other settings resumed, silently
+        raise WmtpError(f"--resume: {meta_path} is corrupt: a run's metadata is an object (command, models, ...), got "
+                        f"{type(old).__name__}; leave out --resume to start afresh")
     for key, value in same.items():
-        if isinstance(old, dict) and key in old and old[key] != value:
+        if key in old and old[key] != value:
             was = (f"`{old[key]}`, this one is `{value}`" if key == "command" else
                    f"`{old.get('command', command)}` with {key} {old[key]!r}, this one has {value!r}")
             raise WmtpError(f"--resume: the interrupted run in {folder} was {was}; give the same options, or leave "

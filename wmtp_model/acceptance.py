@@ -87,14 +87,15 @@ def is_chain(reach: Sequence[float]) -> bool:
 
 
 def from_histogram(counts: Sequence[float], source: str) -> AcceptanceProfile:
-    """H[n] for n = 0..gamma -> profile at depth gamma + 1. Positions no step reached get alpha 0."""
+    """H[n] for n = 0..gamma -> profile at depth gamma + 1. Positions no step reached get alpha 0. The errors lead
+    with `source` (the file it came from: of `accept a.json b.json --compare`, which one was not said)."""
     h = [float(c) for c in counts]
     if len(h) < 2 or any(not 0 <= c <= MAX_COUNT for c in h) or not sum(h) > 0:  # NaN fails both
-        raise WmtpError(f"an acceptance histogram needs >= 2 bins of counts in [0, {MAX_COUNT:g}] with a positive "
-                        "total")
+        raise WmtpError(f"{source}: an acceptance histogram needs >= 2 bins of counts in [0, {MAX_COUNT:g}] with a "
+                        "positive total")
     if len(h) > MAX_DEPTH:
-        raise WmtpError(f"an acceptance histogram has at most {MAX_DEPTH} bins (n = 0..{MAX_DEPTH - 1} accepted), "
-                        f"got {len(h)}")
+        raise WmtpError(f"{source}: an acceptance histogram has at most {MAX_DEPTH} bins (n = 0..{MAX_DEPTH - 1} "
+                        f"accepted), got {len(h)}")
     tail = [0.0] * (len(h) + 1)  # tail[j] = sum_{n >= j} H[n]
     for n in range(len(h) - 1, -1, -1):
         tail[n] = tail[n + 1] + h[n]

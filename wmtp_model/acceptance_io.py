@@ -17,6 +17,7 @@ Estimators (bonus token included: AL = tokens emitted per verify step):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import tempfile
@@ -172,7 +173,9 @@ def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[Accepta
     check_lookup(p, "acceptance file")  # Python 3.11's exists() raises on a name too long to look up
     if not p.exists():
         raise WmtpError(f"no such file: {p}")
-    if is_stream(p):  # a pipe (`<(cat h.json)`): read once, into a file named for what it holds
+    # a pipe (`<(cat h.json)`), or standard input redirected from a file (`- < h.json`: /dev/stdin is then the file,
+    # and its name no .json: the histogram was read as a log): read once, into a file named for what it holds
+    if is_stream(p) or str(p) == "/dev/stdin" or str(p).startswith(("/dev/fd/", "/proc/self/fd/")):
         return _read_stream(p, depth)
     info: dict = {"file": str(p)}
     try:
@@ -217,9 +220,11 @@ def _read_stream(p: Path, depth: int | None) -> tuple[AcceptanceProfile | None, 
         named = tmp.rename(tmp.with_suffix(suffix))
         try:
             prof, info = read_acceptance(named, depth)
-        except WmtpError as e:  # the message names what the user gave, not the temporary copy
-            raise WmtpError(str(e).replace(str(named), str(p))) from None
+        except WmtpError as e:  # the message names what the user gave, not the temporary copy (by path or name)
+            raise WmtpError(str(e).replace(str(named), str(p)).replace(named.name, str(p))) from None
     info["file"] = str(p)
+    if prof is not None and named.name in prof.source:  # the source tag too: 'histogram stream.json' was no file
+        prof = dataclasses.replace(prof, source=prof.source.replace(named.name, str(p)))
     return prof, info
 
 

@@ -106,6 +106,16 @@ def simulate(step_ms: Callable[[int], float], phases: Sequence[Phase], n_tokens:
     return SimResult(str(policy), emitted, steps, total, tpot, _batch_means_ci(per_step), emitted / steps, hist)
 
 
+def trace_replay_warning(trace: Sequence[int] | None, steps: int, tokens: int) -> list[str]:
+    """A trace shorter than the decode is replayed from its start (step i takes trace[i % len(trace)]): said out loud,
+    since the replays are no new measurements and the 95 % interval counts them as steps of their own."""
+    if trace is None or steps <= len(trace):
+        return []
+    return [f"the trace holds {len(trace):,} steps and the decode of {tokens:,} tokens took {steps:,}: the trace was "
+            f"replayed from its start ({steps / len(trace):.1f} times), and the 95 % CI counts the replays as new "
+            "steps; give --tokens no more than the trace decodes, or a longer trace"]
+
+
 def _batch_means_ci(per_step: list, batches: int = 20) -> tuple[float, float]:
     """95 % interval of TPOT = sum(ms) / sum(tokens) from `batches` batches of consecutive steps: the
     ratio estimator's delta-method variance, var = sum_b (ms_b - R tok_b)^2 / (B (B - 1) mean(tok)^2),
