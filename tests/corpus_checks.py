@@ -58,3 +58,18 @@ def check_accept(path: Path, row: dict) -> None:
     al = json.loads(r.output)["files"][0]["accept_length"]
     assert abs(al / float(row["expect_al"]) - 1) <= TOL, (al, row["how"])
     assert run(["accept", str(path)]).exit_code == 0
+
+
+def write_log(tmp_path, text: str, name: str = "x.log") -> Path:
+    """`text` as a log file in `tmp_path`."""
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def one_error(path: Path, *words) -> None:
+    """`wmtp logs PATH` fails with exactly one `error:` line holding each of `words`."""
+    r = run(["logs", str(path)])
+    assert r.exit_code == 1 and r.output.startswith("error: ") and r.output.count("\n") == 1, r.output
+    for w in words:
+        assert w in r.output, r.output

@@ -14,23 +14,11 @@ import pytest
 
 from corpus_checks import check_accept, check_logs, corpus  # noqa: E402
 from corpus_checks import logs_json as _logs  # noqa: E402
-from corpus_checks import run as _run  # noqa: E402
+from corpus_checks import one_error as _one_error  # noqa: E402
+from corpus_checks import write_log as _write  # noqa: E402
 
 V6 = Path(__file__).parent / "data" / "real_v6"
 ROWS, FILES = corpus(V6)
-
-
-def _write(tmp_path, text: str, name: str = "x.log") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def _one_error(path: Path, *words):
-    r = _run(["logs", str(path)])
-    assert r.exit_code == 1 and r.output.startswith("error: ") and r.output.count("\n") == 1, r.output
-    for w in words:
-        assert w in r.output, r.output
 
 
 def _same_both_ways(path: Path) -> dict:

@@ -11,24 +11,12 @@ from pathlib import Path
 import pytest
 
 from corpus_checks import logs_json as _logs  # noqa: E402
-from corpus_checks import run as _run  # noqa: E402
+from corpus_checks import one_error as _one_error  # noqa: E402
+from corpus_checks import write_log as _write  # noqa: E402
 
 V6 = Path(__file__).parent / "data" / "real_v6"
 V4 = Path(__file__).parent / "data" / "real_v4"
 AIS40 = V6 / "aisbench-perf-fancy-grid-40-column-cut-inside-numbers-2025.log"
-
-
-def _write(tmp_path, text: str, name: str = "x.log") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def _one_error(path: Path, *words):
-    r = _run(["logs", str(path)])
-    assert r.exit_code == 1 and r.output.startswith("error: ") and r.output.count("\n") == 1, r.output
-    for w in words:
-        assert w in r.output, r.output
 
 
 def _unwrapped_table() -> list[str]:
