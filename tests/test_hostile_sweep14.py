@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from wmtp.profile import PROFILES_DIR
-from cli_checks import assert_one_error, invoke  # noqa: E402
+from cli_checks import assert_one_error, invoke, shipped_raw_with_cell  # noqa: E402
 
 
 # --- calibrate --add-tp ---------------------------------------------------------------------------------------------
@@ -166,14 +166,7 @@ def test_calibrate_logs_min_gamma_in_range_filters(tmp_path):  # the control: ga
 
 def _raw(tmp_path: Path, col: str, value: str, row: int = 5) -> Path:
     """The shipped H200 raw sweep with one cell of data row `row` replaced."""
-    text = gzip.decompress((PROFILES_DIR / "h200.raw.csv.gz").read_bytes()).decode().splitlines()
-    header = text[0].split(",")
-    cells = text[row].split(",")
-    cells[header.index(col)] = value
-    text[row] = ",".join(cells)
-    p = tmp_path / "raw.csv"
-    p.write_text("\n".join(text) + "\n")
-    return p
+    return shipped_raw_with_cell(tmp_path, col, value, row)
 
 
 @pytest.mark.parametrize("col, value", [

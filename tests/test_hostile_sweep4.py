@@ -12,7 +12,7 @@ import pytest
 
 from wmtp.acceptance import wilson_interval
 from wmtp.profile import PROFILES_DIR
-from cli_checks import assert_one_error, invoke  # noqa: E402
+from cli_checks import assert_one_error, invoke, shipped_raw_with_cell  # noqa: E402
 
 SHIPPED_PROFILE = json.loads((PROFILES_DIR / "h200.json").read_text())
 
@@ -199,17 +199,7 @@ def test_trace_counts_deeper_than_the_simulated_depth_are_capped():
 
 # ------------------------------------------------------------------------------------- raw sweep shapes
 def _raw(tmp_path: Path, lines: int | None, col: str, value: str, row: int = 5) -> Path:
-    import gzip
-
-    text = gzip.decompress((PROFILES_DIR / "h200.raw.csv.gz").read_bytes()).decode().splitlines()
-    text = text[: lines] if lines else text
-    header = text[0].split(",")
-    cells = text[row].split(",")
-    cells[header.index(col)] = value
-    text[row] = ",".join(cells)
-    p = tmp_path / "raw.csv"
-    p.write_text("\n".join(text) + "\n")
-    return p
+    return shipped_raw_with_cell(tmp_path, col, value, row, lines)
 
 
 @pytest.mark.parametrize("col, value", [
