@@ -241,22 +241,12 @@ def test_pdl_trigger_is_compiled_where_asked(rows, head_dim, decode, consumers, 
     assert got["launch_dependents"] == 1 if trigger == 1 else got["launch_dependents"] >= 1
 
 
-@pytest.mark.parametrize("prefetch", [1, 2])
-def test_prefetch_variants_compile_for_hopper(prefetch):
-    """The producer's page-table lookahead variants (`_ws_producer` PREFETCH 1 / 2) build for sm_90 as the default
-    does (their timing: measure/results/h200-merge)."""
-    got = _probe(16, 128, 1, 1, 128, 0, prefetch)
-    assert got["setmaxnreg"] and got["cp_async"] and got["wgmma"] and got["arrive_noinc"]
-
-
 def test_pdl_option_is_checked_before_any_launch():
     q = torch.zeros(1, 8, 64, dtype=torch.bfloat16)
     k = torch.zeros(64, 1, 64, dtype=torch.bfloat16)
     ptr = torch.tensor([0, 64], dtype=torch.int32)
     with pytest.raises(ValueError, match="pdl must be"):
         ws.ws_attention(q, k, k, ptr, torch.arange(64, dtype=torch.int32), None, 1, 64, pdl="soon", sm_count=132)
-    with pytest.raises(ValueError, match="prefetch must be"):
-        ws.ws_attention(q, k, k, ptr, torch.arange(64, dtype=torch.int32), None, 1, 64, prefetch=3, sm_count=132)
 
 
 def test_a_triton_that_cannot_compile_it_falls_back(monkeypatch):

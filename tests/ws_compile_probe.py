@@ -1,5 +1,5 @@
 """Compile the ws kernel for sm_90 with the installed Triton (no GPU needed) and print what the PTX holds as JSON:
-`python tests/ws_compile_probe.py ROWS HEAD_DIM DECODE CONSUMERS [MAX_ROWS [TRIGGER [PREFETCH]]]` (run by tests/test_kernels_ws.py in a process
+`python tests/ws_compile_probe.py ROWS HEAD_DIM DECODE CONSUMERS [MAX_ROWS [TRIGGER]]` (run by tests/test_kernels_ws.py in a process
 without Triton's interpreter, which cannot compile Gluon)."""
 
 import inspect
@@ -14,14 +14,12 @@ from wmtp.kernel_plan import ws_tiling
 from wmtp.measure.kernels.paged_ws import REGS, _ws_split_kernel
 
 
-def main(rows: int, head_dim: int, decode: bool, consumers: int, max_rows: int = 128, trigger: int = 0,
-         prefetch: int = 0) -> dict:
+def main(rows: int, head_dim: int, decode: bool, consumers: int, max_rows: int = 128, trigger: int = 0) -> dict:
     params = list(inspect.signature(_ws_split_kernel.fn).parameters)
     bm, mb, bn, ns, nw = ws_tiling(rows, head_dim, max_rows=max_rows)
     p_regs, c_regs = REGS[consumers]
     const = dict(M_BLOCKS=mb, BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=head_dim, STAGES=ns, P_WARPS=4, P_REGS=p_regs,
-                 DECODE=decode, CONSUMERS=consumers, C_REGS=c_regs, TRIGGER=trigger,
-                 PREFETCH=prefetch)
+                 DECODE=decode, CONSUMERS=consumers, C_REGS=c_regs, TRIGGER=trigger)
     ptrs = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "qo_indptr": "*i32", "kv_indptr": "*i32", "kv_indices": "*i32",
             "MidO": "*fp32", "MidL": "*fp32", "qk_scale": "fp32", "v_scale": "fp32"}
     sig = {p: "constexpr" if p in const else ptrs.get(p, "i32") for p in params}

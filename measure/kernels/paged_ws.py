@@ -53,11 +53,8 @@ def _launch_dependents():
 
 
 @gluon.jit
-def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr,
-                 PREFETCH: gl.constexpr = 0):
-    """Gather K/V tiles of [lo, hi) into the ring; the slots of tile i + 1 load while tile i's copies fly.
-    PREFETCH 1 / 2: the slots of tile i + 1 / i + 2 load while tile i's copies are issued, carried as int32 and
-    widened only where the copies use them (so that no widening waits on a load issued in the same iteration)."""
+def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr):
+    """Gather K/V tiles of [lo, hi) into the ring; the slots of tile i + 1 load while tile i's copies fly."""
     (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs, v_bufs, ready,
      empty) = args
     TPW_D: gl.constexpr = HEAD_DIM // 8 if HEAD_DIM // 8 < 32 else 32
@@ -66,46 +63,20 @@ def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl
     dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
     n_tiles = gl.cdiv(hi - lo, BLOCK_N)
     offs = lo + gl.arange(0, BLOCK_N, layout=rows_l)
-    if PREFETCH == 0:
-        slots = gl.load(kv_indices + kv_start + offs, mask=offs < hi, other=0).to(gl.int64)
-        for i in range(n_tiles):
-            s = i % STAGES
-            ok = offs < hi
-            nxt = offs + BLOCK_N
-            slots_next = gl.load(kv_indices + kv_start + nxt, mask=nxt < hi, other=0).to(gl.int64)
-            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
-            k_ptrs = K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :]
-            v_ptrs = V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :]
-            async_load(k_bufs.index(s), k_ptrs, mask=ok[:, None])
-            async_load(v_bufs.index(s), v_ptrs, mask=ok[:, None])
-            async_copy.mbarrier_arrive(ready.index(s), increment_count=False)
-            offs = nxt
-            slots = slots_next
-    else:
-        slots = gl.load(kv_indices + kv_start + offs, mask=offs < hi, other=0)
-        ahead = offs + BLOCK_N
-        slots_1 = gl.load(kv_indices + kv_start + ahead, mask=ahead < hi, other=0)
-        for i in range(n_tiles):
-            s = i % STAGES
-            ok = offs < hi
-            if PREFETCH == 2:
-                far = offs + 2 * BLOCK_N
-                slots_2 = gl.load(kv_indices + kv_start + far, mask=far < hi, other=0)
-            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
-            row = slots.to(gl.int64)
-            k_ptrs = K + row[:, None] * stride_kt + kvh * stride_kh + dims[None, :]
-            v_ptrs = V + row[:, None] * stride_vt + kvh * stride_vh + dims[None, :]
-            async_load(k_bufs.index(s), k_ptrs, mask=ok[:, None])
-            async_load(v_bufs.index(s), v_ptrs, mask=ok[:, None])
-            async_copy.mbarrier_arrive(ready.index(s), increment_count=False)
-            offs = offs + BLOCK_N
-            if PREFETCH == 2:
-                slots = slots_1
-                slots_1 = slots_2
-            else:
-                slots = slots_1
-                ahead = offs + BLOCK_N
-                slots_1 = gl.load(kv_indices + kv_start + ahead, mask=ahead < hi, other=0)
+    slots = gl.load(kv_indices + kv_start + offs, mask=offs < hi, other=0).to(gl.int64)
+    for i in range(n_tiles):
+        s = i % STAGES
+        ok = offs < hi
+        nxt = offs + BLOCK_N
+        slots_next = gl.load(kv_indices + kv_start + nxt, mask=nxt < hi, other=0).to(gl.int64)
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+        k_ptrs = K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :]
+        v_ptrs = V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :]
+        async_load(k_bufs.index(s), k_ptrs, mask=ok[:, None])
+        async_load(v_bufs.index(s), v_ptrs, mask=ok[:, None])
+        async_copy.mbarrier_arrive(ready.index(s), increment_count=False)
+        offs = nxt
+        slots = slots_next
 
 
 @gluon.jit
@@ -203,7 +174,7 @@ def _ws_split_kernel(
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
-    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = 0, PREFETCH: gl.constexpr = 0,
+    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = 0,
 ):
     """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2 or 3: the row block's 64-row parts
     are partitions of one warpgroup each (the default one and workers of C_REGS registers), each with its own
@@ -247,7 +218,7 @@ def _ws_split_kernel(
     _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start, lo, hi, mb, kvh, group, split,
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE,
-                   CONSUMERS, C_REGS, TRIGGER, PREFETCH)
+                   CONSUMERS, C_REGS, TRIGGER)
 
 
 @gluon.jit
@@ -255,8 +226,7 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
-                   DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr,
-                   PREFETCH: gl.constexpr):
+                   DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr):
     """The program's shared memory (the Q tile `q`, the K/V ring and its barriers) and its partitions: the producer
     and CONSUMERS consumer warpgroups."""
     dtype: gl.constexpr = q.dtype
@@ -283,14 +253,14 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
         gl.warp_specialize([
             (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
                             0, SUB, TRIGGER)),
-            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, PREFETCH))], [P_WARPS], [P_REGS])
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
     elif CONSUMERS == 2:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
                             0, SUB, TRIGGER)),
             (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
                             SUB, SUB, TRIGGER)),
-            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, PREFETCH))], [4, P_WARPS], [C_REGS, P_REGS])
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
@@ -299,7 +269,7 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
                             SUB, SUB, TRIGGER)),
             (_ws_consumer, (q_smem.slice(2 * SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
                             2 * SUB, SUB, TRIGGER)),
-            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, PREFETCH))], [4, 4, P_WARPS],
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, 4, P_WARPS],
         [C_REGS, C_REGS, P_REGS])
 
 
@@ -365,20 +335,17 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
                  sm_scale: float | None = None, out: torch.Tensor | None = None, plan: AttentionPlan | None = None,
                  p_warps: int = 4, p_regs: int | None = None, c_regs: int | None = None,
                  sm_count: int | None = None, pdl: bool | str = "late", merge: dict | None = None,
-                 prefetch: int = 0, **tune) -> torch.Tensor:
+                 **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V. `plan`
     (`wmtp.kernel_plan.ws_plan`) or its options in `tune` (num_splits, block_n, num_stages, waves, max_rows,
     consumers); p_warps / p_regs: the producer partition's warps and registers; c_regs: each worker consumer's
     (defaults: `REGS` by consumer count); pdl: launch the merge as a programmatic dependent launch, scheduled from
     the split kernel's start (True or 'start') or from the end of its consumers' loops ('late', the default:
     measure/results/h200-merge), or not (False); merge: options of
-    `merge_splits` (split_block, block_d, num_warps); prefetch: the producer's page-table lookahead
-    (`_ws_producer`'s PREFETCH: 0, 1 or 2)."""
+    `merge_splits` (split_block, block_d, num_warps)."""
     trigger = {False: 0, True: 1, "start": 1, "late": 2}.get(pdl)
     if trigger is None:
         raise ValueError(f"pdl must be False, True, 'start' or 'late', got {pdl!r}")
-    if prefetch not in (0, 1, 2):
-        raise ValueError(f"prefetch must be 0, 1 or 2, got {prefetch!r}")
     decode = qo_indptr is None
     total_q, hq, hd = q.shape
     hkv = k_pool.shape[1]
@@ -407,6 +374,5 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, STAGES=plan.num_stages,
         P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs, TRIGGER=trigger,
-        PREFETCH=prefetch,
         num_warps=plan.num_warps // plan.consumers)
     return merge_splits(mid_o, mid_l, out, pdl=trigger > 0, **(merge or {}))

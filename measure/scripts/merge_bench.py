@@ -2,9 +2,9 @@
 26.6; the ws split kernel alone 24.1, the merge adds 4.3: measure/results/h200-ws3). Does a merge that folds every
 split in one round (one trip to memory, not three of 32 splits), more or fewer programs, or a programmatic dependent
 launch scheduled from the end of the split kernel's loop (not from its start, which was slower) take less of it?
-Run 2 (the merge adopted): does a deeper page-table lookahead in the producer (`ws_attention(prefetch=1 | 2)`) take
-some of the split kernel's own fixed cost, at B = 1 and at B = 4 / 16 (`--batch-cases`, beside the shipped default
-path: the rows kernel decodes there)?
+Run 2 (the merge adopted) timed it against the ws decode before, without PDL, and with a deeper page-table lookahead
+in the producer (variants `pf1` / `pf2`: not adopted and removed from the kernel since; they run at commit 31b2cbc),
+at B = 1 and at B = 4 / 16 (`--batch-cases`, beside the shipped default path: the rows kernel decodes there).
 
 For the three head shapes at 4K-1M keys (B = 1 decode, and a d = 7 verify at 64K and 1M) it times, in rounds of
 alternating order: the ws decode with each merge variant, the split kernel alone (merge skipped), a graph of one
@@ -46,11 +46,9 @@ VARIANTS = {  # every option spelled out, so a name means the same whatever ws_a
     "start": dict(pdl="start", merge=OLD),
     "start-m128": dict(pdl="start", merge=dict(split_block=128, block_d=64)),
     # run 2: the adopted merge (splits a round: the next power of two up to 128; 32 dims a program; late trigger)
-    "v0": dict(pdl=False, merge=OLD, prefetch=0),
-    "default": dict(pdl="late", merge=dict(block_d=32), prefetch=0),
-    "nopdl": dict(pdl=False, merge=dict(block_d=32), prefetch=0),
-    "pf1": dict(pdl="late", merge=dict(block_d=32), prefetch=1),
-    "pf2": dict(pdl="late", merge=dict(block_d=32), prefetch=2),
+    "v0": dict(pdl=False, merge=OLD),
+    "default": dict(pdl="late", merge=dict(block_d=32)),
+    "nopdl": dict(pdl=False, merge=dict(block_d=32)),
 }
 RUN1 = "ws,m128,m128-d32,m128-d32-w2,m128-d16-w1,m128-d128,late,late-m128,late-m128-d32,start,start-m128"
 
