@@ -241,7 +241,7 @@ def ws_takes(rows: int, head_dim: int) -> bool:
 
 
 def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int | None = None,
-              max_rows: int = 192) -> tuple[int, int, int, int, int]:
+              max_rows: int = 192, kv_fp8: bool = False) -> tuple[int, int, int, int, int]:
     """ws kernel tile: (block_m, m_blocks, block_n, stages, consumer warps). 64-row blocks up to 64 rows (or with
     max_rows = 64), else 128-row blocks (two warpgroups); below head dim 256 (and max_rows = 192, the default), one
     block of 192 rows (three consumer warpgroups) for a group of 129..192 rows (nem d = 9..12 at 1M: 0.40-0.41 ms
@@ -249,38 +249,45 @@ def ws_tiling(rows: int, head_dim: int, block_n: int | None = None, stages: int 
     accumulator for 64 rows takes 128 registers a thread: three do not fit; four spill at head dim 128). 32-key
     tiles for 64-row blocks of head dim 256 (H200, 1M: 0.99-1.00x the decode against 1.15-1.22x with 64:
     measure/results/h200-ws), else 64 (128 below head dim 128); the K/V ring takes as many stages (2..6) as fit
-    beside the Q tile in 227 KiB of shared memory (bf16)."""
+    beside the Q tile in 227 KiB of shared memory (bf16). `kv_fp8`: row blocks of at most 128 rows (64 at head dim
+    256), 32-key tiles at head dim 256; the fp8 ring takes what is left beside the Q tile and the converter's two
+    fp16 stages."""
     if max_rows not in (64, 128, 192):
         raise ValueError(f"max_rows must be 64, 128 or 192, got {max_rows}")
+    if kv_fp8:  # at head dim 256 a 128-row block's 8 consumer warps beside the producer's and the converter's
+        # leave 128 registers a thread at launch: ptxas needs 158 for its MMA (Triton 3.9, sm_90)
+        max_rows = 64 if head_dim == 256 else min(max_rows, 128)
     if rows <= 64 or max_rows == 64:
         block_m = 64
     elif rows <= 128 or max_rows == 128 or head_dim == 256 or rows > 192:
         block_m = 128
     else:
         block_m = 192
-    bn = block_n or (128 if head_dim < 128 else 32 if head_dim == 256 and block_m == 64 else 64)
+    bn = block_n or (128 if head_dim < 128 else 32 if head_dim == 256 and (block_m == 64 or kv_fp8) else 64)
     q_rows = 256 if block_m > 128 else block_m  # the kernel holds Q in a tile of a power of two rows
-    fit = (WS_SMEM - 1024 - q_rows * head_dim * 2) // (2 * bn * head_dim * 2)
+    room = WS_SMEM - 1024 - q_rows * head_dim * 2 - (2 * 2 * bn * head_dim * 2 if kv_fp8 else 0)
+    fit = room // (2 * bn * head_dim * (1 if kv_fp8 else 2))
     return block_m, -(-rows // block_m), bn, stages or max(2, min(6, fit)), block_m // 16
 
 
 def ws_plan(batch: int, kv_heads: int, group: int, q_len: int, head_dim: int, max_kv: int, sm_count: int,
             num_splits: int | None = None, block_n: int | None = None, num_stages: int | None = None,
-            waves: int = 1, max_rows: int | None = None, consumers: int | None = None) -> AttentionPlan:
+            waves: int = 1, max_rows: int | None = None, consumers: int | None = None,
+            kv_fp8: bool = False) -> AttentionPlan:
     """The ws kernel's plan: one program per SM (its ring fills shared memory), so `waves` x SMs programs in all,
     each split at least 4 tiles long; two consumer partitions for 128-row blocks below head dim 256 (nem 1M, d = 5..8:
     0.316-0.331 ms against 0.335-0.346 with one), three for 192-row blocks. `consumers` (1 or 2): the partitions of a
     128-row block (64-row blocks have one), so given, row blocks are of at most 128 rows unless `max_rows` says
     otherwise (192 with consumers is an error where it makes a 192-row block: that block runs three). `max_rows`
-    None: 192 (`ws_tiling`), 128 where `consumers` is given."""
+    None: 192 (`ws_tiling`), 128 where `consumers` is given or K/V are fp8 (`kv_fp8`: `ws_tiling`'s fp8 tiles)."""
     rows = group * q_len
     if not ws_takes(rows, head_dim):
         raise ValueError(f"the ws kernel takes up to {WS_ROWS_MAX} rows per KV group and head dim "
                          f"{WS_HEAD_DIMS}, got {rows} rows, head dim {head_dim}")
     if consumers is not None and consumers not in (1, 2):
         raise ValueError(f"consumers (the partitions of a 128-row block) must be 1 or 2, got {consumers}")
-    cap = max_rows if max_rows is not None else 192 if consumers is None else 128
-    block_m, m_blocks, bn, ns, nw = ws_tiling(rows, head_dim, block_n, num_stages, cap)
+    cap = max_rows if max_rows is not None else 192 if consumers is None and not kv_fp8 else 128
+    block_m, m_blocks, bn, ns, nw = ws_tiling(rows, head_dim, block_n, num_stages, cap, kv_fp8)
     if block_m == 192 and consumers is not None:
         raise ValueError(f"consumers={consumers} with max_rows=192: {rows} rows make one 192-row block, which runs "
                          "three consumer partitions; give max_rows=128 for 128-row blocks")

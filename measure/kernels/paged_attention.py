@@ -216,8 +216,9 @@ def _ws_ok(q, k_pool) -> bool:
 def _options(plan, ws_ok: bool, kv_fp8: bool, decode: bool, scaled: bool, fp8_dot: str, merge: str,
              prefetch: bool) -> str:
     """Check the options against the planned kernel; returns the fp8 dot type ("auto" resolved)."""
-    if plan.kernel == "ws" and (not ws_ok or scaled):
-        raise ValueError("the ws kernel needs a Hopper GPU (no interpreter) and bf16 / fp16 K/V without scales")
+    if plan.kernel == "ws" and (not ws_ok or (scaled and not kv_fp8)):
+        raise ValueError("the ws kernel needs a Hopper GPU (no interpreter), and bf16 / fp16 K/V without scales or "
+                         "fp8 K/V")
     if plan.kernel == "v1" and (kv_fp8 or scaled):
         raise ValueError("fp8 KV (and KV scales) need the rows kernel (or the sub kernel)")
     if fp8_dot not in ("auto", "bf16", "f16"):
@@ -232,12 +233,13 @@ def _options(plan, ws_ok: bool, kv_fp8: bool, decode: bool, scaled: bool, fp8_do
 
 
 def _try_ws(asked: bool, q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q, max_kv, sm_scale, out,
-            plan) -> bool:
+            plan, k_scale: float = 1.0, v_scale: float = 1.0) -> bool:
     """Run the ws kernel into `out`; False where it does not compile with this Triton (its Gluon differs from the
     one the kernel was written for) and it was the default choice (asked for by name: an error)."""
     from wmtp.measure.kernels.paged_ws import build_failure, ws_attention, ws_broken
     try:
-        ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q, max_kv, sm_scale, out, plan=plan)
+        ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q, max_kv, sm_scale, out, plan=plan,
+                     k_scale=k_scale, v_scale=v_scale)
     except Exception as e:
         if not build_failure(e):
             raise
@@ -254,13 +256,14 @@ WS_OPTIONS = ("num_splits", "block_n", "num_stages", "waves", "max_rows", "consu
 def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict, kv_fp8: bool = False,
           ws: bool = False) -> AttentionPlan:
     """The launch plan of `kernel` ("v1", "rows", "sub", "ws", or None: the default for the shape; `ws`: whether
-    the ws kernel can run here)."""
-    kernel = kernel or default_kernel(bsz, group, max_q, hd, ws=ws)
+    the ws kernel can run here; with fp8 K/V only asked for by name, never the default: not measured as one)."""
+    kernel = kernel or default_kernel(bsz, group, max_q, hd, ws=ws and not kv_fp8)
     if kernel == "ws":
         bad = [k for k in tune if k not in WS_OPTIONS]
         if bad:  # num_warps too: the ws kernel's warps follow its row block
             raise ValueError(f"the ws kernel has no option {' / '.join(bad)} (its options: {', '.join(WS_OPTIONS)})")
-        return ws_plan(bsz, hkv, group, max_q, hd, max_kv, sm, **{k: v for k, v in tune.items() if v is not None})
+        return ws_plan(bsz, hkv, group, max_q, hd, max_kv, sm, kv_fp8=kv_fp8,
+                       **{k: v for k, v in tune.items() if v is not None})
     if "consumers" in tune:
         raise ValueError("consumers applies to the ws kernel only")
     if (tune.get("max_rows") or 0) > ROWS_MAX:  # the ws kernel's 192-row block, where the ws kernel does not run
@@ -325,7 +328,7 @@ def paged_attention(
     qo = kv_indptr if decode else qo_indptr
     if plan.kernel == "ws":
         if _try_ws(kernel == "ws", q, k_pool, v_pool, kv_indptr, kv_indices, None if decode else qo_indptr, max_q,
-                   max_kv, sm_scale, out, plan):
+                   max_kv, sm_scale, out, plan, k_scale, v_scale):
             return out
         plan = _plan(None, bsz, hkv, group, max_q, hd, max_kv, _sm_count(q.device), tune, kv_fp8, False)
         splits = plan.splits

@@ -41,6 +41,10 @@ async_load = getattr(async_copy, "async_load", None) or async_copy.async_copy_gl
 # SM's 64K registers with the default consumer's (which takes what is left, so the sum fits)
 REGS = {1: (80, 208), 2: (80, 208), 3: (64, 144)}  # three: 16 warps launch at 128 a thread; 64 + 2 x 144 leaves
 # the default consumer 160, no spill (Triton 3.6, sm_90); four consumers spilled at any split (96 a thread at launch)
+# fp8 K/V (producer, worker consumer, converter): one more partition of four warps; the default consumer takes the rest
+REGS8 = {1: (56, 0, 80), 2: (56, 184, 80)}
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+_partition_barrier = getattr(gl, "thread_barrier", None) or gl.barrier  # a barrier of one partition's warps
 _BROKEN: list[str] = []  # why the kernel cannot compile with this Triton, once a launch found out
 
 
@@ -57,8 +61,9 @@ def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl
     """Gather K/V tiles of [lo, hi) into the ring; the slots of tile i + 1 load while tile i's copies fly."""
     (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs, v_bufs, ready,
      empty) = args
-    TPW_D: gl.constexpr = HEAD_DIM // 8 if HEAD_DIM // 8 < 32 else 32
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_D, TPW_D], [P_WARPS, 1], [1, 0])
+    VEC: gl.constexpr = 128 // K.dtype.element_ty.primitive_bitwidth  # 16-byte copies: 8 bf16 or 16 fp8 elements
+    TPW_D: gl.constexpr = HEAD_DIM // VEC if HEAD_DIM // VEC < 32 else 32
+    layout: gl.constexpr = gl.BlockedLayout([1, VEC], [32 // TPW_D, TPW_D], [P_WARPS, 1], [1, 0])
     rows_l: gl.constexpr = gl.SliceLayout(1, layout)
     dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
     n_tiles = gl.cdiv(hi - lo, BLOCK_N)
@@ -77,6 +82,30 @@ def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl
         async_copy.mbarrier_arrive(ready.index(s), increment_count=False)
         offs = nxt
         slots = slots_next
+
+
+@gluon.jit
+def _ws_converter(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                  CSTAGES: gl.constexpr, CHUNK: gl.constexpr):
+    """fp8 K/V (KV8): convert each fp8 tile of the producer's ring to fp16 in the consumers' ring of CSTAGES
+    stages, CHUNK keys at a time; release the fp8 stage once read, and mark the fp16 stage ready once written."""
+    (k8, v8, ready8, empty8, k_bufs, v_bufs, ready, empty, lo, hi) = args
+    TPW_D: gl.constexpr = HEAD_DIM // 16 if HEAD_DIM // 16 < 32 else 32
+    layout: gl.constexpr = gl.BlockedLayout([1, 16], [32 // TPW_D, TPW_D], [gl.num_warps(), 1], [1, 0])
+    for i in range(gl.cdiv(hi - lo, BLOCK_N)):
+        s = i % STAGES
+        t = i % CSTAGES
+        mbarrier.wait(ready8.index(s), (i // STAGES) & 1)
+        mbarrier.wait(empty.index(t), ((i // CSTAGES) & 1) ^ 1)
+        for c in gl.static_range(BLOCK_N // CHUNK):
+            kx = k8.index(s).slice(c * CHUNK, CHUNK).load(layout)
+            vx = v8.index(s).slice(c * CHUNK, CHUNK).load(layout)
+            k_bufs.index(t).slice(c * CHUNK, CHUNK).store(kx.to(gl.float16))
+            v_bufs.index(t).slice(c * CHUNK, CHUNK).store(vx.to(gl.float16))
+        fence_async_shared()  # this thread's generic-proxy writes, before the MMAs read them (async proxy)
+        _partition_barrier()  # every thread has read the fp8 stage and written the fp16 one
+        mbarrier.arrive(empty8.index(s), count=1)
+        mbarrier.arrive(ready.index(t), count=1)
 
 
 @gluon.jit
@@ -174,11 +203,14 @@ def _ws_split_kernel(
     stride_ot, stride_oh, stride_os, stride_lt, stride_lh,
     M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
-    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = 0,
+    CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = 0, KV8: gl.constexpr = 0,
+    X_REGS: gl.constexpr = 80,
 ):
     """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2 or 3: the row block's 64-row parts
     are partitions of one warpgroup each (the default one and workers of C_REGS registers), each with its own
-    softmax, all reading every K/V tile: the ring's `empty` barriers count them all."""
+    softmax, all reading every K/V tile: the ring's `empty` barriers count them all. KV8: K/V are fp8, converted to
+    fp16 by a converter partition of X_REGS registers (`_ws_partitions8`); q is scaled into fp16 (|q| x qk_scale
+    must stay below fp16's 65504, as the rows kernel's fp8 decode)."""
     if TRIGGER == 1:  # the merge, launched dependent (PDL), may be scheduled now and waits for this grid's writes
         _launch_dependents()
     mb = gl.program_id(0) % M_BLOCKS
@@ -215,6 +247,12 @@ def _ws_split_kernel(
     dims = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, q_layout))
     q = gl.load(Q + (q_start + qi)[:, None].to(gl.int64) * stride_qt + head[:, None] * stride_qh + dims[None, :],
                 mask=row_ok[:, None], other=0.0)
+    if KV8:
+        _ws_partitions8((q.to(gl.float32) * qk_scale).to(gl.float16), K, V, kv_indices, MidO, MidL, q_start, n_q,
+                        n_kv, kv_start, lo, hi, mb, kvh, group, split, v_scale, stride_kt, stride_kh, stride_vt,
+                        stride_vh, stride_ot, stride_oh, stride_os, stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N,
+                        HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE, CONSUMERS, C_REGS, X_REGS, TRIGGER)
+        return
     _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start, lo, hi, mb, kvh, group, split,
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE,
@@ -273,6 +311,56 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
         [C_REGS, C_REGS, P_REGS])
 
 
+@gluon.jit
+def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start, lo, hi, mb, kvh, group, split,
+                    v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os, stride_lt,
+                    stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                    HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
+                    DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, X_REGS: gl.constexpr,
+                    TRIGGER: gl.constexpr):
+    """fp8 K/V: the producer fills a ring of STAGES fp8 stages, the converter turns each into fp16 in a ring of two,
+    the consumers (one, or two of 64 rows each) read that; q is already scaled into fp16 (qk_scale 1)."""
+    CST: gl.constexpr = 2
+    q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([Q_ROWS, HEAD_DIM], gl.float16)
+    kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], gl.float16)
+    k8_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], K.dtype.element_ty)
+    q_smem = gl.allocate_shared_memory(gl.float16, [Q_ROWS, HEAD_DIM], q_sl, q)
+    k8 = gl.allocate_shared_memory(K.dtype.element_ty, [STAGES, BLOCK_N, HEAD_DIM], k8_sl)
+    v8 = gl.allocate_shared_memory(K.dtype.element_ty, [STAGES, BLOCK_N, HEAD_DIM], k8_sl)
+    k_bufs = gl.allocate_shared_memory(gl.float16, [CST, BLOCK_N, HEAD_DIM], kv_sl)
+    v_bufs = gl.allocate_shared_memory(gl.float16, [CST, BLOCK_N, HEAD_DIM], kv_sl)
+    ready8 = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty8 = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [CST, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [CST, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready8.index(s), count=32 * P_WARPS)
+        mbarrier.init(empty8.index(s), count=1)
+    for s in gl.static_range(CST):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=CONSUMERS)
+    fence_async_shared()
+
+    SUB: gl.constexpr = BLOCK_M // CONSUMERS
+    shared = (k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split, 1.0,
+              v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh)
+    prod = (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k8, v8, ready8,
+            empty8)
+    conv = (k8, v8, ready8, empty8, k_bufs, v_bufs, ready, empty, lo, hi)
+    if CONSUMERS == 1:
+        gl.warp_specialize([
+            (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER)),
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
+            (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [P_WARPS, 4], [P_REGS, X_REGS])
+    else:
+        gl.warp_specialize([
+            (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER)),
+            (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, SUB, SUB,
+                            TRIGGER)),
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
+            (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [4, P_WARPS, 4], [C_REGS, P_REGS, X_REGS])
+
+
 def hopper(device) -> bool:
     """Whether `device` is an NVIDIA Hopper GPU (compute capability 9.x), the only one whose warpgroup MMAs (wgmma)
     the kernel uses: Blackwell (10.x, 12.x) has none (Triton 3.9 aborts the process compiling it for sm_100: "LLVM
@@ -282,9 +370,9 @@ def hopper(device) -> bool:
 
 def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
     """Whether the ws kernel can run these tensors: a Hopper GPU (`hopper`), not Triton's interpreter, bf16 / fp16
-    q and K/V of one dtype, and no launch has found that it does not compile with this Triton."""
+    q and K/V of q's dtype or fp8, and no launch has found that it does not compile with this Triton."""
     return (not _BROKEN and q.is_cuda and not _INTERPRET and hopper(q.device)
-            and q.dtype in (torch.bfloat16, torch.float16) and k_pool.dtype == q.dtype)
+            and q.dtype in (torch.bfloat16, torch.float16) and k_pool.dtype in (q.dtype, *FP8))
 
 
 def ws_probe(device) -> bool:
@@ -335,14 +423,15 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
                  sm_scale: float | None = None, out: torch.Tensor | None = None, plan: AttentionPlan | None = None,
                  p_warps: int = 4, p_regs: int | None = None, c_regs: int | None = None,
                  sm_count: int | None = None, pdl: bool | str = "late", merge: dict | None = None,
-                 **tune) -> torch.Tensor:
+                 k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode), bf16 / fp16 K/V. `plan`
     (`wmtp.kernel_plan.ws_plan`) or its options in `tune` (num_splits, block_n, num_stages, waves, max_rows,
     consumers); p_warps / p_regs: the producer partition's warps and registers; c_regs: each worker consumer's
     (defaults: `REGS` by consumer count); pdl: launch the merge as a programmatic dependent launch, scheduled from
     the split kernel's start (True or 'start') or from the end of its consumers' loops ('late', the default:
     measure/results/h200-merge), or not (False); merge: options of
-    `merge_splits` (split_block, block_d, num_warps)."""
+    `merge_splits` (split_block, block_d, num_warps). fp8 K/V (e4m3 / e5m2, with k_scale / v_scale): converted to
+    fp16 in the program by a converter partition of x_regs registers (`REGS8`), row blocks of at most 128 rows."""
     trigger = {False: 0, True: 1, "start": 1, "late": 2}.get(pdl)
     if trigger is None:
         raise ValueError(f"pdl must be False, True, 'start' or 'late', got {pdl!r}")
@@ -350,11 +439,17 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     total_q, hq, hd = q.shape
     hkv = k_pool.shape[1]
     bsz = kv_indptr.numel() - 1
-    if k_pool.dtype != q.dtype or v_pool.dtype != q.dtype or q.dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError("the ws kernel takes bf16 / fp16 q, K and V of one dtype")
+    kv8 = k_pool.dtype in FP8
+    if (v_pool.dtype != k_pool.dtype or k_pool.dtype not in (q.dtype, *FP8)
+            or q.dtype not in (torch.bfloat16, torch.float16)):
+        raise ValueError("the ws kernel takes bf16 / fp16 q, and K and V of q's dtype or both fp8 (e4m3 / e5m2)")
+    if not kv8 and (k_scale != 1.0 or v_scale != 1.0):
+        raise ValueError("k_scale / v_scale apply to fp8 K/V only")
     if plan is None:
         sm = sm_count or torch.cuda.get_device_properties(q.device).multi_processor_count
-        plan = ws_plan(bsz, hkv, hq // hkv, max_q, hd, max_kv, sm, **tune)
+        plan = ws_plan(bsz, hkv, hq // hkv, max_q, hd, max_kv, sm, kv_fp8=kv8, **tune)
+    elif kv8 and (plan.block_m > 128 or plan.consumers > 2):
+        raise ValueError("fp8 K/V runs row blocks of at most 128 rows (two consumers at most)")
     elif tune:
         raise ValueError("give a plan or its options, not both")
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
@@ -365,14 +460,15 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     mid_o = torch.empty((total_q, hq, splits, hd), dtype=torch.float32, device=q.device)
     mid_l = torch.empty((total_q, hq, splits), dtype=torch.float32, device=q.device)
     qo = kv_indptr if decode else qo_indptr
-    p_regs = REGS[plan.consumers][0] if p_regs is None else p_regs
-    c_regs = REGS[plan.consumers][1] if c_regs is None else c_regs
+    regs = REGS8[plan.consumers] if kv8 else (*REGS[plan.consumers], 0)
+    p_regs = regs[0] if p_regs is None else p_regs
+    c_regs = regs[1] if c_regs is None else c_regs
     _ws_split_kernel[(plan.m_blocks * hkv, splits, bsz)](
         q, k_pool, v_pool, qo, kv_indptr, kv_indices, mid_o, mid_l,
-        sm_scale * LOG2E, 1.0, splits, hq // hkv,
+        sm_scale * k_scale * LOG2E, v_scale, splits, hq // hkv,
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, STAGES=plan.num_stages,
         P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs, TRIGGER=trigger,
-        num_warps=plan.num_warps // plan.consumers)
+        KV8=int(kv8), X_REGS=regs[2] if x_regs is None else x_regs, num_warps=plan.num_warps // plan.consumers)
     return merge_splits(mid_o, mid_l, out, pdl=trigger > 0, **(merge or {}))

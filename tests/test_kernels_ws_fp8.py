@@ -1,0 +1,126 @@
+"""fp8 K/V in the warp-specialized kernel (`paged_ws`, KV8: a converter partition turns each fp8 tile into fp16):
+its shared-memory plan and sm_90 build on any machine, its answers against fp64 on the dequantized values on a Hopper
+GPU, and that it is never a default (no profile has measured it as one)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_refs import ref_attention
+
+from wmtp.kernel_plan import ws_plan, ws_tiling
+
+ws = pytest.importorskip("wmtp.measure.kernels.paged_ws")
+
+HOPPER = torch.cuda.is_available() and ws.hopper(torch.device("cuda"))
+SMEM = 227 * 1024
+E4M3 = torch.float8_e4m3fn
+
+
+def test_fp8_tiling_by_hand():
+    # q35 / q122 decode (8 or 16 rows), head dim 256: one 64-row block of 32-key tiles. Shared memory: Q 64 x 256 x 2
+    # = 32 KiB, the converter's two fp16 stages 2 x (K + V) x 32 x 256 x 2 = 64 KiB, so (227 - 1 - 32 - 64) KiB = 130
+    # KiB for fp8 stages of 2 x 32 x 256 = 16 KiB: 8, capped at 6
+    assert ws_tiling(16, 256, kv_fp8=True) == (64, 1, 32, 6, 4)
+    # q122 verify d = 5 (80 rows) at head dim 256: 64-row blocks (a 128-row block's 8 warps beside the producer's and
+    # the converter's leave too few registers), two of them
+    assert ws_tiling(80, 256, kv_fp8=True) == (64, 2, 32, 6, 4)
+    # nem verify d = 5 (80 rows), head dim 128: one 128-row block of 64-key tiles; Q 32 KiB, fp16 stages 64 KiB, fp8
+    # stages 16 KiB: 8, capped at 6
+    assert ws_tiling(80, 128, kv_fp8=True) == (128, 1, 64, 6, 8)
+    # 144 rows never take the 192-row block with fp8 (three consumers and a converter were not built)
+    assert ws_tiling(144, 128, max_rows=192, kv_fp8=True) == (128, 2, 64, 6, 8)
+    # head dim 64: 128-key tiles; Q 8 KiB, fp16 stages 2 x 2 x 128 x 64 x 2 = 64 KiB, fp8 stages 16 KiB
+    assert ws_tiling(16, 64, kv_fp8=True) == (64, 1, 128, 6, 4)
+
+
+@pytest.mark.parametrize("rows", [1, 16, 64, 80, 128, 144, 256])
+@pytest.mark.parametrize("hd", [64, 128, 256])
+def test_fp8_tiling_fits_shared_memory(rows, hd):
+    bm, mb, bn, ns, nw = ws_tiling(rows, hd, kv_fp8=True)
+    assert bm <= (64 if hd == 256 else 128) and mb * bm >= rows > (mb - 1) * bm
+    fixed = bm * hd * 2 + 2 * 2 * bn * hd * 2 + 1024  # Q tile (fp16), two fp16 stages of K and V, barriers
+    stage = 2 * bn * hd  # one fp8 stage of K and V
+    assert 2 <= ns <= 6 and fixed + ns * stage <= SMEM
+    assert ns == 6 or fixed + (ns + 1) * stage > SMEM
+
+
+def test_fp8_plan_consumers():
+    # nem d = 5 at 1M, B = 1: one 128-row block, two consumers (as bf16), 66 splits per KV head on 132 SMs
+    p = ws_plan(1, 2, 16, 5, 128, 1 << 20, 132, kv_fp8=True)
+    assert (p.block_m, p.m_blocks, p.consumers, p.splits) == (128, 1, 2, 66)
+    # head dim 256: 64-row blocks of one consumer; two row blocks share the 132 programs: 33 splits each
+    p = ws_plan(1, 2, 16, 5, 256, 1 << 20, 132, kv_fp8=True)
+    assert (p.block_m, p.m_blocks, p.consumers, p.splits) == (64, 2, 1, 33)
+
+
+def test_fp8_options_are_checked_before_any_launch():
+    q = torch.zeros(1, 8, 64, dtype=torch.bfloat16)
+    k = torch.zeros(64, 1, 64, dtype=torch.bfloat16)
+    ptr, ind = torch.tensor([0, 64], dtype=torch.int32), torch.arange(64, dtype=torch.int32)
+    with pytest.raises(ValueError, match="fp8 K/V only"):  # scales on bf16 K/V would be silently ignored
+        ws.ws_attention(q, k, k, ptr, ind, None, 1, 64, k_scale=0.5, sm_count=132)
+    with pytest.raises(ValueError, match="both fp8"):
+        ws.ws_attention(q, k.to(E4M3), k, ptr, ind, None, 1, 64, sm_count=132)
+    big = ws_plan(1, 1, 16, 9, 128, 64, 132, max_rows=192)  # a 192-row block of three consumers
+    with pytest.raises(ValueError, match="at most 128 rows"):
+        ws.ws_attention(torch.zeros(9, 16, 128, dtype=torch.bfloat16), torch.zeros(64, 1, 128, dtype=E4M3),
+                        torch.zeros(64, 1, 128, dtype=E4M3), ptr, ind, torch.tensor([0, 9], dtype=torch.int32), 9,
+                        64, plan=big)
+
+
+def test_fp8_is_never_the_default_kernel():
+    """Asked for by name only: `_plan` with the ws kernel available picks it for bf16 at B = 1 and never for fp8."""
+    from wmtp.measure.kernels.paged_attention import _plan
+
+    for d in (1, 5, 9):
+        assert _plan(None, 1, 2, 16, d, 128, 1 << 20, 132, {}, kv_fp8=False, ws=True).kernel == "ws"
+        assert _plan(None, 1, 2, 16, d, 128, 1 << 20, 132, {}, kv_fp8=True, ws=True).kernel != "ws"
+    assert _plan("ws", 1, 2, 16, 5, 256, 1 << 20, 132, {}, kv_fp8=True, ws=True).block_m == 64
+
+
+@pytest.mark.parametrize("rows, head_dim, decode, consumers", [
+    (16, 256, True, 1), (80, 128, False, 2), (16, 64, True, 1), (64, 256, False, 1)])
+def test_fp8_compiles_for_hopper(rows, head_dim, decode, consumers):
+    """KV8 builds for sm_90 with this Triton: warp-specialized, cp.async into the fp8 ring, the e4m3 -> fp16
+    conversion, warpgroup MMAs, a partition barrier for the converter, in the shared memory the plan budgets."""
+    from test_kernels_ws import _probe
+
+    max_rows = 64 if head_dim == 256 else 128
+    got = _probe(rows, head_dim, int(decode), consumers, max_rows, 0, 1)
+    assert got["setmaxnreg"] and got["cp_async"] and got["wgmma"] and got["arrive_noinc"] and got["cvt_fp8"]
+    assert got["named_barriers"]  # the converter's barrier over its own warps
+    bm, mb, bn, ns, nw = ws_tiling(rows, head_dim, max_rows=max_rows, kv_fp8=True)
+    planned = bm * head_dim * 2 + 2 * 2 * bn * head_dim * 2 + ns * 2 * bn * head_dim
+    assert planned <= got["shared"] <= planned + 1024 <= SMEM
+
+
+def _case8(hq, hkv, hd, d, n_kv, seed, scales):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    slots = sum(n_kv) + 5
+    k = (torch.randn(slots, hkv, hd, generator=g) / scales[0]).to(E4M3).cuda()
+    v = (torch.randn(slots, hkv, hd, generator=g) / scales[1]).to(E4M3).cuda()
+    ind = torch.randperm(slots, generator=g)[: sum(n_kv)].to(torch.int32).cuda()
+    ptr = torch.tensor([0] + list(torch.tensor(n_kv).cumsum(0)), dtype=torch.int32).cuda()
+    q = torch.randn(len(n_kv) * d, hq, hd, generator=g).bfloat16().cuda()
+    qo = torch.arange(len(n_kv) + 1, dtype=torch.int32).cuda() * d
+    return q, k, v, ptr, ind, qo
+
+
+@pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
+@pytest.mark.parametrize("shape", [(16, 2, 256), (32, 2, 256), (32, 2, 128), (8, 1, 64)])
+@pytest.mark.parametrize("d", [1, 2, 5, 8, 9])
+@pytest.mark.parametrize("kw", [{}, dict(num_splits=37), dict(pdl=False), dict(pdl=True), dict(consumers=1)])
+def test_ws_fp8_against_fp64(shape, d, kw):
+    hq, hkv, hd = shape
+    scales = (0.02, 0.03)  # K and V in e4m3 with per-tensor scales, as an engine's fp8 KV cache
+    n_kv = [3001, 64, d, 700]
+    q, k, v, ptr, ind, qo = _case8(hq, hkv, hd, d, n_kv, d * 17 + hq, scales)
+    ref = ref_attention(q, k.double() * scales[0], v.double() * scales[1], ptr, ind, qo)
+    out = torch.full_like(q, float("nan"))
+    ws.ws_attention(q, k, v, ptr, ind, None if d == 1 else qo, d, max(n_kv), out=out, k_scale=scales[0],
+                    v_scale=scales[1], **kw)
+    assert not torch.isnan(out).any()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err < 1e-2, err  # fp16 q, K/V and P: the rows kernel's fp8 level
