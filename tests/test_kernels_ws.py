@@ -12,6 +12,7 @@ from wmtp.kernel_plan import (WS3_SET, WS_SET, attention_features, default_kerne
                               ws_tiling)
 
 ws = pytest.importorskip("wmtp.measure.kernels.paged_ws")
+from wmtp.measure.kernels.gluon_support import build_failure  # noqa: E402 (after the skip, with the module)
 
 HOPPER = torch.cuda.is_available() and ws.hopper(torch.device("cuda"))
 SMEM = 227 * 1024  # bytes a Hopper block may use
@@ -271,9 +272,9 @@ def test_a_triton_that_cannot_compile_it_falls_back(monkeypatch):
     assert not ws.ws_available(q, q)  # and ws is no longer offered
     # what counts as a build failure: Triton's own errors and a failed MLIR pipeline; a launch's error does not
     from triton.runtime.errors import OutOfResources
-    assert ws.build_failure(OutOfResources(300000, 232448, "shared memory"))
-    assert ws.build_failure(RuntimeError("PassManager::run failed"))
-    assert not ws.build_failure(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert build_failure(OutOfResources(300000, 232448, "shared memory"))
+    assert build_failure(RuntimeError("PassManager::run failed"))
+    assert not build_failure(RuntimeError("CUDA error: an illegal memory access was encountered"))
     monkeypatch.setattr(ws, "ws_attention", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("CUDA error: x")))
     with pytest.raises(RuntimeError, match="CUDA error"):
         pa._try_ws(False, *args)  # passed on, not taken for a Triton that cannot build the kernel

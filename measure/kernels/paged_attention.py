@@ -236,7 +236,8 @@ def _try_ws(asked: bool, q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, ma
             plan, k_scale: float = 1.0, v_scale: float = 1.0) -> bool:
     """Run the ws kernel into `out`; False where it does not compile with this Triton (its Gluon differs from the
     one the kernel was written for) and it was the default choice (asked for by name: an error)."""
-    from wmtp.measure.kernels.paged_ws import build_failure, ws_attention, ws_broken
+    from wmtp.measure.kernels.gluon_support import build_failure
+    from wmtp.measure.kernels.paged_ws import ws_attention, ws_broken
     try:
         ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q, max_kv, sm_scale, out, plan=plan,
                      k_scale=k_scale, v_scale=v_scale)

@@ -31,6 +31,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 from wmtp.kernel_plan import AttentionPlan, ws_plan
+from wmtp.measure.kernels.gluon_support import hopper
 from wmtp.measure.kernels.paged_merge import merge_splits
 
 LOG2E = 1.4426950408889634
@@ -361,48 +362,11 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
             (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [4, P_WARPS, 4], [C_REGS, P_REGS, X_REGS])
 
 
-def hopper(device) -> bool:
-    """Whether `device` is an NVIDIA Hopper GPU (compute capability 9.x), the only one whose warpgroup MMAs (wgmma)
-    the kernel uses: Blackwell (10.x, 12.x) has none (Triton 3.9 aborts the process compiling it for sm_100: "LLVM
-    ERROR: Cannot select: intrinsic %llvm.nvvm.wgmma..."), and ROCm reports its gfx9 GPUs as 9.x (MI300X: 9.4)."""
-    return torch.version.hip is None and torch.cuda.get_device_capability(device)[0] == 9
-
-
 def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
     """Whether the ws kernel can run these tensors: a Hopper GPU (`hopper`), not Triton's interpreter, bf16 / fp16
     q and K/V of q's dtype or fp8, and no launch has found that it does not compile with this Triton."""
     return (not _BROKEN and q.is_cuda and not _INTERPRET and hopper(q.device)
             and q.dtype in (torch.bfloat16, torch.float16) and k_pool.dtype in (q.dtype, *FP8))
-
-
-def ws_probe(device) -> bool:
-    """Whether the ws kernel compiles and runs on `device` with this Triton: two tiny launches, a decode of one
-    64-row block and a verify of one 192-row block of three consumers (a sweep records the kernel set it measured,
-    `v1+rows+ws3`, only after this)."""
-    q = torch.zeros(1, 8, 64, dtype=torch.bfloat16, device=device)
-    q3 = torch.zeros(9, 16, 64, dtype=torch.bfloat16, device=device)  # 16 heads x d = 9: 144 rows, one 192-row block
-    k = torch.zeros(64, 1, 64, dtype=torch.bfloat16, device=device)
-    if not ws_available(q, k):
-        return False
-    ptr = torch.tensor([0, 64], dtype=torch.int32, device=device)
-    ind = torch.arange(64, dtype=torch.int32, device=device)
-    try:
-        ws_attention(q, k, k, ptr, ind, None, 1, 64)
-        ws_attention(q3, k, k, ptr, ind, torch.tensor([0, 9], dtype=torch.int32, device=device), 9, 64)
-    except Exception as e:
-        if not build_failure(e):
-            raise
-        ws_broken(e)
-        return False
-    return True
-
-
-def build_failure(err: Exception) -> bool:
-    """Whether `err` says the kernel cannot be built with this Triton (front end, MLIR passes, ptxas, resources),
-    not that a launch failed: a fallback takes the first, never the second."""
-    from triton.errors import TritonError
-
-    return isinstance(err, TritonError) or (isinstance(err, RuntimeError) and "PassManager" in str(err))
 
 
 def ws_broken(err: Exception) -> str:
