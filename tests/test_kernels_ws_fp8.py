@@ -63,6 +63,8 @@ def test_fp8_options_are_checked_before_any_launch():
         ws.ws_attention(q, k, k, ptr, ind, None, 1, 64, k_scale=0.5, sm_count=132)
     with pytest.raises(ValueError, match="both fp8"):
         ws.ws_attention(q, k.to(E4M3), k, ptr, ind, None, 1, 64, sm_count=132)
+    with pytest.raises(ValueError, match="lookahead must be"):
+        ws.ws_attention(q, k, k, ptr, ind, None, 1, 64, lookahead=4, sm_count=132)
     big = ws_plan(1, 1, 16, 9, 128, 64, 132, max_rows=192)  # a 192-row block of three consumers
     with pytest.raises(ValueError, match="at most 128 rows"):
         ws.ws_attention(torch.zeros(9, 16, 128, dtype=torch.bfloat16), torch.zeros(64, 1, 128, dtype=E4M3),
@@ -80,15 +82,15 @@ def test_fp8_is_never_the_default_kernel():
     assert _plan("ws", 1, 2, 16, 5, 256, 1 << 20, 132, {}, kv_fp8=True, ws=True).block_m == 64
 
 
-@pytest.mark.parametrize("rows, head_dim, decode, consumers", [
-    (16, 256, True, 1), (80, 128, False, 2), (16, 64, True, 1), (64, 256, False, 1)])
-def test_fp8_compiles_for_hopper(rows, head_dim, decode, consumers):
+@pytest.mark.parametrize("rows, head_dim, decode, consumers, look", [
+    (16, 256, True, 1, 3), (80, 128, False, 2, 3), (16, 64, True, 1, 2), (64, 256, False, 1, 1)])
+def test_fp8_compiles_for_hopper(rows, head_dim, decode, consumers, look):
     """KV8 builds for sm_90 with this Triton: warp-specialized, cp.async into the fp8 ring, the e4m3 -> fp16
     conversion, warpgroup MMAs, a partition barrier for the converter, in the shared memory the plan budgets."""
     from test_kernels_ws import _probe
 
     max_rows = 64 if head_dim == 256 else 128
-    got = _probe(rows, head_dim, int(decode), consumers, max_rows, 0, 1)
+    got = _probe(rows, head_dim, int(decode), consumers, max_rows, 0, 1, look)
     assert got["setmaxnreg"] and got["cp_async"] and got["wgmma"] and got["arrive_noinc"] and got["cvt_fp8"]
     assert got["named_barriers"]  # the converter's barrier over its own warps
     bm, mb, bn, ns, nw = ws_tiling(rows, head_dim, max_rows=max_rows, kv_fp8=True)
@@ -111,7 +113,8 @@ def _case8(hq, hkv, hd, d, n_kv, seed, scales):
 @pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
 @pytest.mark.parametrize("shape", [(16, 2, 256), (32, 2, 256), (32, 2, 128), (8, 1, 64)])
 @pytest.mark.parametrize("d", [1, 2, 5, 8, 9])
-@pytest.mark.parametrize("kw", [{}, dict(num_splits=37), dict(pdl=False), dict(pdl=True), dict(consumers=1)])
+@pytest.mark.parametrize("kw", [{}, dict(num_splits=37), dict(pdl=False), dict(pdl=True), dict(consumers=1),
+                                dict(lookahead=1), dict(lookahead=2), dict(lookahead=2, num_splits=300)])
 def test_ws_fp8_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     scales = (0.02, 0.03)  # K and V in e4m3 with per-tensor scales, as an engine's fp8 KV cache

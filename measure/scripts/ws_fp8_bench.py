@@ -33,8 +33,11 @@ class Run(v2.Run):
 
 def _call(impl: str, q, k, v, ptr, ind, qo, d: int, n: int, out, scales=(1.0, 1.0), **tune):
     """One launch of `impl`: ws8 (the ws kernel, fp8 K/V), rows8 (the rows kernel, fp8), ws16 (the ws kernel, bf16);
-    qo None: a decode."""
+    `-lN`: with a page-table lookahead of N tiles; qo None: a decode."""
     ks, vs = scales
+    if "-l" in impl:  # ws8-l2: the ws kernel with a page-table lookahead of 2 tiles
+        impl, look = impl.split("-l")
+        tune = {**tune, "lookahead": int(look)}
     if impl == "rows8":
         if qo is None:
             return decode_attention(q, k, v, ptr, ind, n, out=out, kernel="rows", k_scale=ks, v_scale=vs, **tune)
@@ -76,7 +79,7 @@ def check(r: Run, model: str, d: int, impl: str) -> bool:
 
 def timed(r: Run, impl: str, model: str, n: int, batch: int, d: int) -> float:
     hq, hkv, hd = v2.SHAPES[model]
-    kv = "bf16" if impl == "ws16" else "fp8"
+    kv = "bf16" if impl.startswith("ws16") else "fp8"
     k, v = r.pool(model, n * batch + 16, kv)
     ptr, ind = r.index(k.shape[0], n, batch)
     q = torch.randn(batch * d, hq, hd, device=r.dev, dtype=torch.bfloat16)
@@ -84,7 +87,7 @@ def timed(r: Run, impl: str, model: str, n: int, batch: int, d: int) -> float:
     qo = None if d == 1 else torch.arange(batch + 1, device=r.dev, dtype=torch.int32) * d
     nbytes = batch * n * hkv * hd * 2 * k.element_size()
     base = dict(kernel="decode" if d == 1 else "verify", impl=impl, model=model, ctx=n, batch=batch, d=d, kv=kv,
-                config="default", bytes=nbytes)
+                config="default" if "-l" not in impl else f"lookahead={impl.split('-l')[1]}", bytes=nbytes)
     ms = r.time(base, lambda: _call(impl, q, k, v, ptr, ind, qo, d, n, out), nbytes / 3.5e9)
     print(f"{impl:6s} {model:5s} n={n} B={batch} d={d:2d} {ms:.4f} ms", flush=True)
     return ms
@@ -96,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="q35,q122,nem")
     ap.add_argument("--ctx", type=int, default=1 << 20)
     ap.add_argument("--ds", default="1,2,3,4,5,6,7,8,9")
-    ap.add_argument("--impls", default="ws8,rows8,ws16")
+    ap.add_argument("--impls", default="ws8,ws8-l1,ws8-l2,rows8,ws16,ws16-l2")
     ap.add_argument("--deadline-s", type=float, default=400.0)
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -105,7 +108,7 @@ def main(argv=None) -> int:
 
     write_ceilings(a.out / "ceilings.csv")
     models, ds, impls = a.models.split(","), [int(x) for x in a.ds.split(",")], a.impls.split(",")
-    good = {(m, d, i) for m in models for d in ds for i in impls if i == "ws16" or check(r, m, d, i)}
+    good = {(m, d, i) for m in models for d in ds for i in impls if i.startswith("ws16") or check(r, m, d, i)}
     for batch, dd in ((16, [1]), (1, ds)):
         for d in dd:
             for m in models:
