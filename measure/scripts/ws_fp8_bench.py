@@ -33,11 +33,11 @@ class Run(v2.Run):
 
 def _call(impl: str, q, k, v, ptr, ind, qo, d: int, n: int, out, scales=(1.0, 1.0), **tune):
     """One launch of `impl`: ws8 (the ws kernel, fp8 K/V), rows8 (the rows kernel, fp8), ws16 (the ws kernel, bf16);
-    `-lN`: with a page-table lookahead of N tiles; qo None: a decode."""
+    `-lN`: with a page-table lookahead of N tiles, `-bnN`: N-key tiles; qo None: a decode."""
     ks, vs = scales
-    if "-l" in impl:  # ws8-l2: the ws kernel with a page-table lookahead of 2 tiles
-        impl, look = impl.split("-l")
-        tune = {**tune, "lookahead": int(look)}
+    impl, *opts = impl.split("-")  # ws8-l2: a page-table lookahead of 2 tiles; ws8-bn64: 64-key tiles
+    for o in opts:
+        tune = {**tune, "lookahead" if o[0] == "l" else "block_n": int(o.lstrip("lbn"))}
     if impl == "rows8":
         if qo is None:
             return decode_attention(q, k, v, ptr, ind, n, out=out, kernel="rows", k_scale=ks, v_scale=vs, **tune)
@@ -87,7 +87,7 @@ def timed(r: Run, impl: str, model: str, n: int, batch: int, d: int) -> float:
     qo = None if d == 1 else torch.arange(batch + 1, device=r.dev, dtype=torch.int32) * d
     nbytes = batch * n * hkv * hd * 2 * k.element_size()
     base = dict(kernel="decode" if d == 1 else "verify", impl=impl, model=model, ctx=n, batch=batch, d=d, kv=kv,
-                config="default" if "-l" not in impl else f"lookahead={impl.split('-l')[1]}", bytes=nbytes)
+                config=";".join(impl.split("-")[1:]) or "default", bytes=nbytes)
     ms = r.time(base, lambda: _call(impl, q, k, v, ptr, ind, qo, d, n, out), nbytes / 3.5e9)
     print(f"{impl:6s} {model:5s} n={n} B={batch} d={d:2d} {ms:.4f} ms", flush=True)
     return ms
