@@ -19,19 +19,21 @@ E4M3 = torch.float8_e4m3fn
 
 
 def test_fp8_tiling_by_hand():
-    # q35 / q122 decode (8 or 16 rows), head dim 256: one 64-row block of 32-key tiles. Shared memory: Q 64 x 256 x 2
-    # = 32 KiB, the converter's two fp16 stages 2 x (K + V) x 32 x 256 x 2 = 64 KiB, so (227 - 1 - 32 - 64) KiB = 130
-    # KiB for fp8 stages of 2 x 32 x 256 = 16 KiB: 8, capped at 6
-    assert ws_tiling(16, 256, kv_fp8=True) == (64, 1, 32, 6, 4)
+    # q35 / q122 decode (8 or 16 rows), head dim 256: one 64-row block of 64-key tiles. Shared memory: Q 64 x 256 x 2
+    # = 32 KiB, the converter's two fp16 stages 2 x (K + V) x 64 x 256 x 2 = 128 KiB, so (227 - 1 - 32 - 128) KiB = 66
+    # KiB for fp8 stages of 2 x 64 x 256 = 32 KiB: 2
+    assert ws_tiling(16, 256, kv_fp8=True) == (64, 1, 64, 2, 4)
     # q122 verify d = 5 (80 rows) at head dim 256: 64-row blocks (a 128-row block's 8 warps beside the producer's and
     # the converter's leave too few registers), two of them
-    assert ws_tiling(80, 256, kv_fp8=True) == (64, 2, 32, 6, 4)
-    # nem verify d = 5 (80 rows), head dim 128: one 128-row block of 64-key tiles; Q 32 KiB, fp16 stages 64 KiB, fp8
-    # stages 16 KiB: 8, capped at 6
-    assert ws_tiling(80, 128, kv_fp8=True) == (128, 1, 64, 6, 8)
+    assert ws_tiling(80, 256, kv_fp8=True) == (64, 2, 64, 2, 4)
+    # asked-for 32-key tiles: fp16 stages 64 KiB, (227 - 1 - 32 - 64) KiB / 16 KiB = 8 fp8 stages, capped at 6
+    assert ws_tiling(16, 256, block_n=32, kv_fp8=True) == (64, 1, 32, 6, 4)
+    # nem verify d = 5 (80 rows), head dim 128: one 128-row block of 128-key tiles; Q 32 KiB, fp16 stages 2 x 2 x 128 x
+    # 128 x 2 = 128 KiB, fp8 stages 2 x 128 x 128 = 32 KiB: (227 - 1 - 32 - 128) // 32 = 2
+    assert ws_tiling(80, 128, kv_fp8=True) == (128, 1, 128, 2, 8)
     # 144 rows never take the 192-row block with fp8 (three consumers and a converter were not built)
-    assert ws_tiling(144, 128, max_rows=192, kv_fp8=True) == (128, 2, 64, 6, 8)
-    # head dim 64: 128-key tiles; Q 8 KiB, fp16 stages 2 x 2 x 128 x 64 x 2 = 64 KiB, fp8 stages 16 KiB
+    assert ws_tiling(144, 128, max_rows=192, kv_fp8=True) == (128, 2, 128, 2, 8)
+    # head dim 64: 128-key tiles; Q 8 KiB, fp16 stages 2 x 2 x 128 x 64 x 2 = 64 KiB, fp8 stages 16 KiB: 9, capped at 6
     assert ws_tiling(16, 64, kv_fp8=True) == (64, 1, 128, 6, 4)
 
 
@@ -63,8 +65,6 @@ def test_fp8_options_are_checked_before_any_launch():
         ws.ws_attention(q, k, k, ptr, ind, None, 1, 64, k_scale=0.5, sm_count=132)
     with pytest.raises(ValueError, match="both fp8"):
         ws.ws_attention(q, k.to(E4M3), k, ptr, ind, None, 1, 64, sm_count=132)
-    with pytest.raises(ValueError, match="lookahead must be"):
-        ws.ws_attention(q, k, k, ptr, ind, None, 1, 64, lookahead=4, sm_count=132)
     big = ws_plan(1, 1, 16, 9, 128, 64, 132, max_rows=192)  # a 192-row block of three consumers
     with pytest.raises(ValueError, match="at most 128 rows"):
         ws.ws_attention(torch.zeros(9, 16, 128, dtype=torch.bfloat16), torch.zeros(64, 1, 128, dtype=E4M3),
@@ -82,15 +82,15 @@ def test_fp8_is_never_the_default_kernel():
     assert _plan("ws", 1, 2, 16, 5, 256, 1 << 20, 132, {}, kv_fp8=True, ws=True).block_m == 64
 
 
-@pytest.mark.parametrize("rows, head_dim, decode, consumers, look", [
-    (16, 256, True, 1, 3), (80, 128, False, 2, 3), (16, 64, True, 1, 2), (64, 256, False, 1, 1)])
-def test_fp8_compiles_for_hopper(rows, head_dim, decode, consumers, look):
+@pytest.mark.parametrize("rows, head_dim, decode, consumers", [
+    (16, 256, True, 1), (80, 128, False, 2), (16, 64, True, 1), (64, 256, False, 1)])
+def test_fp8_compiles_for_hopper(rows, head_dim, decode, consumers):
     """KV8 builds for sm_90 with this Triton: warp-specialized, cp.async into the fp8 ring, the e4m3 -> fp16
     conversion, warpgroup MMAs, a partition barrier for the converter, in the shared memory the plan budgets."""
     from test_kernels_ws import _probe
 
     max_rows = 64 if head_dim == 256 else 128
-    got = _probe(rows, head_dim, int(decode), consumers, max_rows, 0, 1, look)
+    got = _probe(rows, head_dim, int(decode), consumers, max_rows, 0, 1)
     assert got["setmaxnreg"] and got["cp_async"] and got["wgmma"] and got["arrive_noinc"] and got["cvt_fp8"]
     assert got["named_barriers"]  # the converter's barrier over its own warps
     bm, mb, bn, ns, nw = ws_tiling(rows, head_dim, max_rows=max_rows, kv_fp8=True)
@@ -114,7 +114,7 @@ def _case8(hq, hkv, hd, d, n_kv, seed, scales):
 @pytest.mark.parametrize("shape", [(16, 2, 256), (32, 2, 256), (32, 2, 128), (8, 1, 64)])
 @pytest.mark.parametrize("d", [1, 2, 5, 8, 9])
 @pytest.mark.parametrize("kw", [{}, dict(num_splits=37), dict(pdl=False), dict(pdl=True), dict(consumers=1),
-                                dict(lookahead=1), dict(lookahead=2), dict(lookahead=2, num_splits=300)])
+                                dict(block_n=32), dict(num_splits=300)])
 def test_ws_fp8_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     scales = (0.02, 0.03)  # K and V in e4m3 with per-tensor scales, as an engine's fp8 KV cache

@@ -3,7 +3,7 @@ different warps, so the K/V stream need not stop while the tensor cores work. On
 block, split), with the rows kernel's partial-output format (MidO, MidL: base-2 log-sum-exp) and merge. Inside:
 - a producer partition (`P_WARPS` warps) gathers K/V tiles of `BLOCK_N` keys through the page table into a ring of
   `STAGES` shared-memory stages with `cp.async`, whose copies arrive on the stage's `ready` barrier as they land
-  (`cp.async.mbarrier.arrive.noinc`); the page table is read LOOK tiles ahead;
+  (`cp.async.mbarrier.arrive.noinc`); the page table is read one tile ahead;
 - consumers (the default partition of one or two warpgroups: 64 or 128 rows; or two or three partitions of one
   warpgroup each: 128 or 192 rows below head dim 256) run S = Q K^T and O += P V on the warpgroup MMA with an online
   softmax (base 2) and release each stage on its `empty` barrier;
@@ -37,9 +37,6 @@ async_load = getattr(async_copy, "async_load", None) or async_copy.async_copy_gl
 REGS = {1: (80, 208), 2: (80, 208), 3: (64, 144)}
 REGS8 = {1: (56, 0, 80), 2: (56, 184, 80)}  # fp8 K/V: (producer, worker consumer, converter)
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
-# page-table lookahead (tiles) by fp8 K/V: one hides a bf16 tile's index load (two were no faster: h200-merge); fp8
-# tiles copy in half the time, and one tile held them to about 1 us each (measure/results/h200-ws-fp8, run 1)
-LOOKAHEAD = {False: 1, True: 3}
 _partition_barrier = getattr(gl, "thread_barrier", None) or gl.barrier  # a barrier of one partition's warps
 _BROKEN: list[str] = []  # why the kernel cannot compile with this Triton, once a launch found out
 
@@ -53,10 +50,9 @@ def _launch_dependents():
 
 
 @gluon.jit
-def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr,
-                 LOOK: gl.constexpr = 1):
-    """Gather K/V tiles of [lo, hi) into the ring; the slots of tile i + LOOK (1..3) load while tile i's copies fly
-    (a tile's page-table load must land within LOOK tiles' copy time: fp8 tiles take half the time of bf16 ones)."""
+def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr):
+    """Gather K/V tiles of [lo, hi) into the ring; the slots of tile i + 1 load while tile i's copies fly (two or
+    three tiles ahead were no faster, bf16 or fp8: measure/results/h200-merge, h200-ws-fp8)."""
     (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs, v_bufs, ready,
      empty) = args
     VEC: gl.constexpr = 128 // K.dtype.element_ty.primitive_bitwidth  # 16-byte copies: 8 bf16 or 16 fp8 elements
@@ -67,18 +63,11 @@ def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl
     n_tiles = gl.cdiv(hi - lo, BLOCK_N)
     offs = lo + gl.arange(0, BLOCK_N, layout=rows_l)
     slots = gl.load(kv_indices + kv_start + offs, mask=offs < hi, other=0).to(gl.int64)
-    slots1 = slots  # the names every branch below may carry through the loop (LOOK 1 carries them unchanged)
-    slots2 = slots
-    if LOOK >= 2:
-        slots1 = gl.load(kv_indices + kv_start + offs + BLOCK_N, mask=offs < hi - BLOCK_N, other=0).to(gl.int64)
-    if LOOK == 3:
-        slots2 = gl.load(kv_indices + kv_start + offs + 2 * BLOCK_N, mask=offs < hi - 2 * BLOCK_N, other=0).to(gl.int64)
     for i in range(n_tiles):
         s = i % STAGES
         ok = offs < hi
         nxt = offs + BLOCK_N
-        far = offs + LOOK * BLOCK_N
-        slots_next = gl.load(kv_indices + kv_start + far, mask=far < hi, other=0).to(gl.int64)
+        slots_next = gl.load(kv_indices + kv_start + nxt, mask=nxt < hi, other=0).to(gl.int64)
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
         k_ptrs = K + slots[:, None] * stride_kt + kvh * stride_kh + dims[None, :]
         v_ptrs = V + slots[:, None] * stride_vt + kvh * stride_vh + dims[None, :]
@@ -86,15 +75,7 @@ def _ws_producer(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl
         async_load(v_bufs.index(s), v_ptrs, mask=ok[:, None])
         async_copy.mbarrier_arrive(ready.index(s), increment_count=False)
         offs = nxt
-        if LOOK == 1:
-            slots = slots_next
-        elif LOOK == 2:
-            slots = slots1
-            slots1 = slots_next
-        else:
-            slots = slots1
-            slots1 = slots2
-            slots2 = slots_next
+        slots = slots_next
 
 
 @gluon.jit
@@ -214,7 +195,7 @@ def _ws_split_kernel(
     M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
     CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = 0, KV8: gl.constexpr = 0,
-    X_REGS: gl.constexpr = 80, LOOK: gl.constexpr = 1,
+    X_REGS: gl.constexpr = 80,
 ):
     """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2 or 3: the row block's 64-row parts
     are partitions of one warpgroup each (the default one and workers of C_REGS registers), each with its own
@@ -261,12 +242,12 @@ def _ws_split_kernel(
         _ws_partitions8((q.to(gl.float32) * qk_scale).to(gl.float16), K, V, kv_indices, MidO, MidL, q_start, n_q,
                         n_kv, kv_start, lo, hi, mb, kvh, group, split, v_scale, stride_kt, stride_kh, stride_vt,
                         stride_vh, stride_ot, stride_oh, stride_os, stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N,
-                        HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE, CONSUMERS, C_REGS, X_REGS, TRIGGER, LOOK)
+                        HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE, CONSUMERS, C_REGS, X_REGS, TRIGGER)
         return
     _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start, lo, hi, mb, kvh, group, split,
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE,
-                   CONSUMERS, C_REGS, TRIGGER, LOOK)
+                   CONSUMERS, C_REGS, TRIGGER)
 
 
 @gluon.jit
@@ -274,8 +255,7 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
-                   DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr,
-                   LOOK: gl.constexpr):
+                   DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr):
     """The program's shared memory (the Q tile `q`, the K/V ring and its barriers) and its partitions: the producer
     and CONSUMERS consumer warpgroups."""
     dtype: gl.constexpr = q.dtype
@@ -302,14 +282,14 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
         gl.warp_specialize([
             (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
                             0, SUB, TRIGGER)),
-            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, LOOK))], [P_WARPS], [P_REGS])
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
     elif CONSUMERS == 2:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
                             0, SUB, TRIGGER)),
             (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
                             SUB, SUB, TRIGGER)),
-            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, LOOK))], [4, P_WARPS], [C_REGS, P_REGS])
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
@@ -318,7 +298,7 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
                             SUB, SUB, TRIGGER)),
             (_ws_consumer, (q_smem.slice(2 * SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
                             2 * SUB, SUB, TRIGGER)),
-            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, LOOK))], [4, 4, P_WARPS],
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, 4, P_WARPS],
         [C_REGS, C_REGS, P_REGS])
 
 
@@ -328,7 +308,7 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
                     stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
                     DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, X_REGS: gl.constexpr,
-                    TRIGGER: gl.constexpr, LOOK: gl.constexpr):
+                    TRIGGER: gl.constexpr):
     """fp8 K/V: producer -> STAGES fp8 stages -> converter -> two fp16 stages -> consumers; q is scaled (qk_scale 1)."""
     CST: gl.constexpr = 2
     q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([Q_ROWS, HEAD_DIM], gl.float16)
@@ -360,14 +340,14 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
     if CONSUMERS == 1:
         gl.warp_specialize([
             (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER)),
-            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, LOOK)),
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
             (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [P_WARPS, 4], [P_REGS, X_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER)),
             (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, SUB, SUB,
                             TRIGGER)),
-            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, LOOK)),
+            (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
             (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [4, P_WARPS, 4], [C_REGS, P_REGS, X_REGS])
 
 
@@ -396,15 +376,14 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
                  sm_scale: float | None = None, out: torch.Tensor | None = None, plan: AttentionPlan | None = None,
                  p_warps: int = 4, p_regs: int | None = None, c_regs: int | None = None,
                  sm_count: int | None = None, pdl: bool | str = "late", merge: dict | None = None,
-                 k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, lookahead: int | None = None,
-                 **tune) -> torch.Tensor:
+                 k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode). `plan` (`ws_plan`) or its options
     in `tune` (num_splits, block_n, num_stages, waves, max_rows, consumers); p_warps / p_regs / c_regs / x_regs: the
     producer's warps and registers, each worker consumer's and the converter's (defaults: `REGS`, `REGS8`); pdl: the
     merge as a programmatic dependent launch, scheduled from the split kernel's start (True or 'start'), from the
     end of its consumers' loops ('late', the default: measure/results/h200-merge), or not (False); merge: options of
     `merge_splits`. fp8 K/V (e4m3 / e5m2, with k_scale / v_scale): converted to fp16 by the converter partition, row
-    blocks of at most 128 rows. lookahead: tiles between a page-table load and its copies (None: `LOOKAHEAD`)."""
+    blocks of at most 128 rows."""
     trigger = {False: 0, True: 1, "start": 1, "late": 2}.get(pdl)
     if trigger is None:
         raise ValueError(f"pdl must be False, True, 'start' or 'late', got {pdl!r}")
@@ -413,9 +392,6 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     hkv = k_pool.shape[1]
     bsz = kv_indptr.numel() - 1
     kv8 = k_pool.dtype in FP8
-    look = LOOKAHEAD[kv8] if lookahead is None else lookahead
-    if look not in (1, 2, 3):
-        raise ValueError(f"lookahead must be 1, 2 or 3 tiles, got {lookahead!r}")
     if (v_pool.dtype != k_pool.dtype or k_pool.dtype not in (q.dtype, *FP8)
             or q.dtype not in (torch.bfloat16, torch.float16)):
         raise ValueError("the ws kernel takes bf16 / fp16 q, and K and V of q's dtype or both fp8 (e4m3 / e5m2)")
@@ -446,6 +422,5 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, STAGES=plan.num_stages,
         P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs, TRIGGER=trigger,
-        KV8=int(kv8), X_REGS=regs[2] if x_regs is None else x_regs, LOOK=look,
-        num_warps=plan.num_warps // plan.consumers)
+        KV8=int(kv8), X_REGS=regs[2] if x_regs is None else x_regs, num_warps=plan.num_warps // plan.consumers)
     return merge_splits(mid_o, mid_l, out, pdl=trigger > 0, **(merge or {}))

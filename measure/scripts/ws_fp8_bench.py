@@ -33,11 +33,11 @@ class Run(v2.Run):
 
 def _call(impl: str, q, k, v, ptr, ind, qo, d: int, n: int, out, scales=(1.0, 1.0), **tune):
     """One launch of `impl`: ws8 (the ws kernel, fp8 K/V), rows8 (the rows kernel, fp8), ws16 (the ws kernel, bf16);
-    `-lN`: with a page-table lookahead of N tiles, `-bnN`: N-key tiles; qo None: a decode."""
+    `-bnN`: N-key tiles; qo None: a decode."""
     ks, vs = scales
-    impl, *opts = impl.split("-")  # ws8-l2: a page-table lookahead of 2 tiles; ws8-bn64: 64-key tiles
+    impl, *opts = impl.split("-")  # ws8-bn64: 64-key tiles (run 2's -lN, a page-table lookahead, was removed)
     for o in opts:
-        tune = {**tune, "lookahead" if o[0] == "l" else "block_n": int(o.lstrip("lbn"))}
+        tune = {**tune, "block_n": int(o.removeprefix("bn"))}
     if impl == "rows8":
         if qo is None:
             return decode_attention(q, k, v, ptr, ind, n, out=out, kernel="rows", k_scale=ks, v_scale=vs, **tune)
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="q35,q122,nem")
     ap.add_argument("--ctx", type=int, default=1 << 20)
     ap.add_argument("--ds", default="1,2,3,4,5,6,7,8,9")
-    ap.add_argument("--impls", default="ws8,ws8-l1,ws8-l2,rows8,ws16,ws16-l2")
+    ap.add_argument("--impls", default="ws8,ws8-bn32,rows8,ws16")
     ap.add_argument("--deadline-s", type=float, default=400.0)
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
