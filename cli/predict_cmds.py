@@ -75,8 +75,8 @@ def predict(
     if headroom:
         from wmtp.headroom import headroom_report
 
-        room = headroom_report(spec, gpu, profile, ctx_tokens, result.methods["native"].cost.depth, result.window,
-                               sink, batch, tp)
+        depths = {m: result.methods[m].cost.depth for m in ("native", "window")}  # --depth auto: each its best
+        room = headroom_report(spec, gpu, profile, ctx_tokens, depths, result.window, sink, batch, tp)
     if as_json:
         echo_json({**result.to_json(), **({"headroom": room} if room else {})})
         for w in odd:

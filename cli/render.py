@@ -222,7 +222,9 @@ def render_hardware(as_json: bool) -> None:
 
 def render_headroom(room: dict) -> None:
     """Per method: step totals, then the components where the engine's kernels and wmtp's differ most."""
-    t = compact_table(f"Headroom at d {room['depth']}: engine kernels ({escape(room['engine_kernels'])}) vs "
+    d = room["depth"]  # one d, or native / window -> d where --depth auto picked two
+    at = f"d {d}" if not isinstance(d, dict) else ", ".join(f"{m} d {v}" for m, v in d.items())
+    t = compact_table(f"Headroom at {at}: engine kernels ({escape(room['engine_kernels'])}) vs "
                       f"wmtp's own ({escape(room['own_kernels'])}) vs the floor, ms per step")
     add_columns(t, ("method", False), ("engine", True), ("own", True), ("floor", True), ("engine / own", True))
     for m, v in room["steps"].items():

@@ -12,6 +12,7 @@ Engine host terms are not kernels: they are not part of this view (see `predict 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from wmtp.errors import WmtpError
@@ -41,16 +42,26 @@ def floor_ms(kind: str, nbytes: float, flops: float, ceilings: dict) -> float:
     return max(nbytes / bw, flops / rate) * 1e3
 
 
-def headroom(spec: ModelSpec, hw: HardwareSpec, engine_cost, own_cost, ctx: int, depth: int, window: int,
-             sink: int, batch: int = 1) -> list[HeadroomRow]:
-    """Rows for dense, native and window (one per priced component), engine vs own vs floor."""
+def method_depths(depth: int | Mapping[str, int]) -> dict[str, int]:
+    """The depth each speculative method is priced at: one d for both, or a mapping method -> d (`predict --depth
+    auto` runs native and window each at its own best depth: the window rows were priced at native's)."""
+    if isinstance(depth, Mapping):
+        return {m: int(depth[m]) for m in ("native", "window")}
+    return {"native": depth, "window": depth}
+
+
+def headroom(spec: ModelSpec, hw: HardwareSpec, engine_cost, own_cost, ctx: int, depth: int | Mapping[str, int],
+             window: int, sink: int, batch: int = 1) -> list[HeadroomRow]:
+    """Rows for dense, native and window (one per priced component), engine vs own vs floor; `depth` as
+    `method_depths` reads it."""
+    depths = method_depths(depth)
     if getattr(engine_cost, "hw_key", None) != getattr(own_cost, "hw_key", None):
         raise WmtpError("--headroom compares two profiles of the same GPU: "
                         f"{getattr(engine_cost, 'hw_key', '?')} vs {getattr(own_cost, 'hw_key', '?')}")
     ceilings = own_cost.profile.get("ceilings", {})
     rows = []
     for method in ("dense", "native", "window"):
-        d = 1 if method == "dense" else depth
+        d = 1 if method == "dense" else depths[method]
         eng = step_cost(spec, hw, engine_cost, method, ctx, d, batch, window, sink)
         own = step_cost(spec, hw, own_cost, method, ctx, d, batch, window, sink)
         gamma = eng.gamma
@@ -74,10 +85,11 @@ def step_totals(rows: list[HeadroomRow]) -> dict:
     return out
 
 
-def headroom_report(spec: ModelSpec, hw: HardwareSpec, profile_path, ctx: int, depth: int, window: int, sink: int,
-                    batch: int = 1, tp: int = 1) -> dict:
+def headroom_report(spec: ModelSpec, hw: HardwareSpec, profile_path, ctx: int, depth: int | Mapping[str, int],
+                    window: int, sink: int, batch: int = 1, tp: int = 1) -> dict:
     """The headroom view as JSON: the engine-backend profile (`profile_path` when it was measured with an engine
-    backend, else the shipped `<gpu>-flashinfer` one) against the own-kernel profile of the same GPU."""
+    backend, else the shipped `<gpu>-flashinfer` one) against the own-kernel profile of the same GPU. Its `depth` is
+    the one d both methods run at, or where they run at two (`method_depths`) a mapping native / window -> d."""
     from dataclasses import asdict
 
     from wmtp.profile import PROFILES_DIR, ProfileCostModel, shipped_profile_path
@@ -101,9 +113,14 @@ def headroom_report(spec: ModelSpec, hw: HardwareSpec, profile_path, ctx: int, d
     rows = headroom(per_gpu_spec(spec, tp), hw, engine, own, ctx, depth, window, sink, batch)
     out = {"engine_kernels": engine.name, "own_kernels": own.name,
            "floor": "bytes / copy bandwidth, flops / GEMM rate (measured in the own profile's run)",
-           "depth": depth, "steps": step_totals(rows), "components": [asdict(r) for r in rows]}
+           "depth": _depth_json(method_depths(depth)), "steps": step_totals(rows), "components": [asdict(r) for r in rows]}
     measured_on = {engine.hw_key, own.hw_key} - {hw.key}
     if measured_on:  # no profile of this GPU ships: both sides are another GPU's, scaled
         out["note"] = (f"no profiles of {hw.key}: both sides measured on {', '.join(sorted(measured_on))} and scaled "
                        f"to {hw.key} by bandwidth and flop ratios (the engine/own ratio is the measured GPU's)")
     return out
+
+
+def _depth_json(depths: dict[str, int]):
+    """One d where both methods run at it, else the mapping."""
+    return depths["native"] if depths["native"] == depths["window"] else depths

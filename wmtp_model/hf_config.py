@@ -33,8 +33,8 @@ FAMILIES = ("qwen3_next", "qwen3_5_moe", "nemotron_h", "deepseek_v3", "glm4_moe"
 # first_k_dense_replace with no dense layer (HF: 3). An explicit null keeps wmtp's fallback (q_lora_rank null: no
 # query compression, as HF reads it). Aliases: the names HF's __init__ takes for the fields config.json stores.
 _HF_DEFAULTS = {
-    "qwen3_next": {"head_dim": 256, "shared_expert_intermediate_size": 512},
-    "qwen3_5_moe": {"head_dim": 256, "shared_expert_intermediate_size": 512},
+    "qwen3_next": {"head_dim": 256, "shared_expert_intermediate_size": 512, "linear_key_head_dim": 128},
+    "qwen3_5_moe": {"head_dim": 256, "shared_expert_intermediate_size": 512, "linear_key_head_dim": 128},
     "nemotron_h": {"head_dim": 128, "moe_shared_expert_intermediate_size": 7688},
     "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1, "q_lora_rank": 1536},
     "glm4_moe": {"first_k_dense_replace": 1, "n_shared_experts": 1},
@@ -167,7 +167,7 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
         q_heads=f.need("num_attention_heads"), kv_heads=f.need("num_key_value_heads"), head_dim=_head_dim(f),
         attn_out_gate=True, linear_kind="gdn",
         lin_k_heads=f.positive("linear_num_key_heads"), lin_v_heads=f.positive("linear_num_value_heads"),
-        lin_head_dim=f.positive("linear_value_head_dim"), conv_kernel=f.positive("linear_conv_kernel_dim", 4),
+        lin_head_dim=_gdn_head_dim(f), conv_kernel=f.positive("linear_conv_kernel_dim", 4),
         n_experts=n_experts, top_k=f.need("num_experts_per_tok"), expert_ffn=f.need("moe_intermediate_size"),
         n_shared=1 if f.get("shared_expert_intermediate_size", 0) else 0,
         shared_ffn=f.get("shared_expert_intermediate_size", 0),
@@ -177,6 +177,18 @@ def _qwen_hybrid(f: _Fields, key: str, name: str) -> ModelSpec:
     f.check()
     f.divides("linear_num_key_heads", "linear_num_value_heads", spec, "lin_k_heads", "lin_v_heads")
     return ModelSpec(key=key, name=name, family=f.family, **spec)
+
+
+def _gdn_head_dim(f: _Fields) -> int:
+    """Gated-DeltaNet's head dim. A model row holds one for keys and values (state [v_heads, d, d] fp32, conv channels
+    (2 k_heads + v_heads) d); linear_key_head_dim was not read, so a config whose keys are narrower or wider than its
+    values was priced with the value width, silently (0 or a string accepted). Two widths are refused, not priced."""
+    value_dim = f.positive("linear_value_head_dim")
+    key_dim = f.positive("linear_key_head_dim", value_dim)
+    if value_dim and key_dim != value_dim:
+        raise ConfigError(f"{f.path}: linear_key_head_dim ({key_dim}) differs from linear_value_head_dim ({value_dim}); "
+                          "wmtp prices Gated-DeltaNet layers with one head width for keys and values")
+    return value_dim
 
 
 def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
