@@ -13,6 +13,7 @@ import json
 import pytest
 
 from cli_checks import assert_one_error, invoke
+from test_hf_config import QWEN_NEXT as _HF_QWEN_NEXT
 
 # --- predict --headroom --depth auto ----------------------------------------------------------------------------------
 
@@ -51,14 +52,8 @@ def test_headroom_table_names_both_depths():
 
 # --- config.json: Gated-DeltaNet key head width -----------------------------------------------------------------------
 
-QWEN_NEXT = {
-    "model_type": "qwen3_next", "architectures": ["Qwen3NextForCausalLM"], "hidden_size": 2048, "vocab_size": 151936,
-    "num_hidden_layers": 48, "full_attention_interval": 4, "num_attention_heads": 16, "num_key_value_heads": 2,
-    "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "num_experts": 512, "num_experts_per_tok": 10,
-    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "intermediate_size": 5120,
-    "num_nextn_predict_layers": 1,
-}
+# test_hf_config's Qwen3-Next config (its registry-row match is tested there), with the MTP layer the real one ships
+QWEN_NEXT = {**_HF_QWEN_NEXT, "num_nextn_predict_layers": 1}
 
 
 def _predict(tmp_path, cfg):

@@ -99,15 +99,11 @@ def test_fp8_compiles_for_hopper(rows, head_dim, decode, consumers):
 
 
 def _case8(hq, hkv, hd, d, n_kv, seed, scales):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    slots = sum(n_kv) + 5
-    k = (torch.randn(slots, hkv, hd, generator=g) / scales[0]).to(E4M3).cuda()
-    v = (torch.randn(slots, hkv, hd, generator=g) / scales[1]).to(E4M3).cuda()
-    ind = torch.randperm(slots, generator=g)[: sum(n_kv)].to(torch.int32).cuda()
-    ptr = torch.tensor([0] + list(torch.tensor(n_kv).cumsum(0)), dtype=torch.int32).cuda()
-    q = torch.randn(len(n_kv) * d, hq, hd, generator=g).bfloat16().cuda()
-    qo = torch.arange(len(n_kv) + 1, dtype=torch.int32).cuda() * d
-    return q, k, v, ptr, ind, qo
+    """`test_kernels_ws._case`'s requests with K and V in e4m3 at per-tensor scales (values of about N(0, 1) / scale)."""
+    from test_kernels_ws import _case
+
+    q, k, v, ptr, ind, qo = _case(hq, hkv, hd, d, n_kv, seed)
+    return q, (k.float() / scales[0]).to(E4M3), (v.float() / scales[1]).to(E4M3), ptr, ind, qo
 
 
 @pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
