@@ -1,7 +1,8 @@
-"""Hostile sweep 15: vLLM per-position rates holding `nan` (read in full or refused, never cut short), vLLM `Drafted: 0`
-beside accepted tokens (impossible counts), and accept lengths deeper than any draft wmtp models (an SGLang line's
-`accept len: 99`, a bare mean of 99). Expected values are hand arithmetic on the lines written here (in the comments);
-each refusal is one `error:` line naming the file and line, through `wmtp logs` and `wmtp accept`, from both readers."""
+"""Log corpus round 7 (the defects hostile sweep 14 found): vLLM per-position rates holding `nan` (read in full or
+refused, never cut short), vLLM `Drafted: 0` beside accepted tokens (impossible counts), and accept lengths deeper
+than any draft wmtp models (an SGLang line's `accept len: 99`, a bare mean of 99). Expected values are hand arithmetic
+on the lines written here (in the comments); each refusal is one `error:` line naming the file and line, through
+`wmtp logs` and `wmtp accept`, from both readers."""
 
 from __future__ import annotations
 
