@@ -131,7 +131,7 @@ def _solve_increasing(f, lo: float = 0.0, hi: float = 1.0, tol: float = 1e-13) -
 
 def check_accept_length(value: float, depth: int | None, where: str) -> float:
     """An acceptance length read from a file (tokens a verify step emits, bonus included) lies in [1, d],
-    d = gamma + 1 when the depth is known, and >= 1 always; anything else is a corrupt or foreign number."""
+    d = gamma + 1 when the depth is known, else in [1, MAX_DEPTH]; anything else is a corrupt or foreign number."""
     if not math.isfinite(value):
         raise WmtpError(f"{where}: mean acceptance length {value} is not a finite number")
     if value < 1.0:
@@ -139,6 +139,9 @@ def check_accept_length(value: float, depth: int | None, where: str) -> float:
                         "bonus token)")
     if depth is not None and value > depth * (1 + 1e-9):  # 1e-9: float sums of a chain that accepted everything
         raise WmtpError(f"{where}: mean acceptance length {value:g} is above d = {depth} (gamma + 1)")
+    if value > MAX_DEPTH * (1 + 1e-9):  # depth unknown: no draft wmtp models emits more a step
+        raise WmtpError(f"{where}: mean acceptance length {value:g} is above {MAX_DEPTH}, the deepest draft wmtp "
+                        f"models (d = gamma + 1 <= {MAX_DEPTH}): not an acceptance length")
     return value
 
 

@@ -185,7 +185,7 @@ def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[Accepta
     if prof is not None:
         info.update(accept_length=prof.accept_length(prof.measured_depth), lines=None)
         return prof, info
-    rep = analyse(p)
+    rep = analyse(p, depth=depth)
     al = rep["al"]
     if al is None or al.get("value") is None:
         has = f"a TPOT ({rep['tpot']['value_ms']:.2f} ms; `wmtp logs` reads it)" if rep["tpot"] else "nothing usable"

@@ -9,7 +9,7 @@ from wmtp.errors import WmtpError
 from wmtp.log_blocks import stream_blocks
 from wmtp.log_sources import SpecLines, Summaries
 from wmtp.log_vllm_batch import VllmBatch
-from wmtp.logs import DecodeLine, Event, ParseStats, PrefillLine, Value, VllmSpecLine, VllmThroughput, stream
+from wmtp.logs import DecodeLine, Event, ParseStats, PrefillLine, Refused, Value, VllmSpecLine, VllmThroughput, stream
 from wmtp.logstats import MAX_ROWS, SglangRuns, VllmWindows
 
 
@@ -38,6 +38,8 @@ def collect(path, gap_s: float = 60.0, reference: bool = False) -> tuple:
             events[r.kind] += r.count
             if len(event_lines) < MAX_ROWS:
                 event_lines.append(r.line_no)
+        elif type(r) is Refused:
+            raise WmtpError(f"{path}:{r.line_no}: {r.why}")
     summ.finish()
     return stats, runs, windows, spec, summ, events, event_lines
 
@@ -50,6 +52,15 @@ def own_depth(al: dict) -> int | None:
     if al.get("per_position_conflict"):  # rates of k positions that contradict the counts: still d = k + 1
         return al["per_position_conflict"][0] + 1
     return len(al["per_position"]) + 1 if al.get("per_position") else None
+
+
+def refuse_undrafted(path, spec: SpecLines) -> None:
+    """vLLM spec lines with Accepted tokens and Drafted: 0 on every line (Accepted > Drafted = 0, `contradicted`):
+    nothing to divide by, so one error naming the first (among lines that drafted, a `damage_notes` note)."""
+    if spec.contradicted[0] and not spec.rate_drafted:
+        raise WmtpError(f"{path}:{spec.contradicted[1]}: vLLM spec line(s) with Accepted tokens but Drafted: 0 "
+                        f"({spec.contradicted[0]} line(s); impossible: no draft accepts a token it never drafted): "
+                        "no acceptance length in these counts")
 
 
 def damage_notes(stats: ParseStats, spec: SpecLines) -> list[str]:
@@ -66,14 +77,16 @@ def damage_notes(stats: ParseStats, spec: SpecLines) -> list[str]:
     return notes
 
 
-def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, reference: bool = False) -> dict:
+def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, reference: bool = False,
+            depth: int | None = None) -> dict:
     """Everything one file says about TPOT and acceptance, in one streaming pass: SGLang runs, vLLM
     windows and spec lines, summary blocks, meta_info, llama.cpp stats, retractions/OOM/stalls. The
     headline `tpot` and `al` name their estimator and source lines; `notes` say what was set aside.
-    `reference`: read line by line (`collect`)."""
+    `reference`: read line by line (`collect`); `depth`: the user's d, the bound of an AL without its own."""
     stats, runs, windows, spec, summ, events, event_lines = collect(path, gap_s, reference)
     if stats.lines == 0:
         raise WmtpError(f"{path}: empty file")
+    refuse_undrafted(path, spec)
     segs = runs.estimates(requested_batch)
     notes: list[str] = []
     src = str(path)
@@ -121,7 +134,7 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, refer
     if al is not None and al.get("lines"):
         al["source"] = f"{src}:{al['lines'][0]}-{al['lines'][1]}"
     if al is not None and al.get("value") is not None:  # one check for every reader's AL, at the file's own d
-        check_accept_length(al["value"], own_depth(al), al["source"] if (al.get("lines") or [None])[0] else src)
+        check_accept_length(al["value"], own_depth(al) or depth, al["source"] if (al.get("lines") or [None])[0] else src)
     stalls = sum(s.stalls for s in segs)
     if stalls:
         notes.append(f"{stalls} stalled decode lines (#token frozen, throughput collapsed) not used for TPOT")

@@ -15,6 +15,7 @@ from itertools import chain, compress, repeat
 from operator import add, is_not, itemgetter, ne, sub
 from typing import Iterator
 
+from wmtp.acceptance import MAX_DEPTH
 from wmtp.log_records import MAX_VALUE
 from wmtp.logstats import BIN_WIDTH as _R, MAX_ROWS, PerBatch
 
@@ -104,7 +105,8 @@ class _Checked(dict):
         return x
 
 
-_RUN, _AL, _RATE = _Checked(0, 1e7, to_int=True), _Checked(1, 1000), _Checked(0, MAX_VALUE)
+# (an accept len above MAX_DEPTH sends the lines to the per-line parsers: they refuse it)
+_RUN, _AL, _RATE = _Checked(0, 1e7, to_int=True), _Checked(1, MAX_DEPTH), _Checked(0, MAX_VALUE)
 
 
 def decode_columns(run_t: list, tok_t: list, al_t: list, rate_t: list, thr_t: list):
@@ -408,7 +410,7 @@ def _checked(np, cols, tok_point: bool, rows):
     run, tok, al, rate, thr = cols
     n = run.size
     has_al, has_rate = ~np.isnan(al), ~np.isnan(rate)
-    if not ((run >= 0) & (run <= 1e7)).all() or not ((al[has_al] >= 1) & (al[has_al] <= 1000)).all() or \
+    if not ((run >= 0) & (run <= 1e7)).all() or not ((al[has_al] >= 1) & (al[has_al] <= MAX_DEPTH)).all() or \
             not ((rate[has_rate] >= 0) & (rate[has_rate] <= MAX_VALUE)).all():
         return None
     toks = np.trunc(tok) if tok_point else tok

@@ -81,6 +81,15 @@ class Event:
     count: int = 1
 
 
+@dataclass(slots=True)
+class Refused:
+    """A line that reads as its kind but holds numbers its engine cannot print (a vLLM rates list with `nan` beside
+    numbers, an SGLang accept len deeper than any draft): the reader (`wmtp.log_analysis.collect`) stops there
+    with one error naming the file and this line."""
+    line_no: int
+    why: str
+
+
 @dataclass
 class ParseStats:
     lines: int = 0
@@ -184,3 +193,40 @@ def day_seconds(y: str, mo: str, d: str) -> int:
         except ValueError:
             _day_cache[key] = 0
     return _day_cache[key]
+
+
+# vLLM spec-metrics fields, as `wmtp.logs.parse_vllm` reads them
+def vllm_field_name(key: str) -> str | None:
+    """The field a vLLM spec-metrics key names (by keyword, so the typo variants and orders read the same)."""
+    key = key.lower()
+    return ("emitted" if "emitted" in key else "k" if "speculative tokens" in key or "spec tokens" in key
+            else "rate" if "acceptance rate" in key else "mean_al" if "acceptance length" in key
+            else None if "throughput" in key or "efficiency" in key
+            else "accepted" if "accepted" in key else "drafted" if "draft" in key else None)
+
+
+def rates_list(tail: str) -> list[float]:
+    """The numbers of a comma-separated list up to the next labelled field (`, Avg Draft ...`), `-----` as 0, `nan`
+    and `inf` as themselves (numpy's text for 0 / 0 and x / 0: every entry kept, none cut off)."""
+    tail = _NEXT_FIELD.split(tail, 1)[0]
+    return [0.0 if x.startswith("-") else float(x) for x in _RATE_ITEM.findall(tail)]
+
+
+_NEXT_FIELD = re.compile(r",\s*(?!(?:nan|inf)\b)[A-Za-z]", re.I)
+_RATE_ITEM = re.compile(r"\d+\.\d+|\d+|-{2,}|\bnan\b|\binf\b", re.I)
+
+
+def nan_rates(pos: list[float], acc: float | None, dr: float | None) -> bool | str | None:
+    """A rates list holding `nan`: vLLM divides every position's accepted tokens by one count of drafts, so `nan`
+    (0 / 0) is every entry or none. True: every one, with Accepted and Drafted 0 (an interval that drafted nothing);
+    else why the line cannot be read. None: no `nan`."""
+    nans = [i for i, x in enumerate(pos) if x != x]
+    if not nans:
+        return None
+    if len(nans) == len(pos) and acc == 0 and dr == 0:
+        return True
+    shown = ", ".join(str(i + 1) for i in nans[:4]) + (" ..." if len(nans) > 4 else "")
+    counts = "" if acc is None or dr is None else f" with Accepted: {int(acc)}, Drafted: {int(dr)}"
+    return (f"vLLM per-position acceptance rate is nan at position {shown} of {len(pos)}{counts}; vLLM divides every "
+            "position by the same drafts count, so nan (0 / 0) is at every position of an interval that drafted "
+            "nothing, or at none: the rates cannot be read")

@@ -51,6 +51,9 @@ class SpecLines:
             k = r.k or 0
             return r.emitted / (r.drafted / k) if k and r.drafted else None
         k = r.k or 0
+        if r.drafted == 0 and r.accepted:  # Accepted > Drafted = 0 (`contradicted`): pooled as printed, no drafts
+            self.acc += r.accepted  # (never drafts from the printed mean AL: the counts it came from contradict)
+            return None
         if k and r.drafted:
             drafts = v1_drafts(k, r.drafted, r.accepted, r.mean_al)
         elif r.mean_al is not None and r.mean_al > 1 and r.accepted:

@@ -242,15 +242,11 @@ def _v1_pool(s, groups: list) -> None:
     kept, drafts = [], []
     for row in rows:
         mean_al, acc, dr, pos, _ = row
-        k = len(pos)
         if dr:
-            d = v1_drafts(k, dr, acc, mean_al)
-        elif mean_al > 1 and acc:
-            d = acc / (mean_al - 1)
-        else:
-            continue
-        kept.append(row)
-        drafts.append(d)
+            kept.append(row)
+            drafts.append(v1_drafts(len(pos), dr, acc, mean_al))
+        elif acc:  # Accepted > Drafted = 0: pooled as printed, no drafts (`SpecLines.add`)
+            s.acc += acc
     if not kept:
         return
     s.acc = reduce(add, map(itemgetter(1), kept), s.acc)

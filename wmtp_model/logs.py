@@ -31,6 +31,7 @@ import zlib
 from pathlib import Path
 from typing import Iterator
 
+from wmtp.acceptance import MAX_DEPTH
 from wmtp.errors import WmtpError
 from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_trt_stats
 from wmtp.log_input import open_text
@@ -39,8 +40,9 @@ from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
 from wmtp.log_tables import parse_json_itl, parse_mlc_metric, parse_step_shares, parse_table_line
 from wmtp.log_summary import (PROM_OTHER, parse_label, parse_prometheus, parse_spec_k, parse_step,
                                parse_lmdeploy, parse_table_row, strip_collector)
-from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Value,  # noqa: F401
-                              VllmSpecLine, VllmThroughput, after, day_seconds, finite, num, strict_float, ungroup)
+from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Refused,  # noqa: F401
+                              Value, VllmSpecLine, VllmThroughput, after, day_seconds, finite, nan_rates, num,
+                              rates_list, strict_float, ungroup, vllm_field_name)
 
 _MAX, _num, _finite, _after, _flt = MAX_VALUE, num, finite, after, strict_float  # the parsers' short local names
 
@@ -106,7 +108,8 @@ _DECODE = re.compile(
 
 
 # `parse_sglang`'s checks and conversions of each field, remembered by text
-_RUNNING, _AL, _RATE = CheckedField(0, 1e7, to_int=True), CheckedField(1, 1000), CheckedField(0, _MAX)
+# (an accept len above MAX_DEPTH leaves the fast path: the general one refuses the line)
+_RUNNING, _AL, _RATE = CheckedField(0, 1e7, to_int=True), CheckedField(1, MAX_DEPTH), CheckedField(0, _MAX)
 _QUEUE = CheckedField(0, _MAX, to_int=True, else_none=True)
 _CUDA_GRAPH = {None: None, "True": True, "False": False}
 _GENERAL = object()  # `_decode_fast`'s answer for a line it leaves to the general path
@@ -131,7 +134,7 @@ def _decode_fast(line: str, d: int, make, n: int, ts: str | None, secs: float | 
     return make(n, ts, running, int(tokens), al, rate, thr, _CUDA_GRAPH[cg], queue, secs, pid, dp)
 
 
-def parse_sglang(line: str, line_no: int) -> DecodeLine | None:
+def parse_sglang(line: str, line_no: int) -> DecodeLine | Refused | None:
     """One scheduler decode line, or None when it lost #running-req or gen throughput or holds nonsense
     (the common layouts in one regex call, `_decode_fast`; any other by string finds)."""
     d = line.find("Decode batch")
@@ -142,8 +145,10 @@ def parse_sglang(line: str, line_no: int) -> DecodeLine | None:
     return _parse_sglang_general(line, line_no) if rec is _GENERAL else rec
 
 
-def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
-    """`parse_sglang` for any layout: keys found by string finds, in any order, markdown stripped."""
+def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | Refused | None:
+    """`parse_sglang` for any layout: keys found by string finds, in any order, markdown stripped. An accept len
+    above MAX_DEPTH is `Refused`: SGLang prints accepted tokens (bonus included) / verify steps, at most the
+    draft's `speculative_num_draft_tokens` (scheduler metrics), and no draft wmtp models is deeper."""
     if "*" in line or "`" in line:  # markdown emphasis / code around keys or values
         line = line.replace("*", "").replace("`", "")
     if "\t" in line:  # a paste whose spaces became tabs
@@ -187,9 +192,13 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | None:
         queue = None if queue is None else _flt(queue)
     except ValueError:
         tokens, al, rate, retr, queue = _opt(tokens), _opt(al), _opt(rate), _opt(retr), _opt(queue)
-    if ((tokens is not None and not 0 <= tokens <= _MAX) or (al is not None and not 1 <= al <= 1000)
+    if ((tokens is not None and not 0 <= tokens <= _MAX) or (al is not None and not 1 <= al <= _MAX)
             or (rate is not None and not 0 <= rate <= _MAX) or (retr is not None and not 0 <= retr <= _MAX)):
         return None
+    if al is not None and al > MAX_DEPTH:
+        return Refused(line_no, f"SGLang accept len {al:g} is above {MAX_DEPTH}: accepted tokens per verify step "
+                       f"(bonus included) are at most the draft's num_draft_tokens, and no draft wmtp models is "
+                       f"deeper than d = {MAX_DEPTH}")
     ts, secs, pid, dp = _prefix(line[:d])
     return DecodeLine(line_no, ts, int(running), None if tokens is None else int(tokens), al, rate, thr,
                       None if cg is None else cg.strip() == "True",
@@ -202,31 +211,14 @@ TIME_RE, PID_RE, DP_RE, GENERAL = _TIME, _PID, _DP, _GENERAL
 prefix_fields, decode_fast, parse_sglang_general = _prefix, _decode_fast, _parse_sglang_general
 
 
-def _vllm_name(key: str) -> str | None:
-    """The field a vLLM spec-metrics key names (by keyword, so the typo variants and orders read the same)."""
-    key = key.lower()
-    return ("emitted" if "emitted" in key else "k" if "speculative tokens" in key or "spec tokens" in key
-            else "rate" if "acceptance rate" in key else "mean_al" if "acceptance length" in key
-            else None if "throughput" in key or "efficiency" in key
-            else "accepted" if "accepted" in key else "drafted" if "draft" in key else None)
+_VLLM_NAMES: dict = {}  # key text -> vllm_field_name(key)
 
 
-_VLLM_NAMES: dict = {}  # key text -> _vllm_name(key)
-
-
-def _rates(tail: str) -> list[float]:
-    """The numbers of a comma-separated list up to the next labelled field (`, Avg Draft ...`), `-----` as 0."""
-    tail = _NEXT_FIELD.split(tail, 1)[0]
-    return [0.0 if x.startswith("-") else float(x) for x in re.findall(r"\d+\.\d+|\d+|-{2,}", tail)]
-
-
-_NEXT_FIELD = re.compile(r",\s*[A-Za-z]")
-
-
-def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | None:
+def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | Refused | None:
     """A V1 `SpecDecoding metrics:` or V0 `Speculative metrics:` line (fields found by keyword, so the
     known typo variants and orders read the same); one without its Accepted/Drafted counts but with its
-    mean acceptance length (shortened or cut by the paste) gives that AL as a summary `Value`."""
+    mean acceptance length (shortened or cut by the paste) gives that AL as a summary `Value`; per-position
+    rates with `nan`: `nan_rates`."""
     i = line.find("SpecDecoding metrics:")
     v0 = i < 0
     if v0:
@@ -235,10 +227,10 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | None:
     pos: list[float] = []
     k = rest.find("Per-position acceptance rate:")
     if k >= 0:
-        pos = _rates(rest[k + 29:])
+        pos = rates_list(rest[k + 29:])
         c = rest.find("Per-position verification coverage:", k)
         if c >= 0:  # a fork's conditional rates (accepted / drafted at the position, `-----` where none was):
-            cover = _rates(rest[c + 35:])  # times the share of drafts that reached it, vLLM's unconditional ones
+            cover = rates_list(rest[c + 35:])  # times the share of drafts that reached it, vLLM's unconditional ones
             pos = [r * v for r, v in zip(pos, cover)] if len(cover) == len(pos) else []
         rest = rest[:k]
     f: dict[str, float] = {}
@@ -247,14 +239,19 @@ def parse_vllm(line: str, line_no: int) -> VllmSpecLine | Value | None:
         x = _num(val) if sep else None
         if x is None:
             continue
-        name = _VLLM_NAMES.get(key, _vllm_name)
-        if name is _vllm_name:  # a key not seen before (the same few recur on every line)
-            name = _vllm_name(key)
+        name = _VLLM_NAMES.get(key, vllm_field_name)
+        if name is vllm_field_name:  # a key not seen before (the same few recur on every line)
+            name = vllm_field_name(key)
             if len(_VLLM_NAMES) < 4096:
                 _VLLM_NAMES[key] = name
         if name and name not in f:
             f[name] = x
     acc, dr = f.get("accepted"), f.get("drafted")
+    nan = nan_rates(pos, acc, dr)
+    if nan is True:  # an interval that drafted nothing (its mean AL and rate nan too): a spec line with nothing to pool
+        return VllmSpecLine(line_no, None, 0, 0, [], *_prefix(line[:i])[1:3])
+    if nan is not None:
+        return Refused(line_no, nan)
     if any(_finite(x) is None for x in [*f.values(), *pos]):
         return None
     if acc is None or dr is None:  # a paste that kept the mean AL but not the counts: the printed AL
@@ -375,6 +372,8 @@ def tally_decode(rec, stats: ParseStats, line: str = "") -> tuple:
         else:
             stats.garbled += 1
         return ()
+    if type(rec) is Refused:  # (the reader stops at it)
+        return (rec,)
     stats.decode += 1
     return (rec,)
 
