@@ -12,9 +12,10 @@ import pytest
 
 from corpus_checks import logs_json, one_error, run, write_log
 
-_V1 = ("(APIServer pid=1) INFO 05-08 13:54:{s:02d} [loggers.py:123] SpecDecoding metrics: Mean acceptance length: {al}, "
-       "Accepted throughput: 35.20 tokens/s, Drafted throughput: 72.80 tokens/s, Accepted: {a} tokens, Drafted: {d} "
-       "tokens, Per-position acceptance rate: {rates}, Avg Draft acceptance rate: {pct}%\n")
+_V1 = ("(APIServer pid=1) INFO 05-08 13:54:{s:02d} [loggers.py:123] SpecDecoding metrics: "
+       "Mean acceptance length: {al}, Accepted throughput: 35.20 tokens/s, Drafted throughput: 72.80 tokens/s, "
+       "Accepted: {a} tokens, Drafted: {d} tokens, Per-position acceptance rate: {rates}, "
+       "Avg Draft acceptance rate: {pct}%\n")
 _GOOD = dict(al="2.45", a=352, d=728, rates="0.736, 0.477, 0.242", pct="48.4")  # 1 + 352 / (728 / 3) = 2.4505
 _SGL = ("[2025-05-31 18:31:{s:02d} DP0 TP0] Decode batch. #running-req: 8, #token: {t}, token usage: 0.13, accept len: "
         "{al}, cuda graph: True, gen throughput (token/s): 171.01, #queue-req: 0\n")
