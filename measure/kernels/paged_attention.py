@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from wmtp.kernel_plan import ROWS_MAX, AttentionPlan, attention_plan, default_kernel, rows_plan, sub_plan, ws_plan
-from wmtp.measure.kernels.paged_merge import merge_splits
+from wmtp.measure.kernels.paged_merge import FP8, merge_splits
 from wmtp.measure.kernels.paged_rows import kv_tile, softmax_tile_step, split_bounds, sub_attention
 
 LOG2E = 1.4426950408889634
@@ -178,9 +178,6 @@ def _sm_count(device: torch.device) -> int:
 
 
 _SM_COUNT: dict = {}
-
-
-FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def _check(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr):

@@ -1,7 +1,7 @@
 """Stage 2 of the split-KV paged-attention kernels (`paged_attention`, `paged_ws`): merge the splits' partial
 outputs by their base-2 log-sum-exps. Grid (total_q, q_heads, head_dim / BLOCK_D); each program loads every split's
 log-sum-exp at once and the partial outputs in chunks of SPLIT_BLOCK splits (by default one chunk up to 128 splits:
-`wmtp.kernel_plan.merge_split_block`)."""
+`wmtp.kernel_plan.merge_split_block`). `FP8`: the K/V dtypes every launcher reads as fp8 (with k / v scales)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import triton
 import triton.language as tl
 
 from wmtp.kernel_plan import MERGE_BLOCK_D, merge_split_block
+
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 @triton.jit

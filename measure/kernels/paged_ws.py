@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 from wmtp.kernel_plan import AttentionPlan, ws_plan
 from wmtp.measure.kernels.gluon_support import hopper
-from wmtp.measure.kernels.paged_merge import merge_splits
+from wmtp.measure.kernels.paged_merge import FP8, merge_splits
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -36,7 +36,6 @@ async_load = getattr(async_copy, "async_load", None) or async_copy.async_copy_gl
 # the SM's 64K. Three: 64 + 2 x 144 leave it 160, no spill (Triton 3.6, sm_90); four consumers spilled at any split.
 REGS = {1: (80, 208), 2: (80, 208), 3: (64, 144)}
 REGS8 = {1: (56, 0, 80), 2: (56, 184, 80)}  # fp8 K/V: (producer, worker consumer, converter)
-FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 _partition_barrier = getattr(gl, "thread_barrier", None) or gl.barrier  # a barrier of one partition's warps
 _BROKEN: list[str] = []  # why the kernel cannot compile with this Triton, once a launch found out
 

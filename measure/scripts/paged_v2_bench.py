@@ -51,6 +51,28 @@ class Run:
             self.w.writerow({**base, "rep": i, "time_ms": t, "status": status})
         self.f.flush()
 
+    def checked(self, base: dict, config: str, ref, launch, q) -> bool:
+        """Three launches of `launch(out, **extra)` into NaN-poisoned outputs shaped as `q` (the plan's splits twice,
+        64 forced splits once), each against `ref` (relative Frobenius error < 2e-2, a NaN anywhere fails); one
+        `check` row (`base` + config + the worst error or the exception) in the CSV. Returns whether all passed."""
+        errs = []
+        try:
+            for extra in ({}, {}, dict(num_splits=64)):
+                out = torch.full_like(q, float("nan"))
+                launch(out, **extra)
+                torch.cuda.synchronize()
+                errs.append(float((out.double() - ref).norm() / ref.norm()) if not torch.isnan(out).any()
+                            else float("nan"))
+            ok, note = all(e < 2e-2 for e in errs), f"rel_err={max(errs):.2e}"
+        except Exception as e:  # a variant that cannot build or launch fails its check with its reason
+            ok, note = False, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        self.w.writerow({**base, "kernel": "check", "config": ";".join(filter(None, (config, note))),
+                         "status": "ok" if ok else "FAILED"})
+        self.f.flush()
+        print(f"check {base.get('impl')} {base.get('model')} d={base.get('d')}: {'ok' if ok else 'FAILED'} {note}",
+              flush=True)
+        return ok
+
     def time(self, base: dict, call, est_ms: float) -> float:
         """Median ms of `call` (harness method on a GPU; one eager call on the CPU smoke run)."""
         try:

@@ -67,23 +67,10 @@ def check(r: Run, model: str, d: int, name: str, kw: dict) -> bool:
     from kernel_refs import ref_attention
     q, k, v, ptr, ind, qo = _inputs(r.dev, model, d, 1000 * d + len(model))
     ref = ref_attention(q, k.float(), v.float(), ptr, ind, qo)
-    errs = []
-    try:
-        for extra in ({}, {}, dict(num_splits=64)):
-            out = torch.full_like(q, float("nan"))
-            ws_attention(q, k, v, ptr, ind, None if d == 1 else qo, d, 5000, out=out, **kw, **extra)
-            torch.cuda.synchronize()
-            errs.append(float((out.double() - ref).norm() / ref.norm()) if not torch.isnan(out).any()
-                        else float("nan"))
-        ok, note = all(e < 2e-2 for e in errs), f"rel_err={max(errs):.2e}"
-    except Exception as e:
-        ok, note = False, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-    r.w.writerow(dict(kernel="check", impl=name, model=model, ctx=5000, batch=3, d=d, kv="bf16",
-                      config=";".join([f"{a}={c}" for a, c in sorted(kw.items())] + [note]),
-                      status="ok" if ok else "FAILED"))
-    r.f.flush()
-    print(f"check {name} {model} d={d}: {'ok' if ok else 'FAILED'} {note}", flush=True)
-    return ok
+    base = dict(impl=name, model=model, ctx=5000, batch=3, d=d, kv="bf16")
+    return r.checked(base, ";".join(f"{a}={c}" for a, c in sorted(kw.items())), ref,
+                     lambda out, **extra: ws_attention(q, k, v, ptr, ind, None if d == 1 else qo, d, 5000, out=out,
+                                                       **kw, **extra), q)
 
 
 def timed(r: Run, name: str, model: str, n: int, batch: int, d: int, kw: dict, ws: bool) -> float:

@@ -59,22 +59,9 @@ def check(r: Run, model: str, d: int, impl: str) -> bool:
     qo = torch.arange(4, dtype=torch.int32, device=r.dev) * d
     q = torch.randn(3 * d, hq, hd, generator=g).bfloat16().to(r.dev)
     ref = ref_attention(q, k8.double() * SCALES[0], v8.double() * SCALES[1], ptr, ind, qo)  # decode: qo = 0..3
-    errs = []
-    try:
-        for extra in ({}, {}, dict(num_splits=64)):
-            out = torch.full_like(q, float("nan"))
-            _call(impl, q, k8, v8, ptr, ind, None if d == 1 else qo, d, 5000, out, SCALES, **extra)
-            torch.cuda.synchronize()
-            errs.append(float((out.double() - ref).norm() / ref.norm()) if not torch.isnan(out).any()
-                        else float("nan"))
-        ok, note = all(e < 2e-2 for e in errs), f"rel_err={max(errs):.2e}"
-    except Exception as e:
-        ok, note = False, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-    r.w.writerow(dict(kernel="check", impl=impl, model=model, ctx=5000, batch=3, d=d, kv="fp8", config=note,
-                      status="ok" if ok else "FAILED"))
-    r.f.flush()
-    print(f"check {impl} {model} d={d}: {'ok' if ok else 'FAILED'} {note}", flush=True)
-    return ok
+    base = dict(impl=impl, model=model, ctx=5000, batch=3, d=d, kv="fp8")
+    return r.checked(base, "", ref, lambda out, **extra: _call(impl, q, k8, v8, ptr, ind, None if d == 1 else qo, d,
+                                                                 5000, out, SCALES, **extra), q)
 
 
 def timed(r: Run, impl: str, model: str, n: int, batch: int, d: int) -> float:
