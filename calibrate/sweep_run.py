@@ -21,10 +21,20 @@ from wmtp.fileio import atomic_write_text, check_lookup
 from wmtp.specs import ModelSpec
 
 # The rows each part of the sweep writes (`kernel` column); the ceilings (copy, gemm_peak) belong to every run.
+# Rows of another KV dtype (`dtype` fp8) are told apart by their key KIND@DTYPE (`row_key`).
 PART_KINDS = {"attention": ("decode_attn", "verify_attn", "extend_attn", "index_build"),
               "components": ("gemm", "moe", "lm_head", "linear_state", "component"),
-              "loop": ("draft_loop",)}
+              "loop": ("draft_loop",),
+              "kv-fp8": ("decode_attn@fp8", "verify_attn@fp8", "extend_attn@fp8")}
 CEILING_KINDS = ("copy", "gemm_peak")
+KV_DTYPE_KINDS = ("decode_attn", "verify_attn", "extend_attn")
+
+
+def row_key(kernel: str, dtype: str) -> str:
+    """A raw row's kind as the parts name it: attention over fp8 KV is `verify_attn@fp8`, everything else its
+    kernel (a blank or bf16 dtype is the sweep's default KV)."""
+    dtype = dtype.strip()
+    return f"{kernel}@{dtype}" if kernel in KV_DTYPE_KINDS and dtype not in ("", "bf16") else kernel
 
 
 def parse_parts(text: str | None) -> tuple[str, ...] | None:
@@ -41,10 +51,12 @@ def parse_parts(text: str | None) -> tuple[str, ...] | None:
 
 
 def _csv_lines(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
-    """(header fields, [(kernel, line)]) of a raw CSV (gunzipped), each data line as its text: a merge copies the
+    """(header fields, [(row_key, line)]) of a raw CSV (gunzipped), each data line as its text: a merge copies the
     measurements byte for byte (a round trip through pandas rewrote 1 as 1.0 and dropped digits of times)."""
     lines = raw_text(path).splitlines()
     header = next(csv.reader(lines[:1]), [])
+    kind = header.index("kernel") if "kernel" in header else 0
+    dtype = header.index("dtype") if "dtype" in header else -1
     rows = []
     for i, line in enumerate(lines[1:], 2):
         if line.strip():
@@ -52,7 +64,7 @@ def _csv_lines(path: Path) -> tuple[list[str], list[tuple[str, str]]]:
             if len(cells) != len(header):  # a quoted field across lines, or a cut line: not one row per line
                 raise WmtpError(f"{path}: line {i} holds {len(cells)} fields where the header names {len(header)}; "
                                 "a merge copies one row per line")
-            rows.append((cells[0], line))
+            rows.append((row_key(cells[kind], cells[dtype] if dtype >= 0 else ""), line))
     return header, rows
 
 
@@ -110,7 +122,7 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
     """Sweep on this GPU (out/raw.csv, appended as measured), fit, write out/profile.json. Returns its path.
     With `parts` short of the whole sweep, `base_raw` supplies the other parts (module docstring); `moe_impl` is
     the routed-expert kernel of the `moe` rows (`wmtp`, or `sglang`: SGLang's fused MoE)."""
-    from wmtp.measure import MOE_IMPLS
+    from wmtp.measure import MOE_IMPLS, PARTS
     from wmtp.measure.run import run_sweep
 
     if moe_impl not in MOE_IMPLS:
@@ -119,7 +131,7 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
         from wmtp.measure.backends import sglang_moe
 
         sglang_moe.load()
-    partial = parts is not None and set(parts) != set(PART_KINDS)
+    partial = parts is not None and not set(PARTS) <= set(parts)  # kv-fp8 alone completes nothing
     if partial and base_raw is None:
         raise WmtpError("--parts re-measures part of the sweep: give --base-raw, the raw data of a full run "
                         "whose other parts it completes")

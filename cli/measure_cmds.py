@@ -86,7 +86,9 @@ def calibrate(
     backend: BackendOpt = "wmtp",
     parts: Annotated[Optional[str], typer.Option(
         "--parts", help="Re-measure only these parts of the sweep (comma-separated: attention, components, loop), "
-                        "e.g. after a kernel change; needs --base-raw for the rest.")] = None,
+                        "e.g. after a kernel change; needs --base-raw for the rest. kv-fp8 (never in the default "
+                        "sweep): decode and verify over an fp8 KV cache, fitted as decode_attn@fp8 / "
+                        "verify_attn@fp8.")] = None,
     base_raw: Annotated[Optional[Path], typer.Option(
         "--base-raw", help="With --parts: the raw data of a full run (e.g. the shipped "
                            "wmtp_model/data/profiles/h200.raw.csv.gz) whose other parts complete the fit.")] = None,

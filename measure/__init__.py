@@ -13,6 +13,9 @@ from wmtp.errors import WmtpError
 # non-attention components (the same torch calls for every backend), the in-place draft loop (attention + MTP head,
 # gamma forwards). Here, beside require_gpu, so that checks before the GPU is looked for need no torch.
 PARTS = ("attention", "components", "loop")
+# Parts a sweep runs only when `--parts` names them: `kv-fp8`, the attention part's decode / verify (and draft
+# extend, where the backend runs it apart) over an fp8 (e4m3) KV pool, rows of `dtype` fp8 (fitted as KIND@fp8).
+EXTRA_PARTS = ("kv-fp8",)
 MOE_IMPLS = ("wmtp", "sglang")  # routed-expert kernels of the `moe` rows (`components`): ours, SGLang's fused MoE
 
 

@@ -62,7 +62,7 @@ def run_case(writer: RowWriter, pools: Pools, backend: AttentionBackend, case: A
     """Time every variant of `case` into rows (skipped and failed shapes are rows too)."""
     spec = pools.spec
     base = {**model_fields(spec), "kernel": case.kernel, "impl": backend.name, "ctx": case.ctx, "batch": case.batch,
-            "d": case.d, **case.row}
+            "d": case.d, **case.row, **({"dtype": spec.kv_dtype} if case.kernel != "index_build" else {})}
     if not pools.fits(writer, base, case.ctx, case.batch):
         return
     pool = pools.pool()

@@ -104,15 +104,18 @@ def ceiling_rows(writer: RowWriter) -> None:
 
 
 class KVPool:
-    """One bf16 KV pool `[slots, kv_heads, head_dim]` for a head shape, and index sets carved from
-    random permutations of its slots (as a serving engine's pool looks after churn), built once
-    per (ctx, batch, mode, window, sink)."""
+    """One KV pool `[slots, kv_heads, head_dim]` for a head shape, in the spec's KV dtype (bf16, or fp8 e4m3 of
+    N(0, 1) values, unit scales), and index sets carved from random permutations of its slots (as a serving
+    engine's pool looks after churn), built once per (ctx, batch, mode, window, sink)."""
 
     def __init__(self, spec: ModelSpec, slots: int):
         self.spec, self.slots = spec, slots
         shape = (slots, spec.kv_heads, spec.head_dim)
-        self.k = torch.randn(shape, device=comp.DEVICE, dtype=torch.bfloat16)
-        self.v = torch.randn(shape, device=comp.DEVICE, dtype=torch.bfloat16)
+        if spec.kv_dtype == "fp8":
+            self.k, self.v = _fp8_normal(shape), _fp8_normal(shape)
+        else:
+            self.k = torch.randn(shape, device=comp.DEVICE, dtype=torch.bfloat16)
+            self.v = torch.randn(shape, device=comp.DEVICE, dtype=torch.bfloat16)
         self._sets: dict = {}
 
     def holds(self, ctx: int, batch: int) -> bool:
@@ -132,6 +135,15 @@ class KVPool:
             build_kv_indices(r2t, seq, mode, sink, window, 1, max_len=ctx, kv_indptr=ptr, out=out)
             self._sets[key] = Paged(r2t, seq, ptr, out, ctx, batch, n, mode, window, sink)
         return self._sets[key]
+
+
+def _fp8_normal(shape, chunk: int = 1 << 20) -> torch.Tensor:
+    """An e4m3 tensor of N(0, 1) draws, made a chunk of rows at a time (no bf16 copy of the whole pool)."""
+    out = torch.empty(shape, device=comp.DEVICE, dtype=torch.float8_e4m3fn)
+    for i in range(0, shape[0], chunk):
+        rows = out[i:i + chunk]
+        rows.copy_(torch.randn(rows.shape, device=comp.DEVICE, dtype=torch.bfloat16))
+    return out
 
 
 class Pools:

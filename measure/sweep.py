@@ -76,6 +76,20 @@ def attention_steps(spec: ModelSpec, cfg: SweepConfig, backend: AttentionBackend
         yield f"{spec.key} decode/verify S={cfg.extra_ctx}", lambda w: _extra_ctx(w, spec, cfg, backend)
 
 
+def kv_fp8_steps(spec: ModelSpec, cfg: SweepConfig, backend: AttentionBackend | None = None) -> Iterator[Step]:
+    """The `kv-fp8` part: the attention grid's decode and verify cases (and draft extends where the backend runs
+    them apart) over an e4m3 KV pool, their bytes the fp8 cache's (`ModelSpec.with_dtypes`); index builds read no
+    K/V and are left out."""
+    backend = backend or get_backend()
+    spec8 = spec.with_dtypes(kv_dtype="fp8")
+    pools = Pools(spec8, max(cfg.ctxs) * max(cfg.batches))
+    extends = cfg.extend_depths if backend.separate_extend else ()
+    for label, case in sweep_cases(spec8, cfg.ctxs, cfg.batches, cfg.depths, cfg.windows, cfg.sink, extends):
+        if case.kernel != "index_build":
+            yield f"{label} fp8-kv", lambda w, case=case: run_case(w, pools, backend, case)
+    yield f"{spec.key} free fp8 pool", lambda w: pools.release()
+
+
 def _extra_ctx(writer: RowWriter, spec: ModelSpec, cfg: SweepConfig, backend: AttentionBackend) -> None:
     need = cfg.extra_ctx * spec.kv_bytes_per_token_layer + 2 * 2**30
     if need > 0.9 * free_bytes():
@@ -195,4 +209,6 @@ def sweep_plan(specs: list[ModelSpec], cfg: SweepConfig, backend: AttentionBacke
             steps += list(component_steps(spec, cfg, moe_impl))
         if "loop" in parts:
             steps += list(draft_loop_steps(spec, cfg, backend))
+        if "kv-fp8" in parts:
+            steps += list(kv_fp8_steps(spec, cfg, backend))
     return steps

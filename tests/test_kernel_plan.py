@@ -153,3 +153,22 @@ def test_attention_features_follow_the_default_kernel():
     f4 = attention_features(1, 2, 16, 4, 128, 1 << 20, 132, 1024.0)
     assert (f5["tiling"], f5["extra_pass_bytes"]) == ("128x1", 0.0)
     assert (f4["tiling"], f4["extra_pass_bytes"]) == ("64x1", 0.0)
+
+
+def test_fp8_kv_features_follow_the_fp8_kernels():
+    """fp8 K/V: the features are the fp8 launcher's (`default_kernel(kv_fp8=True)`): never v1's 64-row blocks. A
+    nem-like d = 4 verify (64 rows) at B = 1 with the ws kernel measured: one 64-row ws block; without it (kernel
+    set before ws), the rows kernel's one 64-row tile; a q35-like decode: rows tiles of 16 rows (8 heads, padded)."""
+    kv8 = 2 * 2 * 128.0  # fp8 K and V of 2 KV heads at head dim 128: one byte an element
+    assert default_kernel(1, 16, 4, 128, kv_fp8=True) == "rows"
+    assert default_kernel(1, 16, 4, 128, ws=True, kv_fp8=True) == "ws"
+    assert default_kernel(1, 16, 1, 128, ws=True, kv_fp8=True) == "rows"
+    ws = attention_features(1, 2, 16, 4, 128, 1 << 20, 132, kv8, "wmtp+ws3")
+    rows = attention_features(1, 2, 16, 4, 128, 1 << 20, 132, kv8, "wmtp")
+    bf16 = attention_features(1, 2, 16, 4, 128, 1 << 20, 132, 2 * kv8, "wmtp")
+    assert ws["tiling"] == "ws64x1" and rows["tiling"] == "64x1" and bf16["tiling"] == "64x1"
+    # nem d = 9: 144 rows. fp8 ws blocks hold at most 128 rows (two blocks, one extra K/V pass); bf16 ws3 one block
+    ws9 = attention_features(1, 2, 16, 9, 128, 1 << 20, 132, kv8, "wmtp+ws3")
+    bf9 = attention_features(1, 2, 16, 9, 128, 1 << 20, 132, 2 * kv8, "wmtp+ws3")
+    assert (ws9["tiling"], ws9["extra_pass_bytes"]) == ("ws128x2", (1 << 20) * kv8)
+    assert (bf9["tiling"], bf9["extra_pass_bytes"]) == ("ws192x1", 0.0)

@@ -324,8 +324,11 @@ def kv_passes(kernel: str, group: int, q_len: int, head_dim: int) -> int:
     return attention_plan(1, 1, group, q_len, head_dim, 1, 1).m_blocks
 
 
-def default_kernel(batch: int, group: int, q_len: int, head_dim: int, ws: bool = False) -> str:
+def default_kernel(batch: int, group: int, q_len: int, head_dim: int, ws: bool = False, kv_fp8: bool = False) -> str:
     """Which paged-attention kernel a shape runs by default (H200):
+    - fp8 K/V (`kv_fp8`; v1 reads bf16 / fp16 only): the ws kernel for verifies at B = 1 where it can run (its
+      converter partition: 17-46 % faster than the rows kernel at 1M, d = 2 / 5 / 8 on all three head shapes,
+      measure/results/h200-ws-fp8), else the rows kernel (its fp8 decode 11-30 % faster than the ws kernel's);
     - with `ws` (the warp-specialized kernel can run: Hopper, bf16 / fp16 K/V), ws where `ws_default` says;
     - at B >= 16 the rows kernel, decode and verify (measure/results/h200-kernels-v2: decode 27 % faster at B = 16,
       where v1's rounded-up split count leaves a tail wave; verify up to 1.5x faster);
@@ -337,6 +340,8 @@ def default_kernel(batch: int, group: int, q_len: int, head_dim: int, ws: bool =
     - v1 elsewhere: where both read K/V once, v1 was as fast or faster alone (q122 d = 3 / 4 0.558 vs 0.615 ms, q35
       d = 5..8 0.56 vs 0.62), and as the decode default rows made the dense q35 step at 1M slower inside composed
       steps, 12.27 against 10.53 ms (measure/results/h200-remeasure-rows)."""
+    if kv_fp8:
+        return "ws" if ws and batch == 1 and q_len > 1 and ws_takes(group * q_len, head_dim) else "rows"
     if ws and ws_default(batch, group, q_len, head_dim):
         return "ws"
     if batch >= 16:
@@ -401,11 +406,12 @@ def attention_features(batch: int, kv_heads: int, group: int, q_len: int, head_d
     if kv_fp8 is None:
         kv_fp8 = kv_bytes_per_token < 3 * head_dim * kv_heads  # K and V of one byte per element, not two
     tiling = backend.removesuffix(MERGE2)
-    kernel = default_kernel(batch, group, q_len, head_dim, ws=tiling in WS_MAX_ROWS and not kv_fp8)
+    kernel = default_kernel(batch, group, q_len, head_dim, ws=tiling in WS_MAX_ROWS, kv_fp8=kv_fp8)
     if kernel == "ws":
-        plan = ws_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count, max_rows=WS_MAX_ROWS[tiling])
+        plan = ws_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count,
+                       max_rows=None if kv_fp8 else WS_MAX_ROWS[tiling], kv_fp8=kv_fp8)
     elif kernel == "rows":
-        plan = rows_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
+        plan = rows_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count, kv_fp8=kv_fp8)
     else:
         plan = attention_plan(batch, kv_heads, group, q_len, head_dim, keys, sm_count)
     kv_bytes = batch * keys * kv_bytes_per_token

@@ -345,8 +345,8 @@ class ProfileCostModel:
             # no fit of this KV dtype's kernel: the bf16 kernel's fit at these bytes is an extrapolation across
             # dtypes (wmtp's fp8 decode measured 67-90 % of copy at B = 16 where bf16 reaches 100 %:
             # measure/results/h200-fp8-ablation), whatever the bytes' range says
-            return self._priced(work, hw, spec, comp, "bf16", "bf16", f"the bf16-KV fit at {spec.kv_dtype} KV bytes",
-                                extrapolated=True)
+            return self._priced(work, hw, spec, comp, "bf16", "bf16", f"the bf16-KV fit at {spec.kv_dtype} KV bytes; "
+                                f"`wmtp calibrate --parts kv-{spec.kv_dtype}` measures it", extrapolated=True)
         return self._priced(work, hw, spec, comp, "bf16", "bf16", "")
 
     def _priced(self, work: Work, hw: HardwareSpec, spec: ModelSpec, comp: dict, ref_dtype: str, dtype: str,

@@ -254,8 +254,8 @@ WS_OPTIONS = ("num_splits", "block_n", "num_stages", "waves", "max_rows", "consu
 def _plan(kernel, bsz, hkv, group, max_q, hd, max_kv, sm, tune: dict, kv_fp8: bool = False,
           ws: bool = False) -> AttentionPlan:
     """The launch plan of `kernel` ("v1", "rows", "sub", "ws", or None: the default for the shape; `ws`: whether
-    the ws kernel can run here; with fp8 K/V only asked for by name, never the default: not measured as one)."""
-    kernel = kernel or default_kernel(bsz, group, max_q, hd, ws=ws and not kv_fp8)
+    the ws kernel can run here; fp8 K/V: `default_kernel`'s fp8 rule)."""
+    kernel = kernel or default_kernel(bsz, group, max_q, hd, ws=ws, kv_fp8=kv_fp8)
     if kernel == "ws":
         bad = [k for k in tune if k not in WS_OPTIONS]
         if bad:  # num_warps too: the ws kernel's warps follow its row block
