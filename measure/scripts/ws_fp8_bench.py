@@ -87,6 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ctx", type=int, default=1 << 20)
     ap.add_argument("--ds", default="1,2,3,4,5,6,7,8,9")
     ap.add_argument("--impls", default="ws8,ws8-bn32,rows8,ws16")
+    ap.add_argument("--batches", default="1", help="batches of the verifies (d in --ds but 1)")
+    ap.add_argument("--decode-batch", type=int, default=16, help="batch of the decodes timed first (0: none)")
     ap.add_argument("--deadline-s", type=float, default=400.0)
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +98,8 @@ def main(argv=None) -> int:
     write_ceilings(a.out / "ceilings.csv")
     models, ds, impls = a.models.split(","), [int(x) for x in a.ds.split(",")], a.impls.split(",")
     good = {(m, d, i) for m in models for d in ds for i in impls if i.startswith("ws16") or check(r, m, d, i)}
-    for batch, dd in ((16, [1]), (1, ds)):
+    plan = ([(a.decode_batch, [1])] if a.decode_batch else []) + [(int(b), ds) for b in a.batches.split(",")]
+    for batch, dd in plan:
         for d in dd:
             for m in models:
                 for i in impls:
