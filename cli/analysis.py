@@ -9,10 +9,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CsvOpt, CtxOpt,
-                             FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, TpOpt,
-                             WdOpt, WindowOpt, decimal_number, echo_json, handles_errors, int_option, parse_accept,
-                             refuse_overwriting_inputs, resolve_model, warn)
+from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
+                             CsvOpt, CtxOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt,
+                             TaskOpt, TpOpt, WdOpt, WindowOpt, decimal_number, echo_json, handles_errors, int_option,
+                             parse_accept, refuse_overwriting_inputs, resolve_model, warn)
 from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
 from wmtp.units import format_tokens
@@ -22,9 +22,11 @@ from wmtp.units import format_tokens
 MAX_DEPTH = 64  # the deepest draft --depth takes (DepthOpt: 2..64)
 
 
-def scenario(opts: dict, depth: int):
-    """(Scenario, warnings) from the options every analysis command shares (`opts`: their values by name)."""
-    from wmtp.decisions import Scenario, sink_warning
+def scenario(opts: dict, depth: int, fixed_window: bool = False):
+    """(Scenario, warnings) from the options every analysis command shares (`opts`: their values by name).
+    `fixed_window`: the command prices the window at --window and --ctx as given (a depth or batch sweep, a
+    simulation), so a window that covers the context is said, as `wmtp predict` says it."""
+    from wmtp.decisions import Scenario, odd_input_warnings, sink_warning
     from wmtp.engine import memory_config
     from wmtp.engine import resolve as resolve_engine
     from wmtp.hardware import get_hardware
@@ -33,8 +35,10 @@ def scenario(opts: dict, depth: int):
     from wmtp.tp import per_gpu_spec
     from wmtp.units import parse_tokens
 
-    if opts["batch"] < 1 or opts["sink"] < 0:
-        raise WmtpError("--batch must be >= 1 and --sink >= 0")
+    if opts["batch"] < 1:
+        raise WmtpError(f"--batch must be >= 1, got {opts['batch']}")
+    if opts["sink"] < 0:
+        raise WmtpError(f"--sink must be >= 0, got {opts['sink']}")
     if not 2 <= depth <= MAX_DEPTH:
         raise WmtpError(f"--depth must lie in 2..{MAX_DEPTH}, got {depth}")
     if opts["tp"] < 1:
@@ -44,7 +48,8 @@ def scenario(opts: dict, depth: int):
     ctx, window = parse_tokens(opts["ctx"], "--ctx"), parse_tokens(opts["window"], "--window")
     overheads, warnings = resolve_engine(spec.key, gpu.key, opts["framework"])
     cost = cost_model_for(gpu, opts["profile"], opts["speed_of_light"], opts["framework"])
-    warnings += list(spec.notes) + sink_warning(ctx, opts["sink"]) + weights_fit_warning(per_gpu_spec(spec, opts["tp"]), gpu) \
+    odd = odd_input_warnings(ctx, window, opts["sink"]) if fixed_window else sink_warning(ctx, opts["sink"])
+    warnings += list(spec.notes) + odd + weights_fit_warning(per_gpu_spec(spec, opts["tp"]), gpu) \
         + framework_warnings(cost, opts["framework"], gpu.key)
     return Scenario(spec, gpu, cost, ctx, depth, window, opts["sink"], opts["batch"], opts["tp"], overheads or None,
                     memory_config(spec.key, opts["framework"])), warnings
@@ -110,7 +115,7 @@ def _footer(what: str, extra: dict, found: str = "-") -> list[str]:
     lines = []
     if "break_even_ctx" in extra:
         be, thr = extra["break_even_ctx"], extra["break_even_threshold"]
-        lines.append(f"break-even context: native's step is at least {100 * thr:g} % longer than the window's "  # 1 + thr
+        lines.append(f"break-even context: native's step is at least {100 * thr:g} % longer than the window's "
                      + (f"from {be:,} tokens ({format_tokens(be)}) on" if be else "nowhere up to 16M tokens")
                      + f" (matched acceptance) {found}")
     if "best_depth" in extra:
@@ -121,7 +126,8 @@ def _footer(what: str, extra: dict, found: str = "-") -> list[str]:
         rng = bw["beats_native_range"]
         lines.append(f"TPOT-optimal window W={_tok(bw['optimal_window'])} ({bw['optimal_tpot_ms']:.3f} ms); "
                      + (f"W from {_tok(rng[0])} to {_tok(rng[1])} beats native"
-                        if rng else "no window on the grid beats native") + f" (acceptance: {bw['acceptance']}) {found}")
+                        if rng else "no window on the grid beats native")
+                     + f" (acceptance: {bw['acceptance']}) {found}")
     if "pareto" in extra:
         lines.append("Pareto-optimal (no other point is faster per user and per GPU): "
                      + (_runs(extra["pareto"]) or "none") + f" {found}")
@@ -162,14 +168,16 @@ def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Pat
         return
     from rich.console import Console
 
-    from wmtp.cli.render import add_columns, compact_table
+    from wmtp.cli.render import accept_tag, add_columns, compact_table
 
     spec = _COLUMNS.get(what) or [(c, c, _num) for c in rows[0] if not c.endswith("_source")]
     spec = [c for c in spec if c[0] in rows[0]]
+    al_keys = [k for k in rows[0] if k.endswith("accept_source")]  # rows whose AL varies: each row's own source
     t = compact_table()
-    add_columns(t, *[(head, key not in ("method",)) for key, head, _ in spec], ("cost\nsource", False))
+    add_columns(t, *[(head, key not in ("method",)) for key, head, _ in spec],
+                *([("AL\nsource", False)] if al_keys else []), ("cost\nsource", False))
     for r in rows:  # the last column: the weakest origin of the row's step costs (--json: each one's source)
-        t.add_row(*[fmt(r[key]) for key, _, fmt in spec],
+        t.add_row(*[fmt(r[key]) for key, _, fmt in spec], *([accept_tag([r[k] for k in al_keys])] if al_keys else []),
                   weakest_tag([v for k, v in r.items() if k.endswith("step_source")]))
     con = Console()
     con.print(title, highlight=False, markup=False)
@@ -186,15 +194,18 @@ def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Pat
 def sweep(
     what: Annotated[str, typer.Argument(help="ctx | depth | window | batch")],
     model: ModelOpt = None, config: ConfigOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
-    depth: Annotated[int, int_option("--depth", "-d", help="Draft tokens per step d.")] = 7,
+    depth: Annotated[int, int_option("--depth", "-d", help="Draft tokens per step d (2..64); a depth sweep takes it "
+                                                           "only as the depth of --accept-length.")] = 7,
     window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, batch: BatchOpt = 1, kv_dtype: KvOpt = None,
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
     speed_of_light: SolOpt = False, tp: TpOpt = 1, framework: FrameworkOpt = None,
     task: TaskOpt = DEFAULT_TASK,
-    threshold: Annotated[float, typer.Option(help="ctx sweep: the break-even context is where the window is this much "
-                                                  "faster.", parser=decimal_number)] = 0.05,
+    threshold: Annotated[float, typer.Option(
+        help="ctx sweep: the break-even context is the smallest one where native's step is at least this fraction "
+             "longer than the window's (0.05 = 5 %).", parser=decimal_number)] = 0.05,
     al_window: Annotated[Optional[str], typer.Option(
-        "--al-window", help="window sweep: measured (W, AL) points at --depth as W:AL,... (AL(W) model; native AL at W=S).")] = None,
+        "--al-window", help="window sweep: measured (W, AL) points at --depth as W:AL,... (AL(W) model; native AL "
+                            "at W=S).")] = None,
     as_json: JsonOpt = False, csv_out: CsvOpt = None,
 ) -> None:
     """Decision curves: TPOT against context, depth, window or batch, with the break-even points."""
@@ -209,7 +220,8 @@ def sweep(
     if not (math.isfinite(threshold) and 0 <= threshold <= 10):
         raise WmtpError(f"--threshold is a fraction of the native step (0.05 = 5 %) in [0, 10], got {threshold}")
     threshold += 0.0  # '-0' is 0: JSON and the footer said -0.0
-    for opt, given, applies in (("--al-window", al_window is not None, "window"), ("--threshold", threshold != 0.05, "ctx")):
+    for opt, given, applies in (("--al-window", al_window is not None, "window"),
+                                ("--threshold", threshold != 0.05, "ctx")):
         if given and what != applies:  # never a silently ignored option
             raise WmtpError(f"{opt} applies to `wmtp sweep {applies}` only, not to a {what} sweep")
     swept = {"ctx": ("--ctx", ctx != "1M"), "window": ("--window", window != DEFAULT_WINDOW),
@@ -228,21 +240,29 @@ def sweep(
 
     opts = dict(model=model, config=config, hw=hw, ctx=ctx, window=window, sink=sink, batch=batch, kv_dtype=kv_dtype,
                 weight_dtype=weight_dtype, profile=profile, speed_of_light=speed_of_light, tp=tp, framework=framework)
-    sc, warnings = scenario(opts, depth)
+    sc, warnings = scenario(opts, depth, fixed_window=what in ("depth", "batch"))
     # the AL(W) model predict uses (--al-window points only in a window sweep, which refuses them elsewhere): the
     # window's acceptance at --window in the ctx, depth and batch sweeps, and at each W of the window sweep
     acc = with_window_points(choose_acceptance(sc.spec.key, depth, parse_accept(accept_length), task), al_window, depth,
                              sc.ctx)
-    win = scenario_window_profile(sc, acc) if what != "window" else acc.window
+    win = scenario_window_profile(sc, acc).tag(depth) if what != "window" else _window_sweep_acceptance(acc, depth)
     extra = {"model": sc.spec.key, "hardware": sc.hw.key, "cost_model": sc.cost.name,
              "engine_overhead": engine_label(sc.overheads),
-             "acceptance": {"native": acc.native.tag(depth), "window": win.tag(depth)}}
+             "acceptance": {"native": acc.native.tag(depth), "window": win}}
     warnings = ([acc.warning] if acc.warning else []) + warnings
     if warnings:
         extra["warning"] = "; ".join(warnings)
     rows, found = run_sweep(what, sc, acc, threshold=threshold)
     extra.update(found)
     _emit(what, rows, extra, as_json, csv_out, _title(what, sc))
+
+
+def _window_sweep_acceptance(acc, depth: int) -> str:
+    """What a window sweep's window AL comes from: the AL(W) model (--al-window points or the task's dose-response
+    preset) at each row's W, else the --window acceptance held fixed (the rows' accept_source say the same)."""
+    if acc.window_al is not None:
+        return f"{acc.window_al.source} (the AL(W) model, at each row's W)"
+    return "held fixed (no AL(W) model): " + acc.window.tag(depth)
 
 
 def _title(what: str, sc) -> str:
@@ -260,22 +280,23 @@ def _title(what: str, sc) -> str:
 @handles_errors
 def simulate(
     model: ModelOpt = None, config: ConfigOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
-    depth: Annotated[str, typer.Option("--depth", "-d", help="A depth d, or 'adaptive'.")] = "7",
-    method: Annotated[str, typer.Option(help="native or window")] = "window",
-    window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, kv_dtype: KvOpt = None, weight_dtype: WdOpt = None,
+    depth: Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d (2..64), or 'adaptive'.")] = "7",
+    method: Annotated[str, typer.Option(help="native or window.")] = "window",
+    window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, kv_dtype: KvOpt = None,
+    weight_dtype: WdOpt = None,
     profile: ProfileOpt = None, speed_of_light: SolOpt = False, tp: TpOpt = 1, framework: FrameworkOpt = None,
     tokens: Annotated[int, int_option(help="Output tokens to decode.")] = 4096,
     seed: Annotated[int, int_option(help="Random seed.")] = 0,
     phases: Annotated[Optional[str], typer.Option(
         help="Acceptance over time: ALPHA:TOKENS,... (constant per-position acceptance per phase). "
              "Default: the model's preset profile.")] = None,
-    trace: Annotated[Optional[Path], typer.Option(help="Recorded accepted counts per step, one integer a line.")] = None,
+    trace: Annotated[Optional[Path], typer.Option(
+        help="Recorded accepted counts per step, one integer a line.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Monte Carlo decode with the latency model: TPOT with a 95 % interval, fixed or adaptive depth."""
     from dataclasses import asdict
 
-    from wmtp.acceptance import choose_acceptance, window_profile
     from wmtp.simulate import decode_profile, parse_phases, read_trace, step_time_fn, trace_replay_warning
     from wmtp.simulate import simulate as run
 
@@ -305,11 +326,8 @@ def simulate(
                         "leave --seed out")
     ph = parse_phases(phases) if phases else None
     tr = read_trace(trace) if trace is not None else None
-    sc, warnings = scenario(opts, DEFAULT_DEPTH)
-    if ph is None:  # the acceptance `wmtp predict` uses: the window's at this W (the native draft's if it covers S)
-        acc = choose_acceptance(sc.spec.key, DEFAULT_DEPTH, None)
-        prof = acc.native if method == "native" else window_profile(acc, sc.window, sc.sink, sc.ctx)
-        ph = [(tokens, list(prof.alphas_at(16)))]
+    sc, warnings = scenario(opts, DEFAULT_DEPTH, fixed_window=method == "window")
+    ph, acc_source = _sim_acceptance(sc, method, tokens, ph, trace)
     steps = step_time_fn(sc, method, decode_profile(ph, tr, n_tokens=tokens))
     res = run(steps, ph, tokens, policy, seed, tr)
     warnings += trace_replay_warning(tr, res.steps, tokens)
@@ -319,11 +337,28 @@ def simulate(
     sources = steps.sources(res.depth_histogram)
     out.update(step_source={str(d): src for d, src in sources.items()})
     out.update(model=sc.spec.key, hardware=sc.hw.key, method=method, cost_model=sc.cost.name,
-               engine_overhead=engine_label(sc.overheads), warnings=warnings,
+               engine_overhead=engine_label(sc.overheads), warnings=warnings, acceptance_source=acc_source,
                source="Monte Carlo over the latency model" + (" and a recorded trace" if tr else ""))
     if as_json:
         echo_json(out)
         return
+    _print_simulation(sc, method, res, sources, acc_source, warnings)
+
+
+def _sim_acceptance(sc, method: str, tokens: int, phases: list | None, trace: Path | None) -> tuple[list, str]:
+    """(phases, where the acceptance comes from): --phases as given; else the acceptance `wmtp predict` uses (the
+    window's at this W, the native draft's if it covers S), which a --trace's recorded counts replace."""
+    from wmtp.acceptance import choose_acceptance, window_profile
+
+    if phases is not None:
+        return phases, "--phases (constant per-position acceptance per phase)"
+    acc = choose_acceptance(sc.spec.key, DEFAULT_DEPTH, None)
+    prof = acc.native if method == "native" else window_profile(acc, sc.window, sc.sink, sc.ctx)
+    src = f"--trace {trace} (recorded accepted counts)" if trace is not None else prof.tag(DEFAULT_DEPTH)
+    return [(tokens, list(prof.alphas_at(16)))], src
+
+
+def _print_simulation(sc, method: str, res, sources: dict, acc_source: str, warnings: list[str]) -> None:
     lo, hi = res.tpot_ci95
     ci = f"95 % CI {lo:.3f}-{hi:.3f}" if lo == lo else "too few steps for a 95 % CI (needs 40)"
     depths = ", ".join(f"d={d}: {n} steps" for d, n in sorted(res.depth_histogram.items()))
@@ -332,7 +367,7 @@ def simulate(
     from wmtp.cli.render import weakest_tag
 
     typer.echo(f"source: simulated; step costs: {sc.cost.name} ({weakest_tag(sources.values())}; --json: each depth's "
-               f"source); engine overhead: {engine_label(sc.overheads)}")
+               f"source); engine overhead: {engine_label(sc.overheads)}; acceptance: {acc_source}")
     for w in warnings:
         warn(w)
 

@@ -22,6 +22,11 @@ BackendOpt = Annotated[str, typer.Option(
     "--backend", help="Attention kernels to measure: wmtp (the project's own), flashinfer (as SGLang plans it; "
                       "pip install flashinfer-python).")]
 
+# measured on the lent H200 (2026-12-02): --quick 56 s, the full sweep 85 s once Triton's kernels were compiled
+QuickOpt = Annotated[bool, typer.Option(
+    "--quick", help="Corners of the grid only (under a minute on an H200; the full sweep about 2).")]
+CalOutOpt = Annotated[Path, typer.Option(
+    "--out", help="Output folder: raw.csv, raw.meta.json, profile.json, profile.md.")]
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue an interrupted sweep in --out, with the same "
                                          "options; an --out holding none (no raw.csv and raw.steps-done) is an "
                                          "error, not a fresh start.")]
@@ -32,7 +37,8 @@ def measure_kernels(
     model: Annotated[str, typer.Option("--model", "-m", help="Comma-separated registry keys.")] = "q35",
     ctx: Annotated[str, typer.Option("--ctx", help="Comma-separated contexts.")] = "64K,256K,1M",
     batch: Annotated[str, typer.Option("--batch", "-B", help="Comma-separated batch sizes.")] = "1,4,16",
-    out: Annotated[Path, typer.Option("--out", help="Output folder (kernels.csv, kernels.meta.json, summary.md).")] = Path("measure/results/run"),
+    out: Annotated[Path, typer.Option(
+        "--out", help="Output folder (kernels.csv, kernels.meta.json, summary.md).")] = Path("measure/results/run"),
     variants: Annotated[bool, typer.Option(help="Also time tuning variants at the largest ctx, B=1.")] = True,
     components: Annotated[bool, typer.Option(help="Also time non-attention components.")] = True,
     sdpa: Annotated[bool, typer.Option(help="Also time torch SDPA on contiguous K/V.")] = True,
@@ -67,15 +73,16 @@ def measure_kernels(
 @handles_errors
 def calibrate(
     models: Annotated[str, typer.Option("--models", help="Comma-separated registry keys to sweep.")] = "q35,q122,nem",
-    quick: Annotated[bool, typer.Option("--quick", help="Corners of the grid only (about 2 minutes on an H200).")] = False,
-    out: Annotated[Path, typer.Option("--out", help="Output folder: raw.csv, raw.meta.json, profile.json, profile.md.")] = Path("calibration"),
+    quick: QuickOpt = False,
+    out: CalOutOpt = Path("calibration"),
     resume: ResumeOpt = False,
     from_raw: Annotated[Optional[Path], typer.Option(
         "--from-raw", help="Refit an existing raw.csv (no GPU needed). A measurement it holds twice (a block of "
                            ">= 4 replays, >= 3 distinct times, copied with every time equal) is an error; the same "
                            "shape measured again is kept.")] = None,
     add_tp: Annotated[Optional[Path], typer.Option(
-        "--add-tp", help="Merge the all-reduce fit of a tp_bench run (its --out folder) into --out/profile.json.")] = None,
+        "--add-tp", help="Merge the all-reduce fit of a tp_bench run (its --out folder) into "
+                         "--out/profile.json.")] = None,
     from_logs: Annotated[Optional[list[str]], typer.Option(
         "--from-logs", help="LOG:D decode logs of runs at depth D (repeatable): top-down framework profile "
                             "(--out/framework.json) for the one model in --models; see `wmtp calibrate-logs`.")] = None,
@@ -94,7 +101,8 @@ def calibrate(
                            "wmtp_model/data/profiles/h200.raw.csv.gz) whose other parts complete the fit.")] = None,
     moe_backend: Annotated[str, typer.Option(
         "--moe-backend", help="Routed-expert kernel of the moe rows: wmtp (its own) or sglang (SGLang's fused MoE "
-                              "Triton kernel, from a copy of SGLang's files: measure/backends/sglang_moe.py).")] = "wmtp",
+                              "Triton kernel, from a copy of SGLang's files: "
+                              "measure/backends/sglang_moe.py).")] = "wmtp",
 ) -> None:
     """Sweep the latency components on this GPU and fit a profile (or refit one with --from-raw, or fit a
     framework profile from serving logs with --from-logs)."""
@@ -190,7 +198,8 @@ def validate(
     models: Annotated[str, typer.Option("--models", help="Comma-separated registry keys.")] = "q35,q122,nem",
     ctx: Annotated[str, typer.Option("--ctx", help="Comma-separated contexts.")] = "64K,256K,1M",
     depths: Annotated[str, typer.Option("--depths", help="Comma-separated d values.")] = "3,5,7",
-    out: Annotated[Path, typer.Option("--out", help="Output folder: validation.csv, validation.md.")] = Path("calibration"),
+    out: Annotated[Path, typer.Option(
+        "--out", help="Output folder: validation.csv, validation.md.")] = Path("calibration"),
     backend: Annotated[Optional[str], typer.Option(
         "--backend", help="Attention kernels of the composed steps (default: the profile's own backend).")] = None,
     moe_backend: Annotated[Optional[str], typer.Option(

@@ -9,8 +9,9 @@ import typer
 
 from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
                              CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
-                             SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, file_to_write, handles_errors,
-                             int_option, parse_accept, parse_depth, refuse_overwriting_inputs, resolve_model, warn)
+                             SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, file_to_write,
+                             handles_errors, int_option, parse_accept, parse_depth, refuse_overwriting_inputs,
+                             resolve_model, warn)
 
 
 @handles_errors
@@ -29,7 +30,8 @@ def predict(
     profile: ProfileOpt = None,
     speed_of_light: SolOpt = False,
     tp: TpOpt = 1,
-    tree_width: Annotated[int, int_option("--tree-width", help="Tree speculation width k (ring n_sink + W + d*k).")] = 1,
+    tree_width: Annotated[int, int_option(
+        "--tree-width", help="Tree speculation width k (ring n_sink + W + d*k).")] = 1,
     framework: FrameworkOpt = None,
     task: TaskOpt = DEFAULT_TASK,
     headroom: Annotated[bool, typer.Option(
@@ -142,7 +144,8 @@ def engines(
         stray = [o for o, given in (("--profile", profile is not None), ("--out", out is not None),
                                     ("--hw", hw != "b200")) if given]
         if stray:
-            raise WmtpError(f"{' and '.join(stray)} work only with --fit: listing the presets fits nothing")
+            raise WmtpError(f"{' and '.join(stray)} {'works' if len(stray) == 1 else 'work'} only with --fit: "
+                            "listing the presets fits nothing")
         rows = [load_preset(n) for n in preset_names()]
     summary = [{"name": p["name"], "hardware": p["hardware"], "cost_model": p["cost_model"],
                 "kernel_profile": p.get("kernel_profile"), "memory": p.get("memory"),

@@ -46,7 +46,9 @@ def add_columns(t: Table, *cols: tuple[str, bool]) -> None:
 _ORIGIN_TAGS = {Origin.ENGINE: "engine", Origin.SPEED_OF_LIGHT: "sol", Origin.SCALED: "scaled",
                 Origin.EXTRAPOLATED: "extrap", Origin.INTERPOLATED: "interp", Origin.MEASURED: "meas",
                 Origin.ANALYTICAL: "model", Origin.FRAMEWORK: "fw"}
-_TEXT_TAGS = (("preset", "preset"), ("--accept-length", "flag"), ("generic", "generic"), ("no speculation", "-"))
+# 'generic' first: the generic profile's text names the presets it averages ("generic (mean of paper presets)")
+_TEXT_TAGS = (("generic", "generic"), ("preset", "preset"), ("--accept-length", "flag"), ("--al-window", "flag"),
+              ("no speculation", "-"), ("the native draft's", "native"))
 
 
 def short_tag(src: str) -> str:
@@ -71,6 +73,13 @@ def weakest_tag(sources) -> str:
         return "-"
     weakest = next(o for o in WEAKEST_FIRST if o in origins)
     return _ORIGIN_TAGS.get(weakest, "-") + ("*" if len(origins) > 1 or any(s.mixed for s in srcs) else "")
+
+
+def accept_tag(sources) -> str:
+    """One tag for the acceptance lengths of a row (a sweep row's native and window AL): each distinct tag once, in
+    order, joined by '/' ('preset', 'extrap/preset')."""
+    tags = [short_tag(s) for s in sources]
+    return "/".join(dict.fromkeys(tags)) or "-"
 
 
 def cell(value: float, source: str, fmt: str = "{:.3f}") -> str:
@@ -116,17 +125,17 @@ def render_prediction(p) -> None:
     console.print(
         f"draft pool share {m.draft_pool_share * 100:.1f} % of KV [dim]model[/dim] | reclaimable "
         f"{format_bytes(m.reclaimable_bytes)} per request [dim]model[/dim] | window seats "
-        f"{m.extra_requests_window:+d} request(s) vs native{at_max}"
+        f"{m.extra_requests_window:+d} request(s) vs native{at_max} [dim]{'engine' if m.engine else 'model'}[/dim]"
     )
-    bd = p.best_depth
+    bd, by_d = p.best_depth, p.tpot_by_depth
+    both = weakest_tag([p.methods["native"].cost.source, p.methods["window"].cost.source])  # as --json's decisions
     console.print(
-        f"best depth (d = 2..10, min TPOT): native d={bd['native']} ({p.tpot_by_depth['native'][bd['native']]:.3f} ms), "
-        f"window d={bd['window']} ({p.tpot_by_depth['window'][bd['window']]:.3f} ms) [dim]{short_tag(p.methods['native'].cost.source)}[/dim]"
+        f"best depth (d = 2..10, min TPOT): native d={bd['native']} ({by_d['native'][bd['native']]:.3f} ms), "
+        f"window d={bd['window']} ({by_d['window'][bd['window']]:.3f} ms) [dim]{both}[/dim]"
     )
     console.print(
         f"break-even acceptance ratio rho* = step_window / step_native = {p.break_even_accept_ratio:.3f}: "
-        f"windowing pays while AL_window / AL_native > {p.break_even_accept_ratio:.3f} "
-        f"[dim]{weakest_tag([p.methods['native'].cost.source, p.methods['window'].cost.source])}[/dim]"
+        f"windowing pays while AL_window / AL_native > {p.break_even_accept_ratio:.3f} [dim]{both}[/dim]"
     )
     dp = p.draft_prefill
     saving = f"{dp['saving_ms'] / 1e3:.1f} s" if dp["saving_ms"] >= 1e3 else f"{dp['saving_ms']:.1f} ms"
@@ -137,8 +146,9 @@ def render_prediction(p) -> None:
     console.print("[dim]sources: " + "; ".join(f"{k}: {escape(v)}" for k, v in sources.items())
                   + ". tags: sol = speed-of-light (datasheet x achievable fraction), meas = measured, "
                   "interp/extrap = interpolated/extrapolated from measurements, scaled = another GPU's profile "
-                  "scaled by bandwidth and flop ratios, model = analytical, engine = includes a serving-engine overhead preset, "
-                  "fw = includes a framework profile from logs; * = the weakest of mixed components "
+                  "scaled by bandwidth and flop ratios, model = analytical, engine = includes a serving-engine "
+                  "overhead preset, fw = a framework profile from logs (shown where the other parts are measured), "
+                  "preset / flag = a paper preset / your --accept-length; * = the weakest of mixed components "
                   "(--json lists each).[/dim]")
     for w in p.warnings:
         console.print(f"[yellow]warning:[/yellow] {shown(w)}")  # a warning names files and models
@@ -166,7 +176,8 @@ def render_memory_table(p, names) -> None:
     if m.engine_max:
         mt.add_row("largest mem_fraction_static that fits",
                    *[f"{e.mem_fraction_static:g}" if e else "none" for e in (m.engine_max[n] for n in names)])
-        mt.add_row("max concurrent requests there", *[str(e.max_batch) if e else "0" for e in (m.engine_max[n] for n in names)])
+        mt.add_row("max concurrent requests there",
+                   *[str(e.max_batch) if e else "0" for e in (m.engine_max[n] for n in names)])
     console.print(mt)
 
 

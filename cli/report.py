@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CtxOpt, FrameworkOpt,
-                             HwOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, WdOpt, WindowOpt, fail,
-                             file_to_write, handles_errors, parse_accept, parse_depth, refuse_overwriting_inputs,
-                             resolve_model)
+from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CtxOpt,
+                             FrameworkOpt, HwOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, WdOpt,
+                             WindowOpt, fail, file_to_write, handles_errors, parse_accept, parse_depth,
+                             refuse_overwriting_inputs, resolve_model)
 from wmtp.errors import WmtpError
 
 
@@ -51,14 +51,16 @@ def report(
         raise WmtpError("wmtp report takes a fixed --depth (the depth curve shows every d)")
     if not 2 <= d <= 64:
         raise WmtpError(f"--depth must lie in 2..64, got {d}")
-    if batch < 1 or sink < 0:
-        raise WmtpError("--batch must be >= 1 and --sink >= 0")
+    if batch < 1:
+        raise WmtpError(f"--batch must be >= 1, got {batch}")
+    if sink < 0:
+        raise WmtpError(f"--sink must be >= 0, got {sink}")
     spec = resolve_model(model, config, weight_dtype, kv_dtype, framework)
     gpu = get_hardware(hw)
     cost = cost_model_for(gpu, profile, speed_of_light, framework)
     acc_len = parse_accept(accept_length)
-    p = run_predict(spec, gpu, parse_tokens(ctx, "--ctx"), d, parse_tokens(window, "--window"), sink, batch, acc_len, cost=cost,
-                    frameworks=framework, task=task)
+    p = run_predict(spec, gpu, parse_tokens(ctx, "--ctx"), d, parse_tokens(window, "--window"), sink, batch, acc_len,
+                    cost=cost, frameworks=framework, task=task)
     acc = choose_acceptance(spec.key, d, acc_len, task)
     profiles = _acceptance_files(histogram or [], {"native": acc.native, "window": acc.window}, d)
     # measured window acceptance (a window=FILE histogram, as --accept-length) replaces the task's AL(W) preset
