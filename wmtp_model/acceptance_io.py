@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 import tempfile
+import zlib
 from pathlib import Path
 
 from wmtp.acceptance import (MAX_DEPTH, AcceptanceProfile, check_accept_length, from_histogram, geometric,
@@ -90,10 +91,21 @@ def _step_length(n: int, value, p: Path) -> int:
     return int(value)
 
 
+def _metrics_csv(p: Path) -> bool:
+    """Whether a `.csv` file is a benchmark's metrics export (AIPerf's / genai-perf's `profile_export_*.csv`: its first
+    row `Metric,...`), read as a log, not as `n,count` histogram lines."""
+    try:
+        with open_text(p) as f:
+            first = next((ln for ln in f if ln.strip() and not ln.startswith("#")), "")  # (a `#` note: a paste's)
+            return first.lstrip().startswith(("Metric,", '"Metric",'))
+    except (OSError, UnicodeError, EOFError, zlib.error, WmtpError):
+        return False
+
+
 def _legacy(p: Path, info: dict) -> AcceptanceProfile | None:
     """Strict JSON / JSONL / CSV inputs: meta_info histograms, a histogram, per-step accept lengths."""
     name = p.name[:-3] if p.name.endswith(".gz") else p.name
-    if name.endswith(".csv"):
+    if name.endswith(".csv") and not _metrics_csv(p):
         info.update(kind="histogram", estimator="histogram")
         return load_histogram(p)
     if not name.endswith((".json", ".jsonl")):
@@ -205,6 +217,8 @@ def read_acceptance(path: str | Path, depth: int | None = None) -> tuple[Accepta
         info["note"] = f"a mean AL only: geometric profile at --depth {depth}"
     elif prof is None:
         info["note"] = "a mean AL only: give --depth for a (geometric) per-position profile"
+    if al.get("note"):  # what the reader says about this AL's profile (AIPerf's folded `>=8` bucket)
+        info["note"] = "; ".join(filter(None, (al["note"], info.get("note"))))
     return prof, info
 
 

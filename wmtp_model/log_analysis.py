@@ -63,10 +63,12 @@ def refuse_undrafted(path, spec: SpecLines) -> None:
                         "no acceptance length in these counts")
 
 
-def damage_notes(stats: ParseStats, spec: SpecLines) -> list[str]:
+def damage_notes(stats: ParseStats, spec: SpecLines, summ: Summaries) -> list[str]:
     """What the reader says about damaged input it still read: vLLM spec lines that contradict themselves, lines that
-    held several records (`wmtp.log_joined`)."""
-    notes = []
+    held several records (`wmtp.log_joined`), an AIPerf histogram set aside (`wmtp.log_aiperf`: its line, read as a
+    record, is counted garbled once the AL is known)."""
+    notes = list(summ.aiperf.notes)
+    stats.garbled, stats.other = stats.garbled + summ.aiperf.unused, stats.other - summ.aiperf.unused
     if spec.contradicted[0]:
         notes.append(f"{spec.contradicted[0]} vLLM spec line(s) with more Accepted than Drafted tokens (impossible; "
                      f"first: line {spec.contradicted[1]}): their counts pooled as printed, not their mean AL")
@@ -147,8 +149,8 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, refer
                      f"out-of-memory: {events['oom']}")
     if tpot is None and al is not None and al.get("value") is not None:
         notes.append("no TPOT in this file (acceptance only; `wmtp accept` gives the per-position profile)")
-    notes += damage_notes(stats, spec)
-    if summ.repeated:
+    notes += damage_notes(stats, spec, summ)
+    if summ.repeated or summ.aiperf.repeated:
         notes.append("summary keys repeat (several blocks): the last value of each is reported")
     return {"file": src, "lines": stats.lines, "garbled": stats.garbled, "skipped": stats.skipped,
             "records": {"sglang_decode": stats.decode, "vllm_spec": stats.vllm, "other": stats.other},

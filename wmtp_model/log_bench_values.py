@@ -14,7 +14,7 @@ say (`wmtp.log_sources.Summaries` calls these with its values):
   first token's wait included), then chunk times; those summaries print `Average package latency` / `Average package per
   request` and no `Average inter-token latency (s)` row. Their decode time per token is (Average latency - Average time
   to first token) / (Average output tokens per request - 1).
-- AIPerf's accepted-draft histogram (`step_pct`), MLC-LLM's `/metrics` acceptance samples (`mlc_len:j`, `mlc_prob:j`).
+- MLC-LLM's `/metrics` acceptance samples (`mlc_len:j`, `mlc_prob:j`).
 """
 
 from __future__ import annotations
@@ -40,29 +40,6 @@ class BoxCells:
         label, x, line = self.open
         rec = parse_label(f"| {label} | {x!r} |", line)
         return rec if isinstance(rec, Value) else None
-
-
-def share_profile(pct: list) -> tuple[float, list[float]]:
-    """(AL, unconditional per-position rates) of a histogram in percent of verify steps (bin j: j drafts accepted)."""
-    tot = sum(pct)
-    shares = [p / tot for p in pct]
-    al = 1 + sum(j * s for j, s in enumerate(shares))
-    return al, [min(sum(shares[j:]), 1.0) for j in range(1, len(shares))]
-
-
-def step_share_al(get, line) -> dict | None:
-    """AL from AIPerf's accepted-draft histogram (`step_pct`), its token-weighted AL kept where the file has one."""
-    pct = get("step_pct")
-    if not pct:
-        return None
-    al, rates = share_profile(pct)
-    out = {"value": al, "lines": line("step_pct"), "per_position": rates, "drafts": None,
-           "estimator": "AIPerf accepted-draft histogram (% of verify steps, whole percents): 1 + sum j x share_j"}
-    if get("accept_length_steps") is not None:
-        out.update(value=get("accept_length_steps"), lines=line("accept_length_steps", "step_pct"),
-                   estimator="AIPerf Token-Weighted Acceptance Length (1 + accepted drafts / verify steps, pooled); "
-                             "per-position rates from its accepted-draft histogram")
-    return out
 
 
 def mlc_metrics_al(values: dict) -> dict | None:

@@ -60,13 +60,15 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "gen throughput (token/s)",  # (an SGLang decode line with no `Decode batch`: v0.1's)
           "host_step_time = ", "elapsed_time = ", '"iterLatencyMS"', "time_per_token",  # (`wmtp.log_engines`' lines)
           '"average"', '"acceptance_length_percentiles"', "tgi_request_", "tgi_batch_inference_duration",
-          '"avg"', '"unit"', "lmdeploy:")  # (`wmtp.log_tables.parse_json_itl`: AIPerf's profile export JSON)
+          '"avg"', '"unit"', "lmdeploy:")  # (`wmtp.log_aiperf.parse_json_itl`: AIPerf's profile export JSON)
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
                 "n_predict", "position", "latency", "eel (ms)", "e0el (ms)", "[al] ",  # trtllm-bench's `[AL] AVERAGE`
                 "decoded tokens per iter",  # `Mean E2EL (ms)`, skeleton `E0EL`
                 "batch size", "output throughput", "acc_length", "acc length",  # (sglang.bench_one_batch_server's)
                 "time per output token", "inter-token latency (s)",  # (EvalScope's and others' summaries in seconds;
-                "time to first token", "tokens per request", "average package")  # its summaries before 2025-07)
+                "time to first token", "tokens per request", "average package",  # its summaries before 2025-07)
+                "spec decode steps")  # (AIPerf's CSV export: `Total Spec Decode Steps,5120.00`)
+_PIECE = frozenset("0.:%>= \r\n")  # the wrapped rest of AIPerf's histogram line (`0%   0: 0%   >=0: 0%`)
 
 
 def maybe_ours(shape: str) -> bool:
@@ -74,7 +76,8 @@ def maybe_ours(shape: str) -> bool:
     if "*" in shape or "`" in shape or "\t" in shape or not shape.isascii() or shape.count("|") >= 3:
         return True  # (three bars: a results table's row, `parse_table_row`'s)
     low = shape.lower()
-    return any(w in shape for w in _WORDS) or any(w in low for w in _LABEL_WORDS)
+    return any(w in shape for w in _WORDS) or any(w in low for w in _LABEL_WORDS) or \
+        "%" in shape and set(shape) <= _PIECE
 
 
 def _garbled(skel: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 
+from wmtp.acceptance import MAX_DEPTH
 from wmtp.log_records import MAX_VALUE, Value, finite
 
 _G = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"  # a number, its thousands maybe grouped (`12,345.67`)
@@ -27,10 +28,24 @@ SKIP = "skip"  # a llama.cpp line with nothing for us (prompt eval time)
 _ITEM = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
+_BIN = re.compile(r'\s*"(\d{1,3})"\s*:\s*(\S+?)\s*')  # a sparse histogram's `"j": count` (vLLM's per-choice stats)
+
+
 def number_list(text: str, whole: bool = False) -> list[float] | None:
     """The numbers of a printed list ('[10, 3, 1]', '0.8, 0.6'), or None where an item is no number: picking the
     numbers out of '[10, null, 1]' shifted every later bin down by one. `whole`: each a whole number (histogram
-    counts)."""
+    counts); then also a sparse object of bins ('{"0": 39, "1": 1, "3": 3}', the missing ones 0; none given twice)."""
+    if whole and text.lstrip().startswith("{"):
+        bins = [_BIN.fullmatch(i) for i in text.strip().strip("{}").split(",")]
+        if not all(bins) or len({int(b.group(1)) for b in bins}) < len(bins):
+            return None
+        xs, top = number_list(",".join(b.group(2) for b in bins), whole=True), max(int(b.group(1)) for b in bins)
+        if xs is None or top >= MAX_DEPTH:  # (bins 0..gamma, d = gamma + 1 <= MAX_DEPTH)
+            return None
+        dense = [0.0] * (top + 1)
+        for b, x in zip(bins, xs):
+            dense[int(b.group(1))] = x
+        return dense
     items = text.strip().strip("[]()").split(",")
     if not all(_ITEM.fullmatch(i.strip()) for i in items):
         return None

@@ -11,9 +11,9 @@ from wmtp.acceptance import is_chain
 from wmtp.log_records import v1_drafts
 from wmtp.logs import Value, VllmSpecLine
 from wmtp.log_engine_steps import EngineSteps
-from wmtp.log_bench_values import BoxCells, evalscope_old_tpot, mlc_metrics_al, step_share_al
+from wmtp.log_aiperf import AiperfParts
+from wmtp.log_bench_values import BoxCells, evalscope_old_tpot, mlc_metrics_al
 from wmtp.log_prom import prom_al, prom_tpot
-from wmtp.log_tables import JSON_KEYS, UNITS, json_scale
 
 HIST_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 
@@ -119,7 +119,7 @@ class Summaries:
         self.note = ""  # what `tpot` set aside
         self.al_open = None  # the line of trtllm-bench's open `acceptance_length_percentiles` object
         self.boxes = BoxCells()  # a box table's first cell wrapped over rows
-        self.itl_open, self.itl_unit = None, ""  # an AIPerf JSON export's open object: its line, its key (then unit)
+        self.aiperf = AiperfParts(self.values)  # AIPerf's histogram line (wrapped), JSON export objects
         self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
                      "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
                      "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0, "mhist": []}
@@ -150,8 +150,8 @@ class Summaries:
                 if 1 <= v.value <= 1000:
                     self.values["accept_length"] = (v.value, v.line_no)
             return
-        if v.key in ("json_unit", "json_avg") or v.key.startswith("json_open:"):  # AIPerf's JSON export: an object's
-            self._json_itl(v)
+        if v.key.startswith(("aiperf_", "json_open:")) or v.key in ("json_unit", "json_avg"):  # (`wmtp.log_aiperf`)
+            self.aiperf.add(v)
             return
         if v.key.startswith("prom:"):  # a counter's later sample (a second scrape) replaces its earlier one
             self.prom[v.key[5:]] = (v.value, v.line_no)
@@ -170,22 +170,6 @@ class Summaries:
         if v.key in self.values:
             self.repeated += 1
         self.values[v.key] = (v.value, v.line_no)
-
-    def _json_itl(self, v: Value) -> None:
-        """An export object of `JSON_KEYS` opened on a line (`json_open:KEY`), then its `"unit"` (the value's, else the
-        object is not read) and `"avg"` within the next three lines: the ITL in ms (`itl_mean_ms`), an AL."""
-        if v.key.startswith("json_open:"):
-            self.itl_open, self.itl_unit = v.line_no, v.key[10:]
-        elif self.itl_open is None or v.line_no - self.itl_open > 3:
-            self.itl_open = None
-        elif v.key == "json_unit":
-            scale = json_scale(self.itl_unit, UNITS[int(v.value) - 1]) if v.value else 0.0
-            self.itl_open, self.itl_unit = (self.itl_open, (self.itl_unit, scale)) if scale else (None, "")
-        elif v.key == "json_avg":
-            self.itl_open = None
-            key, scale = self.itl_unit if type(self.itl_unit) is tuple else (self.itl_unit, json_scale(self.itl_unit, "ms"))
-            if scale:
-                self.values[JSON_KEYS[key]] = (v.value * scale, v.line_no)
 
     def _table(self, v: Value) -> None:
         """A results table: its header's TPOT / AL columns, then its first data row's values (later rows are other
@@ -320,11 +304,11 @@ class Summaries:
         stats = (sum(self.values[k][0] for k in skeys if k.startswith("llama_stat_drafts:")),
                  sum(self.values[k][0] for k in skeys if k.startswith("llama_stat_acc:")), skeys)
         prom = prom_al(self.prom) if self.prom else None
-        if g("accepted_tokens") is not None and drafts:
+        if (aiperf := self.aiperf.al(g, self.line)) is not None:  # AIPerf's histograms (pooled counts, % of steps)
+            out = aiperf
+        elif g("accepted_tokens") is not None and drafts:
             out = {"value": 1 + g("accepted_tokens") / drafts, "estimator": "1 + accepted tokens / drafts",
                    "lines": self.line("accepted_tokens", "drafts")}
-        elif (shares := step_share_al(g, self.line)) is not None:  # AIPerf's accepted-draft histogram
-            out = shares
         elif g("accept_length_steps") is not None:
             out = {"value": g("accept_length_steps"), "lines": self.line("accept_length_steps"),
                    "estimator": "AIPerf Token-Weighted Acceptance Length (1 + accepted drafts / verify steps, pooled)"}

@@ -14,11 +14,11 @@
   no terminal, as in a CI log or `| tee`, so AIPerf's `Inter Token Latency (ms)` prints as `Inter` / `Token` / `Latency` /
   `(ms)`): a row of numbers under a text label starts a cell (`box:`), a row with only a label fragment continues it
   (`box+:`).
-- AIPerf's accepted-draft histogram line (ai-dynamo/aiperf PR #1191: `Accepted-draft histogram (% steps):  0: 25%
-  1: 18% ...`; also printed `Accepted drafts per step (% of steps):`): the share of verify steps that accepted j drafts.
 - MLC-LLM's `/metrics` text (`python/mlc_llm/serve/engine_base.py`, `EngineMetrics.prometheus_text`: a scope's numbers as
   `name<TAB>value`): `spec_decode_accept_len_accept_len{step=j}` (tokens per step counting positions 0..j) and
   `spec_decode_accept_prob_accept_prob{step=j}` (steps that emitted more than j tokens / steps that drafted j).
+
+AIPerf's accepted-draft histogram line and its JSON / CSV exports are `wmtp.log_aiperf`'s.
 """
 
 from __future__ import annotations
@@ -83,23 +83,6 @@ def parse_table_line(own: str, n: int, boxed: bool):
     return _box_row(cells, n) if boxed and cells is not None else None
 
 
-_SHARES = re.compile(r"Accepted[- ]drafts?\b[^:]*\(%\s*(?:of\s+)?steps\)\s*:(.*)$", re.IGNORECASE)
-_SHARE = re.compile(r"(\d+)\s*:\s*(\d+(?:\.\d+)?)\s*%")
-
-
-def parse_step_shares(line: str, n: int):
-    """AIPerf's accepted-draft histogram line as `step_pct` (the percent of verify steps that accepted j = 0, 1, ...
-    drafts); False for one whose bins are not 0..k in order or whose shares do not add up to about 100 %; None for
-    another line."""
-    m = _SHARES.search(line)
-    if m is None:
-        return None
-    pairs = [(int(j), float(p)) for j, p in _SHARE.findall(m.group(1))]
-    if len(pairs) < 2 or [j for j, _ in pairs] != list(range(len(pairs))) or not 90 <= sum(p for _, p in pairs) <= 110:
-        return False
-    return Value(n, "step_pct", [p for _, p in pairs])
-
-
 _MLC = re.compile(r"\s*spec_decode_accept_(len|prob)_accept_\1\{step=(\d+)\}\s+(\S+)\s*$")
 
 
@@ -111,52 +94,3 @@ def parse_mlc_metric(line: str, n: int):
         return None
     x = finite(num(m.group(3)), 0.0, 1000.0)
     return Value(n, f"mlc_{m.group(1)}:{int(m.group(2))}", x) if x is not None else False
-
-
-# AIPerf's `profile_export_aiperf.json` and genai-perf's `profile_export_genai_perf.json` (ai-dynamo/aiperf
-# `aiperf/exporters/json_exporter.py`, `aiperf/common/models/export_models.py`: `"inter_token_latency": {"unit": "ms",
-# "avg": ..., "p50": ...}`, pretty-printed with indent 2, display units): the per-request (latency - TTFT) / (OSL - 1);
-# from 2026 (PR #1191, `src/aiperf/metrics/types/spec_decode_metrics.py`) the spec-decode objects in unit `ratio`:
-# `spec_decode_token_weighted_acceptance_length` (1 + sum accepted drafts / sum verify steps) and the per-request
-# mean `spec_decode_acceptance_length` (read only without the first: the reader's `accept_length_steps` wins)
-JSON_KEYS = {"inter_token_latency": "itl_mean_ms", "spec_decode_token_weighted_acceptance_length": "accept_length_steps",
-             "spec_decode_acceptance_length": "accept_length_requests"}
-_JSON_OBJ = re.compile(r'"(' + "|".join(JSON_KEYS) + r')"\s*:\s*\{\s*(?:"unit"\s*:\s*"([\w%/]+)"\s*,\s*)?'
-                       r'(?:"avg"\s*:\s*(\S+?)\s*[,}])?')
-_TO_MS = {"ms": 1.0, "s": 1e3, "sec": 1e3, "us": 1e-3, "ns": 1e-6}  # a unit in milliseconds
-UNITS = ("ms", "s", "sec", "us", "ns", "ratio")  # `json_unit`'s value: 1 + the unit's place here, 0 for another
-_JSON_FIELD = re.compile(r'\s*"(unit|avg)"\s*:\s*("[\w%/]+"|[-+0-9.eE]+|null)\s*,?\s*$')
-
-
-def json_scale(key: str, unit: str) -> float:
-    """What an export object's `avg` is multiplied by to give the reader's value (`JSON_KEYS[key]`), 0 for a unit that
-    is not that value's: a time in ms for the ITL, a ratio for an acceptance length."""
-    return _TO_MS.get(unit, 0.0) if key == "inter_token_latency" else 1.0 if unit == "ratio" else 0.0
-
-
-def parse_json_itl(line: str, n: int):
-    """For a one-line `"inter_token_latency": {"unit": "ms", "avg": X, ...}` object (or another of `JSON_KEYS`) its
-    value (`itl_mean_ms`, `accept_length_steps`, `accept_length_requests`); `json_open:KEY` for one opened on its own line
-    (its `unit` / `avg` fields follow: `json_unit`, 1 + the unit's place in UNITS, 0 for another; `json_avg`); False
-    for a bad number or a unit not the value's; None for any other line. A line of several objects: a list."""
-    out = []
-    for m in _JSON_OBJ.finditer(line):
-        key, unit, raw = m.groups()
-        if raw is None:
-            if line.rstrip().endswith("{") and m.end() >= len(line.rstrip()):
-                out.append(Value(n, "json_open:" + key, 0.0))
-            continue
-        x, scale = finite(num(raw)), json_scale(key, unit or ("ms" if key == "inter_token_latency" else ""))
-        if x is None or not scale:
-            return False
-        out.append(Value(n, JSON_KEYS[key], x * scale))
-    if out:
-        return out if len(out) > 1 else out[0]
-    m = _JSON_FIELD.match(line)
-    if m is None:
-        return None
-    if m.group(1) == "unit":
-        u = m.group(2).strip('"')
-        return Value(n, "json_unit", UNITS.index(u) + 1.0 if u in UNITS else 0.0)
-    x = finite(num(m.group(2))) if m.group(2) != "null" else None
-    return Value(n, "json_avg", x) if x is not None else None

@@ -223,23 +223,33 @@ class SoftJoined(_Joined):
 
 
 # a pretty-printed JSON document (`jq .`, `python -m json.tool`, `json.dumps(indent=...)`): an array of numbers one element
-# a line (MLC-LLM's `"accept_count": [`, vLLM's per-position rates), which the line parsers read only whole
+# a line (MLC-LLM's `"accept_count": [`, vLLM's per-position rates) or an object of `"j": count` bins one a line
+# (AIPerf's `"pooled_spec_decode_acceptance_histogram": {`), which the line parsers read only whole
 _OPEN_ARRAY = re.compile(r'\s*"[^"]+"\s*:\s*\[\s*$')
+_OPEN_OBJECT = re.compile(r'(\s*)"([^"]+)"\s*:\s*\{\s*$')
 _ELEMENT = re.compile(r"\s*[-+0-9.eE]+\s*,?\s*$|\s*\]\s*,?\s*$")
+_BIN = re.compile(r'\s*"\d+"\s*:\s*(?:[-+0-9.eE]+|NaN|-?Infinity)\s*,?\s*$|\s*\}\s*,?\s*$')
 _DOC = re.compile(r'\s*(?:\{\s*"|\[\s*[\[{])')  # an object or an array of them: not a `[2025-...` log line
 MAX_ARRAY_LINES = 4096
+# objects a reader of run-level numbers never reads: AIPerf's `warmup_metrics` (its metric objects again, over the
+# warm-up requests only: `src/aiperf/common/models/export_models.py`), written after the profiling ones
+SKIPPED = frozenset(("warmup_metrics",))
 
 
 def pretty_json(head: str) -> bool:
-    """Whether `head` (a file's first characters) is a pretty-printed JSON document with an array of numbers opened on
-    a line of its own."""
-    return _DOC.match(head) is not None and any(_OPEN_ARRAY.match(ln) for ln in head.split("\n", 2000)[:2000])
+    """Whether `head` (a file's first characters; `#` comment lines before it, a paste's note, left out) is a
+    pretty-printed JSON document with an array or object opened on a line of its own."""
+    while head.startswith("#") and "\n" in head:
+        head = head.split("\n", 1)[1]
+    return _DOC.match(head) is not None and any(_OPEN_ARRAY.match(ln) or _OPEN_OBJECT.match(ln)
+                                                for ln in head.split("\n", 2000)[:2000])
 
 
 class ArraysJoined(_Joined):
-    """A pretty-printed JSON document whose arrays of numbers (`"key": [` then one number a line, then `]`) are each
-    joined onto their key's line (a blank line left for each line joined); anything else within an array (an object,
-    a string), or more than MAX_ARRAY_LINES elements, leaves it as it is."""
+    """A pretty-printed JSON document whose arrays of numbers (`"key": [` then one number a line, then `]`) and objects
+    of bins (`"key": {` then `"j": count` a line, then `}`) are each joined onto their key's line (a blank line left
+    for each line joined); anything else within one, or more than MAX_ARRAY_LINES elements, leaves it as it is. A
+    SKIPPED object is blank lines to its closing brace (at its key's indent)."""
 
     def __init__(self, f) -> None:
         self.f = f
@@ -247,23 +257,30 @@ class ArraysJoined(_Joined):
 
     def _lines(self):
         held: list = []
+        close = skip = None  # the held opener's closing bracket; a skipped object's closing line
         for line in self.f:
-            if not held:
-                if _OPEN_ARRAY.match(line):
-                    held.append(line)
-                else:
-                    yield line
+            if skip is not None:
+                skip = None if line.rstrip().rstrip(",") == skip else skip
+                yield "\n"
                 continue
-            if not _ELEMENT.match(line) or len(held) > MAX_ARRAY_LINES:
+            if held:
+                if (_ELEMENT if close == "]" else _BIN).match(line) and len(held) <= MAX_ARRAY_LINES:
+                    held.append(line)
+                    if line.strip().startswith(close):
+                        yield " ".join(x.strip() for x in held) + "\n"
+                        yield "\n" * (len(held) - 1)
+                        held = []
+                    continue
                 yield from held
                 held = []
+            m = None if _OPEN_ARRAY.match(line) else _OPEN_OBJECT.match(line)
+            if m is not None and m.group(2) in SKIPPED:
+                skip = m.group(1) + "}"
+                yield "\n"
+            elif m is not None or _OPEN_ARRAY.match(line):
+                held, close = [line], "}" if m is not None else "]"
+            else:
                 yield line
-                continue
-            held.append(line)
-            if line.strip().startswith("]"):
-                yield " ".join(x.strip() for x in held) + "\n"
-                yield "\n" * (len(held) - 1)
-                held = []
         yield from held
 
 

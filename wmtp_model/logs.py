@@ -37,7 +37,8 @@ from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_tr
 from wmtp.log_input import open_text
 from wmtp.log_joined import split_joined
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
-from wmtp.log_tables import parse_json_itl, parse_mlc_metric, parse_step_shares, parse_table_line
+from wmtp.log_aiperf import parse_aiperf
+from wmtp.log_tables import parse_mlc_metric, parse_table_line
 from wmtp.log_summary import (PROM_OTHER, parse_label, parse_prometheus, parse_spec_k, parse_step,
                                parse_lmdeploy, parse_table_row, strip_collector)
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Refused,  # noqa: F401
@@ -58,7 +59,7 @@ _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length
                    r"""spec_decode_accepted_tokens|spec_decode_per_position_acceptance_rates|e2e_latency|mean_itl_ms|avg_tpot_ms|"""
                    r"""draft_count|accept_count)"""  # (MLC-LLM's engine metrics: its `spec_decode` object)
                    r"""['"]?\s*:\s*"""
-                   r"""(\[[^\]]*\]|[-+0-9.eE]+|nan|NaN|Infinity)""")
+                   r"""(\[[^\]]*\]|\{\s*"\d[^{}]*\}|[-+0-9.eE]+|nan|NaN|Infinity)""")  # ({"j": n}: a sparse histogram)
 
 
 _prefix_cache: list = [None, (None, None, None, None)]
@@ -317,12 +318,9 @@ def parse_other(line: str, n: int):
     if ("vllm" in own or "sglang" in own or "llamacpp" in own or "trtllm" in own or "tgi_" in own or "lmdeploy" in own) and \
             (rec := parse_prometheus(own, n)) is not None:
         return None if rec is PROM_OTHER else rec
-    if "% steps)" in line or "% of steps)" in line:  # AIPerf's accepted-draft histogram (`wmtp.log_tables`)
-        return parse_step_shares(line, n)
     if "spec_decode_accept_" in line and (rec := parse_mlc_metric(own, n)) is not None:  # MLC-LLM's /metrics text
         return rec
-    if ('"inter_token_latency"' in line or '"avg"' in line or '"unit"' in line or '"spec_decode_' in line) and \
-            (rec := parse_json_itl(line, n)) is not None:  # AIPerf's / genai-perf's profile export JSON
+    if (rec := parse_aiperf(line, own, n)) is not None:  # AIPerf's histogram line, JSON and CSV exports (`log_aiperf`)
         return rec
     k = (parse_spec_k(line, n) if "speculative_tokens" in line or "speculative-tokens" in line
          or "num_spec_tokens" in line else None)  # the configured draft length, with whatever else the line holds
@@ -334,8 +332,8 @@ def parse_other(line: str, n: int):
         if found:
             out = []
             for key, raw in found:
-                xs = _number_list(raw, whole=key.endswith("histogram")) if raw.startswith("[") else None
-                x = xs if xs is not None else _finite(_num(raw)) if not raw.startswith("[") else None
+                xs = _number_list(raw, whole=key.endswith("histogram")) if raw[:1] in "[{" else None
+                x = xs if xs is not None else _finite(_num(raw)) if raw[:1] not in "[{" else None
                 if x is None:
                     return False
                 out.append(Value(n, "meta:" + key, x))
