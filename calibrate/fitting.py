@@ -15,6 +15,7 @@ import pandas as pd
 
 from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
 from wmtp.calibrate.profile import build_profile, save_profile
+from wmtp.calibrate.raw_rows import check_fitted_rows, skipped_note
 from wmtp.kernel_plan import feature_backend
 from wmtp.fileio import atomic_write_text, check_lookup, check_output_path, open_without_waiting, read_json
 from wmtp.errors import WmtpError
@@ -79,8 +80,10 @@ def read_raw(path: Path) -> pd.DataFrame:
     except FileNotFoundError:
         raise WmtpError(f"no sweep data at {path}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError, zlib.error) as e:
-        # OSError covers a truncated or corrupt .gz (gzip.BadGzipFile) and an unreadable file
-        raise WmtpError(f"{path} is not a readable sweep CSV ({type(e).__name__})") from None
+        # OSError covers a truncated or corrupt .gz (gzip.BadGzipFile) and an unreadable file; pandas' parser says
+        # where a row has more fields than the header ('Expected 19 fields in line 7, saw 30')
+        where = f": {str(e).strip().splitlines()[-1][:120]}" if isinstance(e, pd.errors.ParserError) else ""
+        raise WmtpError(f"{path} is not a readable sweep CSV ({type(e).__name__}{where})") from None
     twice = _repeated_column(data)
     if twice is not None:
         raise WmtpError(f"{path}: the header names column {twice[:40]!r} twice; which one holds the data is not "
@@ -88,6 +91,8 @@ def read_raw(path: Path) -> pd.DataFrame:
     missing = REQUIRED - set(df.columns)
     if missing:
         raise WmtpError(f"{path} lacks columns {', '.join(sorted(missing))}")
+    if df.empty:  # was 'the raw sweep has no rows for q35, q122, nem': of a file that holds no row at all
+        raise WmtpError(f"{path} holds a header and no data rows: no measurement to fit")
     for col in dict.fromkeys(NUMERIC + SHAPE + ("rep",)):  # a blank cell is missing (NaN); other text is corruption
         if col not in df.columns:
             continue
@@ -298,6 +303,8 @@ def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[s
     models = measured_models(df, raw, models, explicit)
     sm = sm_count_of(meta)
     backend = str(meta.get("backend") or "wmtp")
+    skipped = check_fitted_rows(df, raw, meta.get("backend"))  # the rows the fit leaves, counted: said, never silent
+    meta = {k: v for k, v in meta.items() if k != "skipped_rows"} | ({"skipped_rows": skipped} if skipped else {})
     kernels = meta.get("attention_kernels")
     df, other_kv = split_kv_dtypes(df)
     fits = fit_all(df, sm, feature_backend(backend, kernels))
@@ -345,7 +352,8 @@ def profile_summary(prof: dict) -> str:
              f"GPU {p.get('gpu_name')} (driver {p.get('driver')}), torch {p.get('torch')}, triton {p.get('triton')}, "
              f"wmtp {p.get('wmtp_version')} at {p.get('git_sha')}, {p.get('utc_time')}; timer: {p.get('timer')}.",
              f"Ceilings in the same run: {json.dumps(prof.get('ceilings', {}))}. "
-             f"Raw data: {prof['raw_data']['file']} (sha256 {prof['raw_data']['sha256'][:16]}...).", "",
+             f"Raw data: {prof['raw_data']['file']} (sha256 {prof['raw_data']['sha256'][:16]}...)."
+             + (f" {note}." if (note := skipped_note(p.get("skipped_rows"))) else ""), "",
              "Held-out error per component (leave-one-shape-out: each shape predicted by a fit that did not see it):", "",
              "| component | shapes | median abs err | p90 abs err | max | fit (ms) |", "|---|---|---|---|---|---|"]
     for kind, c in sorted(prof["components"].items()):

@@ -116,6 +116,17 @@ def kernels_of_base(meta: dict, base_raw: Path) -> dict:
         {"attention_kernels": kernels} if kernels else {})
 
 
+def _check_base_backend(base, base_raw: Path, backend: str) -> None:
+    """The base's attention rows, kept when attention is not re-measured, are of `backend`: the profile fits its
+    kernels (`raw_rows.check_fitted_rows` refuses them, which after the sweep cost the GPU time of the sweep)."""
+    ok = base[base["kernel"].isin(PART_KINDS["attention"]) & (base["status"] == "ok")]
+    other = sorted({str(i) for i in ok["impl"].dropna()} - {backend}) if "impl" in ok.columns else []
+    if other:
+        raise WmtpError(f"--base-raw {base_raw}: its attention rows, which --parts keeps, are of {other[0][:40]!r}, "
+                        f"not of --backend {backend}: a profile fits one backend's attention kernels; give --backend "
+                        f"{other[0][:40]} or re-measure attention too")
+
+
 def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume: bool = False,
                   backend: str = "wmtp", console=None, parts: tuple[str, ...] | None = None,
                   base_raw: Path | None = None, moe_impl: str = "wmtp") -> Path:
@@ -141,6 +152,8 @@ def run_calibrate(specs: list[ModelSpec], out: Path, quick: bool = False, resume
         if not Path(base_raw).exists():
             raise WmtpError(f"no base raw data at {base_raw}")
         base = read_raw(Path(base_raw))  # a corrupt base is an error before the sweep, not after it
+        if "attention" not in (parts or PART_KINDS):
+            _check_base_backend(base, Path(base_raw), backend)
     raw, meta = run_sweep(specs, out, quick=quick, resume=resume, backend=backend, console=console, parts=parts,
                           moe_impl=moe_impl)
     if not partial:

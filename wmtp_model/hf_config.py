@@ -4,7 +4,9 @@ Families: qwen3_next, qwen3_5_moe (text fields may sit under `text_config`), nem
 (`hybrid_override_pattern`: M = Mamba2, * = attention, E = MoE, - = dense MLP), deepseek_v3,
 glm4_moe, mimo and qwen2 (dense; MTP from `num_nextn_predict_layers`). Anything else, or a config
 lacking a field the model needs, is a `ConfigError` naming what is missing; so is a field of the
-wrong type, negative, non-finite or absurdly large (more than `MAX_LAYERS` layers). A field a config leaves out
+wrong type, negative, non-finite or absurdly large (more than `MAX_LAYERS` layers), and so is a Nemotron-H
+`moe_latent_size` not narrower than `hidden_size`; the model row's own checks (`ModelSpec`) are said with the
+config's field names and values beside the row's. A field a config leaves out
 takes the default of the family's Hugging Face config class (`_HF_DEFAULTS`), which is what an engine loading the
 file runs; the MTP layer count is read under either of its names (`_MTP_FIELDS`) in every family.
 
@@ -204,6 +206,7 @@ def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
         raise ConfigError(f"{f.path}: hybrid_override_pattern has unknown block kinds {sorted(bad)}")
     _check_nemotron_layer_types(f, pattern)
     n_moe = pattern.count("E")
+    _check_nemotron_moe(f, n_moe)
     spec = dict(
         hidden=f.need("hidden_size"), vocab=f.need("vocab_size"), n_layers=len(pattern),
         n_full_attn=pattern.count("*"), n_linear=pattern.count("M"), n_moe=n_moe, n_dense_ffn=pattern.count("-"),
@@ -221,6 +224,21 @@ def _nemotron_h(f: _Fields, key: str, name: str) -> ModelSpec:
     f.check()
     f.divides("n_groups", "mamba_num_heads", spec, "ssm_groups", "lin_v_heads")
     return ModelSpec(key=key, name=name, family=f.family, **spec)
+
+
+def _check_nemotron_moe(f: _Fields, n_moe: int) -> None:
+    """Nemotron-H's latent experts run in moe_latent_size, narrower than the hidden state (projected down and up
+    around them): a latent as wide as hidden_size or wider was priced as given, experts wider than the model; and a
+    shared expert counted by n_shared_experts has a width (moe_shared_expert_intermediate_size 0 priced none)."""
+    latent, hidden = f.get("moe_latent_size", 0), f.get("hidden_size", 0)  # hidden_size missing: said by check()
+    if n_moe and latent and hidden and latent >= hidden:
+        raise ConfigError(f"{f.path}: moe_latent_size ({latent}) must be smaller than hidden_size ({hidden}): latent "
+                          "experts run in a narrower width than the hidden state (0 or null: no latent projection)")
+    shared, width = f.get("n_shared_experts", 1), f.get("moe_shared_expert_intermediate_size", 0)
+    if n_moe and shared and not width:
+        raise ConfigError(f"{f.path}: n_shared_experts is {shared} but moe_shared_expert_intermediate_size is "
+                          f"{_short(f.cfg.get('moe_shared_expert_intermediate_size'))}: a shared expert has a width "
+                          "(n_shared_experts 0: none)")
 
 
 def _moe_first_dense(f: _Fields, key: str, name: str, mla: bool) -> ModelSpec:
@@ -339,6 +357,23 @@ def _refuse_unmodelled_attention(cfg: dict, family: str, path: str) -> None:
                           f"query reads its top-k keys); {_NOT_MODELLED}")
 
 
+# ModelSpec's fields as config.json names them (the expert count: either name, as the family spells it)
+_CONFIG_NAMES = {"hidden": ("hidden_size",), "vocab": ("vocab_size",), "n_layers": ("num_hidden_layers",),
+                 "q_heads": ("num_attention_heads",), "kv_heads": ("num_key_value_heads",), "head_dim": ("head_dim",),
+                 "n_experts": ("num_experts", "n_routed_experts"), "top_k": ("num_experts_per_tok",),
+                 "expert_ffn": ("moe_intermediate_size",), "dense_ffn": ("intermediate_size",)}
+
+
+def _config_names(message: str, f: _Fields) -> str:
+    """` (config.json's names: q_heads = num_attention_heads 96, kv_heads = num_key_value_heads 7)` for the model
+    row's fields `message` names that the config gives ('' where it names none)."""
+    import re
+
+    said = [f"{field} = {name} {_short(f.cfg[name])}" for field, names in _CONFIG_NAMES.items()
+            if re.search(rf"\b{field}\b", message) for name in names if name in f.cfg]
+    return f" (in {f.path}: {', '.join(said)})" if said else ""
+
+
 def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = None,
                      read_quantization: bool = True, quant_path: str | None = None) -> ModelSpec:
     """`read_quantization` False: the weight formats come from elsewhere (--weight-dtype); quantization_config is
@@ -387,8 +422,8 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
         return replace(spec, **formats) if formats else spec
     except ConfigError:
         raise
-    except WmtpError as e:  # ModelSpec validation
-        raise ConfigError(f"{path}: {e}") from None
+    except WmtpError as e:  # ModelSpec validation, which names its own fields: said with config.json's names too
+        raise ConfigError(f"{path}: {e}{_config_names(str(e), f)}") from None
 
 
 def load_config(path: str | Path, key: str | None = None, weight_dtype: str | None = None) -> ModelSpec:

@@ -7,8 +7,11 @@ quantization (`mtp_bf16`). Formats are `wmtp.weights.FORMATS`. Producers read (t
 
 - `compressed-tensors` (llm-compressor; e.g. RedHatAI's NVFP4 / FP8 releases): `config_groups.*.weights` with
   `num_bits`, `type` (`float` / `int`) and `group_size`: 4-bit float in groups of 16 = nvfp4, 4-bit int = int4,
-  8-bit float = fp8; `ignore` lists modules left unquantized.
-- `modelopt` (NVIDIA ModelOpt): `quant_algo` `NVFP4`, `FP8` or `MIXED_PRECISION`; a mixed checkpoint's
+  8-bit float = fp8 (`strategy` block: `block_structure` 128 x 128, as `fp8`); `ignore` lists modules left
+  unquantized. 4-bit float in groups of another size (MXFP4's 32) and sparse layouts (`sparsity_config.format` other
+  than dense, `format` marlin-24: 2:4 sparse weights) are a `ConfigError`, not priced as dense NVFP4 / FP8.
+- `modelopt` (NVIDIA ModelOpt): `quant_algo` `NVFP4` (a `group_size` other than 16 refused), `FP8`, the INT4 AWQ
+  algorithms (scale groups of `group_size`, 128 where unsaid) or `MIXED_PRECISION`; a mixed checkpoint's
   `config_groups` (as above) say which modules each format covers (`targets`), or `quantized_layers` maps module
   names to their `quant_algo`; `ignore` / `exclude_modules` list modules left unquantized.
 - `modules_to_not_convert` (HF fp8, AWQ) and `ignored_layers` (fp8 checkpoints; vLLM's Fp8Config reads it before
@@ -18,7 +21,8 @@ quantization (`mtp_bf16`). Formats are `wmtp.weights.FORMATS`. Producers read (t
 - `fp8` (Hugging Face fine-grained FP8, `weight_block_size` 128 x 128, HF's default where unsaid; DeepSeek-V3 / Qwen
   FP8 releases); another block size is a `ConfigError`.
 - `gptq`, `awq`: `bits` 4 = int4, in scale groups of `group_size` along K (128 where unsaid; -1: one scale per output
-  row, `ModelSpec.int4_group` 0). compressed-tensors' int4: `group_size`, or `strategy` channel (per output row).
+  row, `ModelSpec.int4_group` 0); AWQ's also as AutoAWQ spells them, `w_bit` / `q_group_size` (vLLM reads both).
+  compressed-tensors' int4: `group_size`, or `strategy` channel (per output row).
 
 int4 zero points (`ModelSpec.int4_zeros`: stored; `int4_asym`: read by the kernel; `wmtp.weights` gives the sources):
 GPTQ checkpoints store `qzeros` whatever `sym` says (AutoGPTQ / GPTQModel register the buffer unconditionally), read
@@ -50,11 +54,17 @@ def _format_of(weights: object, where: str) -> str:
     if not isinstance(weights, dict):
         raise ConfigError(f"{where}: `weights` must be an object; {_WEIGHT_DTYPE_HINT}")
     bits, kind, group = weights.get("num_bits"), weights.get("type", "int"), weights.get("group_size")
-    if bits == 4 and kind == "float" and group in (16, None):
-        return "nvfp4"
+    if bits == 4 and kind == "float":
+        if group in (16, None):
+            return "nvfp4"
+        raise ConfigError(f"{where}: 4-bit float weights in groups of {group!r:.20} are not NVFP4 (groups of 16; "
+                          f"MXFP4's are 32, with power-of-two scales), the one 4-bit float format wmtp prices; "
+                          f"{_WEIGHT_DTYPE_HINT}")
     if bits == 4 and kind == "int":
         return "int4"
     if bits == 8 and kind == "float":
+        if weights.get("strategy") == "block":  # scale blocks of block_structure, priced as 128 x 128 (as `fp8`)
+            _fp8_blocks(weights.get("block_structure"), f"{where}.weights.block_structure")
         return "fp8"
     raise ConfigError(f"{where}: {bits!r}-bit {kind!r} weights are not a supported format; {_WEIGHT_DTYPE_HINT}")
 
@@ -139,13 +149,16 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
         experts = "fp8"
         _fp8_blocks(q.get("weight_block_size"), f"{where}.weight_block_size")
     elif method in ("gptq", "awq"):
-        if q.get("bits") != 4:
-            raise ConfigError(f"{where}: {method} with bits={q.get('bits')!r} is not supported; {_WEIGHT_DTYPE_HINT}")
-        experts, group = "int4", _int4_group(q.get("group_size", 128), f"{where}.group_size")
+        bits, _ = _setting(q, ("bits", "w_bit") if method == "awq" else ("bits",), None, where)
+        if bits != 4:
+            raise ConfigError(f"{where}: {method} with bits={bits!r} is not supported; {_WEIGHT_DTYPE_HINT}")
+        size, name = _setting(q, ("group_size", "q_group_size") if method == "awq" else ("group_size",), 128, where)
+        experts, group = "int4", _int4_group(size, f"{where}.{name}")
         key = "sym" if method == "gptq" else "zero_point"  # qzeros are stored either way
         flag = _flag(q.get(key, True), f"{where}.{key}")
         zeros, asym = True, (not flag if method == "gptq" else flag)
     elif method == "compressed-tensors":
+        _refuse_sparse(q, where)
         experts, dense = _mixed(_groups(q.get("config_groups"), where), where)
         group, zeros = _ct_int4(q.get("config_groups"), where)
         asym = zeros
@@ -161,10 +174,37 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
             experts, dense = _mixed(pairs, where)
         else:
             experts = _algo_format(algo, where)
+            if experts == "nvfp4" and q.get("group_size") not in (None, 16):  # was read as NVFP4's 16, silently
+                raise ConfigError(f"{where}: quant_algo {algo} with group_size {q.get('group_size')!r:.20}: NVFP4 "
+                                  f"scales groups of 16; {_WEIGHT_DTYPE_HINT}")
+            if experts == "int4":  # INT4_AWQ's scale groups along K (its group_size was not read: 128 assumed)
+                group = _int4_group(q.get("group_size", 128), f"{where}.group_size")
     else:
         raise ConfigError(f"{where}: quant_method {method!r} is not supported; {_WEIGHT_DTYPE_HINT}")
     return {"weight_dtype": experts, "dense_weight_dtype": dense, "mtp_bf16": mtp_bf16, "int4_group": group,
             "int4_zeros": zeros, "int4_asym": asym}
+
+
+def _setting(q: dict, names: tuple[str, ...], default: object, where: str) -> tuple[object, str]:
+    """(value, the name it was given under) of a setting a producer spells more than one way (AutoAWQ: `w_bit`,
+    `q_group_size`; HF and vLLM read both); two spellings with different values are refused."""
+    given = {n: q[n] for n in names if n in q}
+    if len({repr(v) for v in given.values()}) > 1:
+        raise ConfigError(f"{where}: " + " and ".join(f"{n} ({v!r:.20})" for n, v in given.items())
+                          + f" name one setting with different values; give one, or {_WEIGHT_DTYPE_HINT}")
+    return next(iter(given.values()), default), next(iter(given), names[0])
+
+
+def _refuse_sparse(q: dict, where: str) -> None:
+    """compressed-tensors' sparse layouts (2:4 bitmask, marlin-24) store part of each weight matrix: priced as
+    the dense format of their config_groups, the weight bytes were wrong without a word. `dense`: stored whole."""
+    sparse = q.get("sparsity_config")
+    if sparse is not None and not isinstance(sparse, dict):
+        raise ConfigError(f"{where}.sparsity_config must be an object, got {sparse!r:.40}; {_WEIGHT_DTYPE_HINT}")
+    layout = (sparse or {}).get("format")
+    if q.get("format") == "marlin-24" or layout not in (None, "dense"):
+        raise ConfigError(f"{where}: weights stored sparse ({layout or q.get('format')!r:.40}); wmtp prices dense "
+                          f"weights only; {_WEIGHT_DTYPE_HINT}")
 
 
 def _fp8_blocks(value: object, where: str) -> None:

@@ -140,6 +140,10 @@ class ModelSpec:
             problems.append("q_heads must be a multiple of kv_heads")
         if self.n_moe and (self.n_experts <= 0 or not 0 < self.top_k <= self.n_experts or self.expert_ffn <= 0):
             problems.append("MoE layers need n_experts, 0 < top_k <= n_experts, expert_ffn")
+        if min(self.n_shared, self.shared_ffn, self.moe_latent) < 0:
+            problems.append("n_shared, shared_ffn and moe_latent must be >= 0")
+        elif self.moe_latent >= self.hidden > 0:
+            problems.append("moe_latent must be smaller than hidden (latent experts run narrower; 0: none)")
         if self.n_dense_ffn and self.dense_ffn <= 0:
             problems.append("dense FFN layers need dense_ffn")
         if self.ffn_act not in FFN_ACTS:
