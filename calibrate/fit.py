@@ -136,6 +136,17 @@ def fit_all(raw: pd.DataFrame, sm_count: int, backend: str = "wmtp") -> dict[str
     return fits
 
 
+def fit_kv_dtypes(by_dtype: dict[str, pd.DataFrame], sm_count: int, backend: str = "wmtp") -> dict[str, KindFit]:
+    """Attention over another KV dtype (`raw_rows.split_kv_dtypes`), fitted per dtype as KIND@DTYPE: fp8 K/V run
+    other kernels, not bf16 at half the bytes. A dtype none of whose rows ran (a GPU or kernel without fp8) adds
+    nothing: it stays priced from the bf16 fit, tagged extrapolated."""
+    fits = {}
+    for dtype, rows in by_dtype.items():
+        if (rows["status"] == "ok").any():
+            fits |= {f"{kind}@{dtype}": f for kind, f in fit_all(rows, sm_count, backend).items()}
+    return fits
+
+
 def ceilings(raw: pd.DataFrame) -> dict:
     ok = raw[raw["status"] == "ok"]
     out = {}

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all
+from wmtp.calibrate.fit import ceilings, draft_loop_check, fit_all, fit_kv_dtypes
 from wmtp.calibrate.profile import build_profile, save_profile
-from wmtp.calibrate.raw_rows import check_fitted_rows, skipped_note
+from wmtp.calibrate.raw_rows import check_fitted_rows, skipped_note, split_kv_dtypes
 from wmtp.kernel_plan import feature_backend
 from wmtp.fileio import atomic_write_text, check_lookup, check_output_path, open_without_waiting, read_json
 from wmtp.errors import WmtpError
@@ -309,10 +309,7 @@ def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[s
     df, other_kv = split_kv_dtypes(df)
     fits = fit_all(df, sm, feature_backend(backend, kernels))
     loop = draft_loop_check(df, fits, dict(MODELS), sm, feature_backend(backend, kernels))
-    for dtype, rows in other_kv.items():  # attention over fp8 KV: other kernels, not bf16 at half the bytes
-        if not (rows["status"] == "ok").any():  # none ran (a GPU or kernel without fp8): priced as before
-            continue
-        fits |= {f"{kind}@{dtype}": f for kind, f in fit_all(rows, sm, feature_backend(backend, kernels)).items()}
+    fits |= fit_kv_dtypes(other_kv, sm, feature_backend(backend, kernels))
     hw = hardware_key(meta)
     prof = build_profile(fits, hw, meta, ceilings(df), raw, models,
                          extra={"draft_loop_check": loop, "backend": backend, "moe_backend": moe_backend_of(meta),
@@ -322,19 +319,6 @@ def fit_raw_to_profile(raw: Path, profile_path: Path, meta: dict, models: list[s
     save_profile(prof, profile_path)
     atomic_write_text(profile_path.with_suffix(".md"), profile_summary(prof))
     return profile_path
-
-
-def split_kv_dtypes(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """A sweep's rows, less its attention rows over another KV dtype (`dtype` fp8: the `kv-fp8` part), and those
-    rows by dtype (fitted as KIND@DTYPE). A raw without a dtype column is all bf16."""
-    if "dtype" not in df.columns:
-        return df, {}
-    dtype = df["dtype"].fillna("bf16").astype(str).str.strip().replace("", "bf16")
-    other = df["kernel"].isin(KV_DTYPE_WORK) & (dtype != "bf16")
-    unknown = set(dtype[other]) - {"fp8"}
-    if unknown:
-        raise WmtpError(f"attention rows over KV dtype {sorted(unknown)[0][:20]!r}: a profile fits bf16 and fp8 KV")
-    return df[~other], {d: df[other & (dtype == d)] for d in sorted(set(dtype[other]))}
 
 
 def moe_backend_of(meta: dict) -> str:

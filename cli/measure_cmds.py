@@ -24,6 +24,10 @@ BackendOpt = Annotated[str, typer.Option(
                       "pip install flashinfer-python).")]
 
 # measured on the lent H200 (2026-12-02): --quick 56 s, the full sweep 85 s once Triton's kernels were compiled
+PartsOpt = Annotated[Optional[str], typer.Option(
+    "--parts", help="Re-measure only these parts of the sweep (comma-separated: attention, components, loop), e.g. "
+                    "after a kernel change; needs --base-raw for the rest. kv-fp8 (never in the default sweep): "
+                    "decode and verify over an fp8 KV cache, fitted as decode_attn@fp8 / verify_attn@fp8.")]
 QuickOpt = Annotated[bool, typer.Option(
     "--quick", help="Corners of the grid only (under a minute on an H200; the full sweep about 2).")]
 CalOutOpt = Annotated[Path, typer.Option(
@@ -92,11 +96,7 @@ def calibrate(
     method: Annotated[str, typer.Option(help="With --from-logs: native, window or dense.")] = "native",
     min_gamma: Annotated[Optional[int], int_option(help="With --from-logs: fit only gamma >= this.")] = None,
     backend: BackendOpt = "wmtp",
-    parts: Annotated[Optional[str], typer.Option(
-        "--parts", help="Re-measure only these parts of the sweep (comma-separated: attention, components, loop), "
-                        "e.g. after a kernel change; needs --base-raw for the rest. kv-fp8 (never in the default "
-                        "sweep): decode and verify over an fp8 KV cache, fitted as decode_attn@fp8 / "
-                        "verify_attn@fp8.")] = None,
+    parts: PartsOpt = None,
     base_raw: Annotated[Optional[Path], typer.Option(
         "--base-raw", help="With --parts: the raw data of a full run (e.g. the shipped "
                            "wmtp_model/data/profiles/h200.raw.csv.gz) whose other parts complete the fit.")] = None,

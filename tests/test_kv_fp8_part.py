@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from wmtp.calibrate.fitting import split_kv_dtypes
+from wmtp.calibrate.raw_rows import split_kv_dtypes
 from wmtp.calibrate.sweep_run import merge_raw, parse_parts, row_key
 from wmtp.errors import WmtpError
 from wmtp.measure.harness import COLUMNS
