@@ -107,17 +107,27 @@ def test_bad_arguments():
 
 
 def test_fp8_kv_attention_from_the_bf16_fit_is_tagged_extrapolated():
-    """The shipped own-kernel profile measured bf16 KV only: its attention fits priced at fp8 bytes are an
-    extrapolation across dtypes (wmtp's fp8 decode streams at 67-90 % of copy where bf16 reaches 100 %), whatever
-    the bytes' range; bf16 KV at the same shape stays interpolated or measured."""
+    """A profile that measured bf16 KV only (the shipped one, less its `*_attn@fp8` fits): its attention fits priced at
+    fp8 bytes are an extrapolation across dtypes (wmtp's fp8 decode streams at 66-87 % of copy where bf16 reaches
+    100 %), whatever the bytes' range; bf16 KV at the same shape stays interpolated or measured. With the shipped
+    fp8 fits, the fp8 verify is priced from them: not extrapolated, not the bf16 fit's note."""
     from dataclasses import replace
 
-    from wmtp.profile import PROFILES_DIR, ProfileCostModel
+    from wmtp.profile import PROFILES_DIR, ProfileCostModel, load_profile
 
-    cost = ProfileCostModel.from_path(PROFILES_DIR / "h200.json")
+    shipped = load_profile(PROFILES_DIR / "h200.json")
+    bf16_only = {**shipped, "components": {k: v for k, v in shipped["components"].items() if "_attn@" not in k}}
     hw, spec = get_hardware("h200"), get_model("q35")
+    spec8 = replace(spec, kv_dtype="fp8")
     attn = [w for w in verify_work(spec, 1 << 20, 7, 1) if w.kind == "verify_attn"][0]
-    bf16 = cost.price(attn, hw, spec)
-    fp8 = cost.price(attn, hw, replace(spec, kv_dtype="fp8"))
-    assert bf16.source.origin.name in ("MEASURED", "INTERPOLATED")
-    assert fp8.source.origin.name == "EXTRAPOLATED" and "bf16-KV fit at fp8 KV bytes" in str(fp8.source)
+    attn8 = [w for w in verify_work(spec8, 1 << 20, 7, 1) if w.kind == "verify_attn"][0]  # the fp8 cache's bytes
+    assert attn8.bytes < 0.51 * attn.bytes
+    for prof, has_fp8 in ((bf16_only, False), (shipped, True)):
+        cost = ProfileCostModel(prof)
+        bf16 = cost.price(attn, hw, spec)
+        fp8 = cost.price(attn8, hw, spec8)
+        assert bf16.source.origin.name in ("MEASURED", "INTERPOLATED")
+        if has_fp8:
+            assert fp8.source.origin.name in ("MEASURED", "INTERPOLATED") and "bf16-KV fit" not in str(fp8.source)
+        else:
+            assert fp8.source.origin.name == "EXTRAPOLATED" and "bf16-KV fit at fp8 KV bytes" in str(fp8.source)

@@ -68,8 +68,8 @@ def test_splice_refuses_other_columns(tmp_path, capsys):
 
 def test_carry_keeps_what_the_refit_lacks(tmp_path):
     shipped = json.loads((ROOT / "wmtp_model/data/profiles/h200.json").read_text())
-    refit = {**shipped, "components": {k: v for k, v in shipped["components"].items() if "@" not in k
-                                       and k != "allreduce_tp2"}}
+    refit = {**shipped, "components": {k: v for k, v in shipped["components"].items()  # fp8-KV attention: fitted
+                                       if ("@" not in k or "_attn@" in k) and k != "allreduce_tp2"}}  # from raw
     for k in ("tp_raw_data", "weight_dtype_raw_data"):
         refit.pop(k)
     src = tmp_path / "shipped.json"
