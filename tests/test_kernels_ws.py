@@ -108,7 +108,8 @@ def test_features_follow_the_kernel_set():
     fp8 = attention_features(**kw, kv_bytes_per_token=bf16 / 2, backend="wmtp+ws")
     assert old["tiling"] == "128x1" and new["tiling"] == "ws128x1"
     assert new["splits"] == 66.0  # one program per SM (ws_plan), against the rows kernel's 4 waves
-    assert fp8["tiling"] == old["tiling"]  # fp8 K/V: the ws kernel does not run it
+    # fp8 K/V, B = 1 verify: the ws kernel's fp8 tiles, 64-row blocks at head dim 256 (112 rows: two blocks)
+    assert (fp8["tiling"], fp8["extra_pass_bytes"]) == ("ws64x2", float(1 << 20) * bf16 / 2)
     assert feature_backend("wmtp", WS_SET) == "wmtp+ws" and feature_backend("wmtp", WS3_SET) == "wmtp+ws3"
     assert feature_backend("wmtp", None) == "wmtp" and feature_backend("flashinfer", WS_SET) == "flashinfer"
     # nem d = 9 (16 heads x 9 = 144 rows, head dim 128): a profile of the first ws set read K/V twice (two 128-row
@@ -317,9 +318,9 @@ def test_plan_names_options_the_ws_kernel_lacks():
     assert (p.kernel, p.block_m, p.m_blocks) == ("rows", 128, 2)
 
 
-def test_fp8_kv_never_gets_ws_features():
+def test_fp8_kv_features_take_the_models_kv_dtype():
     """The KV dtype is the model's: a verify's bytes include its d new tokens' K/V, so fp8 over ctx <= 2 d keys read
-    as more than 3 bytes per K/V element pair and took the ws tiling, a kernel that never runs fp8 K/V."""
+    as more than 3 bytes per K/V element pair and took bf16's tiling, a plan the fp8 launcher never runs."""
     from wmtp.features import work_features
     from wmtp.latency import verify_work
     from wmtp.models import MODELS
@@ -328,11 +329,11 @@ def test_fp8_kv_never_gets_ws_features():
         got = {}
         for dt in ("fp8", "bf16"):
             spec = MODELS["q35"].with_dtypes(kv_dtype=dt)
-            w = [x for x in verify_work(spec, ctx, 5, 1) if x.kind == "verify_attn"][0]
+            w = [x for x in verify_work(spec, ctx, 9, 1) if x.kind == "verify_attn"][0]
             got[dt] = work_features(w, spec, 132, backend)["tiling"]
-        # q35: 8-head groups, head dim 256; d = 5 -> 40 rows. bf16 at B = 1: ws, one 64-row block. fp8: v1 (8 heads
-        # x 5 rows in one block padded to 64; the rows kernel reads K/V no fewer times)
-        assert got == {"fp8": "64x1", "bf16": "ws64x1"}, (ctx, backend, got)
+        # q35: 8-head groups, head dim 256; d = 9 -> 72 rows. bf16 at B = 1: ws, one 128-row block. fp8: the ws
+        # kernel's fp8 tiles hold 64 rows at head dim 256 (`ws_tiling(kv_fp8=True)`): two blocks
+        assert got == {"fp8": "ws64x2", "bf16": "ws128x1"}, (ctx, backend, got)
 
 
 def test_tuning_variants_name_the_kernel_they_tune():
