@@ -182,13 +182,16 @@ def skipped_note_of(profile_path: Path) -> str | None:
     return skipped_note(prov.get("skipped_rows")) if isinstance(prov, dict) else None
 
 
+KV_DTYPE_KINDS = ("decode_attn", "verify_attn", "extend_attn")  # attention kinds that read the KV cache
+
+
 def split_kv_dtypes(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """A sweep's rows, less its attention rows over another KV dtype (`dtype` fp8: the `kv-fp8` part), and those
     rows by dtype (fitted as KIND@DTYPE). A raw without a dtype column is all bf16."""
     if "dtype" not in df.columns:
         return df, {}
     dtype = df["dtype"].fillna("bf16").astype(str).str.strip().replace("", "bf16")
-    other = df["kernel"].isin(("decode_attn", "verify_attn", "extend_attn")) & (dtype != "bf16")
+    other = df["kernel"].isin(KV_DTYPE_KINDS) & (dtype != "bf16")
     unknown = set(dtype[other]) - {"fp8"}
     if unknown:
         raise WmtpError(f"attention rows over KV dtype {sorted(unknown)[0][:20]!r}: a profile fits bf16 and fp8 KV")

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from wmtp.calibrate.fitting import fit_raw_to_profile, raw_text, read_raw, read_sidecar
+from wmtp.calibrate.raw_rows import KV_DTYPE_KINDS
 from wmtp.errors import WmtpError
 from wmtp.fileio import atomic_write_text, check_lookup
 from wmtp.specs import ModelSpec
@@ -27,7 +28,6 @@ PART_KINDS = {"attention": ("decode_attn", "verify_attn", "extend_attn", "index_
               "loop": ("draft_loop",),
               "kv-fp8": ("decode_attn@fp8", "verify_attn@fp8", "extend_attn@fp8")}
 CEILING_KINDS = ("copy", "gemm_peak")
-KV_DTYPE_KINDS = ("decode_attn", "verify_attn", "extend_attn")
 
 
 def row_key(kernel: str, dtype: str) -> str:
