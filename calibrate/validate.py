@@ -4,8 +4,9 @@ For each model (layer counts scaled down where the bf16 weights do not fit, and 
 same scaled row), method (dense, native, window), ctx and d: build the iteration of
 `wmtp.measure.composed` from the attention backend's kernels (the profile's own backend unless
 another is asked for) and the MoE kernel the profile's `moe` rows were measured with (`--moe-backend` to
-override), replay it as a CUDA graph, and compare its median time with
-`wmtp.latency.step_cost` priced by the profile. Rows are written as they are measured.
+override), over KV pools of the asked KV dtype (bf16, or fp8 e4m3 with `--kv-dtype fp8`), replay it as a CUDA
+graph, and compare its median time with `wmtp.latency.step_cost` priced by the profile. Rows are written as
+they are measured.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from wmtp.errors import WmtpError
 from wmtp.hardware import get_hardware
 from wmtp.latency import step_cost
 from wmtp.profile import ProfileCostModel, load_profile
-from wmtp.specs import ModelSpec
+from wmtp.specs import KV_DTYPES, ModelSpec
 
-COLUMNS = ["model", "layers", "backend", "moe_backend", "method", "ctx", "d", "window", "sink", "extend_queries", "predicted_ms",
-           "measured_ms", "measured_p10_ms", "measured_p90_ms", "rel_err", "reps", "predicted_source", "status"]
+COLUMNS = ["model", "layers", "backend", "moe_backend", "method", "ctx", "d", "window", "sink", "extend_queries",
+           "predicted_ms", "measured_ms", "measured_p10_ms", "measured_p90_ms", "rel_err", "reps", "predicted_source",
+           "status", "kv_dtype"]
 
 
 def profile_backend(profile: dict) -> str:
@@ -60,15 +62,19 @@ def layers_label(trunc: ModelSpec, note: str) -> str:
 
 def run_validate(profile_path: Path, specs: list[ModelSpec], out_dir: Path, ctxs=(65536, 262144, 1048576),
                  depths=(3, 5, 7), window: int = defaults.WINDOW, sink: int = defaults.SINK,
-                 backend: str | None = None, console=None, moe_backend: str | None = None) -> tuple[Path, Path]:
+                 backend: str | None = None, console=None, moe_backend: str | None = None,
+                 kv_dtype: str = "bf16") -> tuple[Path, Path]:
     """Time composed steps on this GPU against `profile_path`; writes validation.csv (rows as measured)
-    and validation.md. Returns both paths. `moe_backend` overrides the profile's MoE kernel."""
+    and validation.md. Returns both paths. `moe_backend` overrides the profile's MoE kernel; `kv_dtype` (bf16 or
+    fp8) is the KV cache of every step, target and draft, priced by the profile's fits for it."""
     from wmtp.measure import composed, require_gpu
     from wmtp.measure.backends import check_name, get_backend
     from wmtp.measure.harness import free_bytes, l2_bytes
     from wmtp.measure.provenance import atomic_write_text
     from wmtp.measure.steps import progress_bar
 
+    if kv_dtype not in KV_DTYPES:
+        raise WmtpError(f"KV dtype {kv_dtype!r}: validation runs {' or '.join(KV_DTYPES)} KV")
     prof = load_profile(profile_path)
     moe = moe_backend_for(prof, moe_backend)
     require_gpu()
@@ -88,7 +94,7 @@ def run_validate(profile_path: Path, specs: list[ModelSpec], out_dir: Path, ctxs
         w.writeheader()
         task = bar.add_task("validating", total=len(plan) * len(specs))
         for spec in specs:
-            trunc, note = composed.fit_layers(spec, max(ctxs), 0.80 * free_bytes())
+            trunc, note = composed.fit_layers(spec.with_dtypes(kv_dtype=kv_dtype), max(ctxs), 0.80 * free_bytes())
             model = composed.ComposedModel(trunc, max(ctxs), l2_bytes(), attn, moe_impl=moe)
 
             def predict(method, ctx, d, ext, trunc=trunc):
@@ -97,7 +103,8 @@ def run_validate(profile_path: Path, specs: list[ModelSpec], out_dir: Path, ctxs
 
             for row in composed.composed_rows(model, spec.key, plan, predict, window=window, sink=sink,
                                               on_step=lambda label: bar.update(task, description=label)):
-                w.writerow({**row, "layers": layers_label(trunc, note), "backend": name, "moe_backend": moe})
+                w.writerow({**row, "layers": layers_label(trunc, note), "backend": name, "moe_backend": moe,
+                            "kv_dtype": kv_dtype})
                 f.flush()
                 bar.advance(task)
             del model
@@ -113,8 +120,9 @@ def validation_summary(csv_path: Path) -> str:
     ok = df[df.status == "ok"].copy()
     backend = ", ".join(sorted(set(df["backend"].astype(str)))) if "backend" in df.columns and len(df) else "wmtp"
     moe = ", ".join(sorted(set(df["moe_backend"].astype(str)))) if "moe_backend" in df.columns and len(df) else "wmtp"
-    lines = [f"# Composed-step validation: predicted vs measured (attention backend: {backend}; MoE kernel: {moe})",
-             ""]
+    kv = ", ".join(sorted(set(row_kv_dtypes(df)))) if len(df) else "bf16"
+    lines = [f"# Composed-step validation: predicted vs measured (attention backend: {backend}; MoE kernel: {moe}; "
+             f"KV: {kv})", ""]
     if ok.empty:
         return "\n".join(lines + ["No step was measured."]) + "\n"
     ok["abs_err"] = ok.rel_err.abs()
@@ -136,8 +144,21 @@ def validation_summary(csv_path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def layers_from_label(spec: ModelSpec, label: str) -> ModelSpec:
-    """The (possibly scaled) row a validation step ran: bf16 weights, layer counts from its `layers` label."""
+def row_kv_dtypes(df) -> list[str]:
+    """Each validation row's KV dtype: its `kv_dtype` column, bf16 for files written before the column (and for
+    blank cells); another value is refused."""
+    if "kv_dtype" not in df.columns:
+        return ["bf16"] * len(df)
+    out = ["bf16" if str(v) in ("", "nan") else str(v) for v in df["kv_dtype"]]
+    bad = sorted(set(out) - set(KV_DTYPES))
+    if bad:
+        raise WmtpError(f"validation rows of KV dtype {bad[0]!r}: known {', '.join(KV_DTYPES)}")
+    return out
+
+
+def layers_from_label(spec: ModelSpec, label: str, kv_dtype: str = "bf16") -> ModelSpec:
+    """The (possibly scaled) row a validation step ran: bf16 weights, its KV dtype, layer counts from its `layers`
+    label."""
     import re
     from dataclasses import replace
 
@@ -145,7 +166,8 @@ def layers_from_label(spec: ModelSpec, label: str) -> ModelSpec:
     if m is None:
         raise WmtpError(f"validation row has no layer counts: {label!r}")
     f, lin, moe, dense = (int(x) for x in m.groups())
-    t = replace(spec.with_dtypes(weight_dtype="bf16"), n_full_attn=f, n_linear=lin, n_moe=moe, n_dense_ffn=dense)
+    t = replace(spec.with_dtypes(weight_dtype="bf16", kv_dtype=kv_dtype), n_full_attn=f, n_linear=lin, n_moe=moe,
+                n_dense_ffn=dense)
     layers = f + lin + (moe if spec.family == "nemotron_h" else 0)
     return replace(t, n_layers=layers)
 
@@ -162,8 +184,12 @@ def repredict(csv_path: Path, profile_path: Path, out_csv: Path, window: int = d
     df = pd.read_csv(csv_path)
     cost = ProfileCostModel.from_path(profile_path)
     hw = get_hardware(cost.hw_key)
+    for col in ("predicted_ms", "rel_err"):  # whole numbers in a column read as ints, which take no new price
+        df[col] = df[col].astype(float)
+    df["predicted_source"] = df["predicted_source"].astype(object)
+    kv = dict(zip(df.index, row_kv_dtypes(df)))
     for i, r in df[df.status == "ok"].iterrows():
-        trunc = layers_from_label(get_model(r.model), r.layers)
+        trunc = layers_from_label(get_model(r.model), r.layers, kv[i])
         d = int(r.d) if r.method != "dense" else 1
         pred = step_cost(trunc, hw, cost, r.method, int(r.ctx), d, 1, window, sink,
                          accept_length=float(r.extend_queries))

@@ -217,6 +217,9 @@ def validate(
     moe_backend: Annotated[Optional[str], typer.Option(
         "--moe-backend", help="Routed-expert kernel of the composed steps: wmtp or sglang (default: the one the "
                               "profile's moe rows were measured with).")] = None,
+    kv_dtype: Annotated[str, typer.Option(
+        "--kv-dtype", help="KV cache of every composed step, target and draft: bf16, or fp8 (e4m3, priced by the "
+                           "profile's @fp8 attention fits: `wmtp calibrate --parts kv-fp8`).")] = "bf16",
 ) -> None:
     """Time whole composed speculative iterations on this GPU and compare them with the profile (GPU only)."""
     from wmtp.models import get_model
@@ -228,6 +231,10 @@ def validate(
     from wmtp.measure.backends import check_name
     from wmtp.profile import load_profile
 
+    from wmtp.specs import KV_DTYPES
+
+    if kv_dtype not in KV_DTYPES:
+        raise WmtpError(f"--kv-dtype must be one of {', '.join(KV_DTYPES)}, got {kv_dtype!r}")
     for opt, value in (("--backend", backend), ("--moe-backend", moe_backend)):
         if value is not None and not value.strip():
             raise WmtpError(f"{opt} is empty; leave it out for the profile's own")
@@ -245,7 +252,8 @@ def validate(
     require_gpu()
     from wmtp.calibrate.validate import run_validate
 
-    path, md = run_validate(profile, specs, out, tuple(ctxs), tuple(ds), backend=backend, moe_backend=moe_backend)
+    path, md = run_validate(profile, specs, out, tuple(ctxs), tuple(ds), backend=backend, moe_backend=moe_backend,
+                            kv_dtype=kv_dtype)
     typer.echo(f"wrote {path} and {md}")
 
 

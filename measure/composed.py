@@ -1,6 +1,6 @@
 """A whole speculative iteration built from the measured pieces, for validating the latency model.
 
-At a model row's real shapes, every layer with its own random weights and its own KV pool:
+At a model row's real shapes, every layer with its own random weights and its own KV pool (bf16, or e4m3 for fp8 KV):
   verify  for each full-attention layer: projections, verify attention (d queries over S keys),
           its FFN; for each linear-attention layer: projections, recurrent-state update, its FFN;
           then the lm_head over B*d tokens;
@@ -30,7 +30,7 @@ import torch
 from wmtp.acceptance import choose_acceptance
 from wmtp.measure import components as comp
 from wmtp.measure.backends import AttentionBackend, Paged, get_backend
-from wmtp.measure.harness import error_status
+from wmtp.measure.harness import error_status, kv_tensor
 from wmtp.measure.timing import time_calls
 from wmtp.memory import weights_bytes
 from wmtp.specs import ModelSpec
@@ -60,7 +60,8 @@ def fit_layers(spec: ModelSpec, ctx: int, budget_bytes: float) -> tuple[ModelSpe
 
 
 class ComposedModel:
-    """Weights and KV pools for one (truncated) model at context up to `max_ctx`, batch 1."""
+    """Weights and KV pools (in the row's KV dtype: bf16 or fp8 e4m3) for one (truncated) model at context up to
+    `max_ctx`, batch 1."""
 
     def __init__(self, spec: ModelSpec, max_ctx: int, l2: float, backend: AttentionBackend | None = None,
                  moe_impl: str = "wmtp"):
@@ -72,10 +73,9 @@ class ComposedModel:
         self.backend = backend or get_backend()
         dev = comp.DEVICE
         shape = (max_ctx, s.kv_heads, s.head_dim)
-        self.kv = [(torch.randn(shape, device=dev, dtype=torch.bfloat16),
-                    torch.randn(shape, device=dev, dtype=torch.bfloat16)) for _ in range(s.n_full_attn)]
-        self.draft_kv = (torch.randn(shape, device=dev, dtype=torch.bfloat16),
-                         torch.randn(shape, device=dev, dtype=torch.bfloat16))
+        # the target's pools and the draft's in the row's KV dtype (an engine's --kv-cache-dtype holds for both)
+        self.kv = [(kv_tensor(shape, s.kv_dtype), kv_tensor(shape, s.kv_dtype)) for _ in range(s.n_full_attn)]
+        self.draft_kv = (kv_tensor(shape, s.kv_dtype), kv_tensor(shape, s.kv_dtype))
         self.lm_w = comp.rand_weight(s.vocab, s.hidden)
         self.r2t = torch.randperm(max_ctx, device=dev).to(torch.int32).view(1, max_ctx)
 

@@ -111,11 +111,7 @@ class KVPool:
     def __init__(self, spec: ModelSpec, slots: int):
         self.spec, self.slots = spec, slots
         shape = (slots, spec.kv_heads, spec.head_dim)
-        if spec.kv_dtype == "fp8":
-            self.k, self.v = _fp8_normal(shape), _fp8_normal(shape)
-        else:
-            self.k = torch.randn(shape, device=comp.DEVICE, dtype=torch.bfloat16)
-            self.v = torch.randn(shape, device=comp.DEVICE, dtype=torch.bfloat16)
+        self.k, self.v = kv_tensor(shape, spec.kv_dtype), kv_tensor(shape, spec.kv_dtype)
         self._sets: dict = {}
 
     def holds(self, ctx: int, batch: int) -> bool:
@@ -137,8 +133,13 @@ class KVPool:
         return self._sets[key]
 
 
-def _fp8_normal(shape, chunk: int = 1 << 20) -> torch.Tensor:
-    """An e4m3 tensor of N(0, 1) draws, made a chunk of rows at a time (no bf16 copy of the whole pool)."""
+def kv_tensor(shape, kv_dtype: str = "bf16", chunk: int = 1 << 20) -> torch.Tensor:
+    """A K or V pool of N(0, 1) draws in a spec's KV dtype: bf16, or e4m3 (unit scale) made a chunk of rows at a
+    time (no bf16 copy of the whole pool)."""
+    if kv_dtype == "bf16":
+        return torch.randn(shape, device=comp.DEVICE, dtype=torch.bfloat16)
+    if kv_dtype != "fp8":
+        raise ValueError(f"KV dtype {kv_dtype!r}: pools are bf16 or fp8")
     out = torch.empty(shape, device=comp.DEVICE, dtype=torch.float8_e4m3fn)
     for i in range(0, shape[0], chunk):
         rows = out[i:i + chunk]
