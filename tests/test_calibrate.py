@@ -214,8 +214,10 @@ VALIDATION_DIR = Path(__file__).resolve().parents[1] / "calibrate" / "validation
 
 
 # rows: the validation grid, every point ok: 3 models x contexts x (dense at d = 1 + native and window at 4 depths
-# each = 9); own kernels 3 contexts (64K, 256K, 1M) x 3 x 9 = 81, FlashInfer 4 (96K, 256K, 700K, 1M) x 3 x 9 = 108
-@pytest.mark.parametrize("table,profile,rows", [("h200", "h200", 81), ("h200-flashinfer", "h200-flashinfer", 108)])
+# each = 9); own kernels 3 contexts (64K, 256K, 1M) x 3 x 9 = 81 (bf16 KV, and fp8 KV: h200-fp8), FlashInfer 4 (96K,
+# 256K, 700K, 1M) x 3 x 9 = 108
+@pytest.mark.parametrize("table,profile,rows", [("h200", "h200", 81), ("h200-fp8", "h200", 81),
+                                                ("h200-flashinfer", "h200-flashinfer", 108)])
 def test_shipped_validation_is_reproduced_from_the_shipped_profile(tmp_path, table, profile, rows):
     """The committed validation's predictions come from the committed profile (no hand edits, no drift in the
     pricing code): re-priced on the CPU by calibrate.validate.repredict, every row matches."""
@@ -243,6 +245,7 @@ def _validation_errors(table: str, method: str):
 
 @pytest.mark.parametrize("table,method", [
     ("h200", "dense"), ("h200", "native"), ("h200", "window"),
+    ("h200-fp8", "dense"), ("h200-fp8", "native"), ("h200-fp8", "window"),
     ("h200-flashinfer", "native"), ("h200-flashinfer", "window"), ("h200-flashinfer", "dense"),
 ])
 def test_shipped_validation_gate(table, method):

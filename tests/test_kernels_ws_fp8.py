@@ -72,16 +72,17 @@ def test_fp8_options_are_checked_before_any_launch():
                         64, plan=big)
 
 
-def test_fp8_default_kernel_is_ws_for_verifies_up_to_8_requests():
-    """fp8 K/V: the ws kernel for verifies at B <= 8 where it can run (measured faster than the rows kernel there),
-    the rows kernel for every decode, B >= 9, and wherever the ws kernel cannot run; never v1 (bf16 only)."""
+def test_fp8_default_kernel_is_ws_for_verifies():
+    """fp8 K/V: the ws kernel for verifies at any batch where it can run (measured faster than the rows kernel at
+    B = 1..16), the rows kernel for every decode and wherever the ws kernel cannot run; never v1 (bf16 only)."""
     from wmtp.measure.kernels.paged_attention import _plan
 
     for d in (2, 5, 9):
         assert _plan(None, 1, 2, 16, d, 128, 1 << 20, 132, {}, kv_fp8=True, ws=True).kernel == "ws"
         assert _plan(None, 1, 2, 16, d, 128, 1 << 20, 132, {}, kv_fp8=True, ws=False).kernel == "rows"
         assert _plan(None, 8, 2, 16, d, 128, 1 << 20, 132, {}, kv_fp8=True, ws=True).kernel == "ws"
-        assert _plan(None, 9, 2, 16, d, 128, 1 << 20, 132, {}, kv_fp8=True, ws=True).kernel == "rows"
+        assert _plan(None, 9, 2, 16, d, 128, 1 << 20, 132, {}, kv_fp8=True, ws=True).kernel == "ws"
+        assert _plan(None, 16, 2, 16, d, 128, 1 << 20, 132, {}, kv_fp8=True, ws=True).kernel == "ws"
     for batch in (1, 4, 16):  # decode: rows even where the bf16 rule takes ws (B = 1)
         assert _plan(None, batch, 2, 16, 1, 128, 1 << 20, 132, {}, kv_fp8=True, ws=True).kernel == "rows"
         assert _plan(None, batch, 2, 8, 1, 256, 1 << 20, 132, {}, kv_fp8=True, ws=False).kernel == "rows"

@@ -4,6 +4,8 @@ back by the summary and by `repredict` (files from before the column read as bf1
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -140,3 +142,20 @@ def test_cli_refuses_a_bad_kv_dtype_before_the_gpu(tmp_path, value):
                                    str(tmp_path / "o")])
     assert res.exit_code == 1
     assert "--kv-dtype must be one of bf16, fp8" in res.output and "Traceback" not in res.output
+
+
+def test_shipped_fp8_table_is_priced_as_fp8(tmp_path):
+    """calibrate/validation/h200-fp8.csv: every row ran fp8 pools, and its predictions are the fp8 prices (re-priced
+    as bf16 the 1M native steps of q35, whose 40 layers all ran, come out dearer)."""
+    import pandas as pd
+
+    from wmtp.calibrate.validate import COLUMNS
+
+    src = Path(validate.__file__).resolve().parent / "validation" / "h200-fp8.csv"
+    df = pd.read_csv(src)
+    assert list(df.columns) == COLUMNS and set(df.kv_dtype) == {"fp8"} and (df.status == "ok").all()
+    as_bf16 = tmp_path / "bf16.csv"
+    df.assign(kv_dtype="bf16").to_csv(as_bf16, index=False)
+    re = pd.read_csv(validate.repredict(as_bf16, SHIPPED, tmp_path / "re.csv"))
+    sel = (df.model == "q35") & (df.ctx == 1048576) & (df.method == "native") & (df.d <= 7)
+    assert sel.sum() == 3 and (re.predicted_ms[sel] > 1.05 * df.predicted_ms[sel]).all()

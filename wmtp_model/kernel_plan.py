@@ -326,10 +326,10 @@ def kv_passes(kernel: str, group: int, q_len: int, head_dim: int) -> int:
 
 def default_kernel(batch: int, group: int, q_len: int, head_dim: int, ws: bool = False, kv_fp8: bool = False) -> str:
     """Which paged-attention kernel a shape runs by default (H200):
-    - fp8 K/V (`kv_fp8`; v1 reads bf16 / fp16 only): the ws kernel for verifies at B <= 8 where it can run (its
-      converter partition: faster than the rows kernel at every fp8 verify measured, B = 1..8, d = 2..9, 64K and
-      1M, the three head shapes: 1.16-2.1x, measure/results/h200-ws-fp8, h200-kv-fp8/run2), else the rows kernel
-      (its fp8 decode 11-30 % faster than the ws kernel's; B >= 9 verifies not measured with the ws kernel);
+    - fp8 K/V (`kv_fp8`; v1 reads bf16 / fp16 only): the ws kernel for verifies where it can run (its converter
+      partition: faster than the rows kernel at every fp8 verify measured, the three head shapes, d = 2..9: B = 1..8
+      at 64K and 1M by 1.16-2.1x, measure/results/h200-ws-fp8, h200-kv-fp8/run2; B = 9 and 16 at 256K by
+      1.02-1.9x, h200-validate-fp8/run1), else the rows kernel (its fp8 decode 11-30 % faster than the ws kernel's);
     - with `ws` (the warp-specialized kernel can run: Hopper, bf16 / fp16 K/V), ws where `ws_default` says;
     - at B >= 16 the rows kernel, decode and verify (measure/results/h200-kernels-v2: decode 27 % faster at B = 16,
       where v1's rounded-up split count leaves a tail wave; verify up to 1.5x faster);
@@ -342,7 +342,7 @@ def default_kernel(batch: int, group: int, q_len: int, head_dim: int, ws: bool =
       d = 5..8 0.56 vs 0.62), and as the decode default rows made the dense q35 step at 1M slower inside composed
       steps, 12.27 against 10.53 ms (measure/results/h200-remeasure-rows)."""
     if kv_fp8:
-        return "ws" if ws and batch <= 8 and q_len > 1 and ws_takes(group * q_len, head_dim) else "rows"
+        return "ws" if ws and q_len > 1 and ws_takes(group * q_len, head_dim) else "rows"
     if ws and ws_default(batch, group, q_len, head_dim):
         return "ws"
     if batch >= 16:
