@@ -81,6 +81,15 @@ def test_mma_matches_reference(m, n, k, split_k):
     assert rel(_run(x, packed, s, split_k=split_k), ref) < TOL
 
 
+@pytest.mark.parametrize("num_warps, ctas, sub_mma", [(1, 32, False), (1, 16, True), (2, 16, False)])
+@pytest.mark.parametrize("m, n, k", [(1, 40, 264), (13, 70, 392)])
+def test_mma_fewer_warps_more_programs(m, n, k, num_warps, ctas, sub_mma):
+    """One or two row tiles per program (the benchmark's w1 / w2 variants), split-K planned for up to 32 programs per
+    SM, both dequantizations: the same fp64 reference."""
+    x, packed, s, ref = _case(m, n, k, 7700 * m + n + k + num_warps)
+    assert rel(_run(x, packed, s, num_warps=num_warps, ctas=ctas, sub_mma=sub_mma), ref) < TOL
+
+
 def test_one_hot_picks_every_nibble_position():
     """x = unit rows at 8 columns covering every (q, c, e) class of a chunk and both chunks of a group and two
     groups: output row i is exactly column col_i of the dequantized weight (bf16-exact scales), rows g and g + 8."""
@@ -163,6 +172,27 @@ def test_moe_matches_reference(t, top_k, n_exp, a_is_pairs, split_k):
     out = torch.full((t * top_k, n), float("nan"), dtype=torch.bfloat16, device=DEV)
     int4_mma_moe(x.to(DEV), pack_int4_mma(packed).to(DEV), s.to(DEV), ids.to(DEV),
                  None if wts is None else wts.to(DEV), a_is_pairs, n, out=out, split_k=split_k)
+    assert not torch.isnan(out).any()
+    assert rel(out, ref) < TOL
+
+
+@pytest.mark.parametrize("num_warps, ctas", [(1, 32), (2, 16)])
+def test_moe_fewer_warps_more_programs(num_warps, ctas):
+    """The grouped kernel with one / two row tiles per program and split-K for up to 32 programs per SM."""
+    from test_kernels_quant import ref_moe_gemm
+
+    from wmtp.measure.kernels.quant_mma_i4 import int4_mma_moe
+
+    gen = torch.Generator().manual_seed(77 + num_warps)
+    n, k, n_exp = 40, 392, 4
+    packed, s = quantize_int4_group(make_weight(gen, n_exp, n, k))
+    ids = torch.tensor([[0, 3], [3, 1]], dtype=torch.int32)
+    x = torch.randn(2, k, generator=gen).to(torch.bfloat16)
+    w_deq = torch.stack([ref_int4_weight(packed[e], s[e]) for e in range(n_exp)])
+    ref = ref_moe_gemm(x, w_deq, ids.long(), None, False)
+    out = torch.full((4, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    int4_mma_moe(x.to(DEV), pack_int4_mma(packed).to(DEV), s.to(DEV), ids.to(DEV), None, False, n, out=out,
+                 num_warps=num_warps, ctas=ctas, sub_mma=False)
     assert not torch.isnan(out).any()
     assert rel(out, ref) < TOL
 

@@ -29,6 +29,12 @@ MS = (1, 2, 4, 8, 16)
 OURS = {"[sub-w4-c8]": dict(sub_mma=True, ctas=8), "[fma-w4-c8]": dict(sub_mma=False, ctas=8),
         "[fma-w2-c8]": dict(sub_mma=False, ctas=8, num_warps=2), "[fma-w1-c8]": dict(sub_mma=False, ctas=8, num_warps=1),
         "[fma-w2-c4]": dict(sub_mma=False, ctas=4, num_warps=2), "[sub-w2-c8]": dict(sub_mma=True, ctas=8, num_warps=2)}
+# session 23: fewer warps per program with split-K planned for more programs per SM (one warp per program streamed the
+# lm_heads at 80-92 % of copy in run6 of h200-quant-v11, but planned for 8 programs per SM it keeps 8 warps an SM on
+# the 10-40 MB projections, where split-K sets the program count)
+OURS.update({f"[{dq}-w{w}-c{c}]": dict(sub_mma=dq == "sub", ctas=c, num_warps=w)
+             for dq, w, c in (("fma", 1, 16), ("fma", 1, 32), ("sub", 1, 16), ("sub", 1, 32), ("fma", 2, 16),
+                              ("sub", 2, 16), ("sub", 4, 16))})
 PEERS = ("torch_bf16", "torch_int4pack_mm")
 
 
@@ -76,13 +82,17 @@ def run_dense(b, model, comp, n, k, check, keep):
 
 # run4 of h200-quant-v11 timed also `wmtp_int4_moe_mma[fma-c8]` (commit 812c210; its auto then took the -136 MMA)
 MOE = ("wmtp_int4_moe", "wmtp_int4_moe_auto", "wmtp_int4_moe_mma[sub-c8]")
+# session 23: the pair kernel with fewer warps per program / more programs per SM (as OURS for the dense kernel)
+MOE_OURS = {f"[fma-w{w}-c{c}]": dict(sub_mma=False, num_warps=w, ctas=c) for w, c in ((1, 8), (1, 16), (1, 32), (2, 16),
+                                                                                    (4, 16))}
 
 
 def run_moe(b, model, comp, n, k, n_exp, top_k, keep):
     """The grouped experts (as `quant_moe_bench`: random top-k routing, one call per replay, the routed experts'
     bytes): path='auto' without / with the repacked experts (`wmtp_int4_moe` / `_auto`), and the kernel's other
     dequantization (the -136 MMA)."""
-    if not any(keep(name, model, comp) for name in MOE):
+    names = list(MOE) + [f"wmtp_int4_moe_mma{t}" for t in MOE_OURS]
+    if not any(keep(name, model, comp) for name in names):
         return
     gen = torch.Generator(device=b.dev).manual_seed(29)
     down = comp.endswith("down")
@@ -96,6 +106,8 @@ def run_moe(b, model, comp, n, k, n_exp, top_k, keep):
         calls = {"wmtp_int4_moe": lambda: qg.int4_moe_gemm(x, wq, ws, ids, wts, a_is_pairs=down),
                  "wmtp_int4_moe_auto": lambda: qg.int4_moe_gemm(x, wq, ws, ids, wts, a_is_pairs=down, w_mma=wm),
                  "wmtp_int4_moe_mma[sub-c8]": lambda: int4_mma_moe(x, wm, ws, ids, wts, down, n, sub_mma=True)}
+        calls.update({f"wmtp_int4_moe_mma{t}": (lambda c=c: int4_mma_moe(x, wm, ws, ids, wts, down, n, **c))
+                      for t, c in MOE_OURS.items()})
         w_deq, pos = qg.dequantize_int4_group(wq[used.long()], ws[used.long()]), torch.searchsorted(used, ids)
         ref = moe_ref(x, w_deq, pos, wts, down)
         for kernel, fn in calls.items():
