@@ -220,20 +220,22 @@ def test_regime_index_by_hand():
 # ------------------------------------------------------------------------------ profiles without regimes
 def _one_fit_price(comps: dict, w: Work, spec, wdtype: str) -> float:
     """The pricing rule of a profile without regimes, written out: factor x (const x launches + bytes + flops
-    terms) x count with the dtype's fit (the dense int4 fit for an lm_head), and the bf16 fit's rate where it is
-    cheaper."""
+    terms) x count with the dtype's fit (the dense int4 fit for an lm_head), and the bf16 reference's rate where it
+    is cheaper: the quant benchmark's bf16 GEMM (`gemm@bf16`, per call, no shape factor) for dense items, the
+    sweep's bf16 fit (with its factor) for the experts and where the profile has no `gemm@bf16`."""
     from wmtp.features import group_name
 
-    def t(c, launches):
+    def t(c, launches, factor=True):
         co = dict(zip(c["features"], c["coef_ms"]))
-        f = c.get("groups", {}).get(f"{spec.key}|{group_name(w.name)}", 1.0)
+        f = c.get("groups", {}).get(f"{spec.key}|{group_name(w.name)}", 1.0) if factor else 1.0
         return f * (co["const"] * launches + co["bytes"] * w.bytes + co["flops"] * w.flops) * w.count
 
     path = {"nvfp4": "int4"}.get(wdtype, wdtype)
     q = comps.get(f"{w.kind}@{path}") or (comps.get(f"gemm@{path}") if w.kind == "lm_head" else None)
-    bf16 = t(comps[w.kind], 1.0)
-    if q is None:
-        return bf16
+    if q is None or path == "bf16":  # bf16 weights (an lm_head the checkpoint keeps): the sweep's fit
+        return t(comps[w.kind], 1.0)
+    ref = comps.get("gemm@bf16") if w.kind != "moe" else None
+    bf16 = t(ref, float(max(w.kernels, 1)), factor=False) if ref else t(comps[w.kind], 1.0)
     return min(bf16, t(q, float(q.get("const_launches") or max(w.kernels, 1))))
 
 

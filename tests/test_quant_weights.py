@@ -224,6 +224,28 @@ def test_a_slower_measured_4bit_kernel_does_not_price_the_format():
     assert model.price(moe, h200, spec).time_ms == pytest.approx(3 * 1.0)
 
 
+def test_the_quant_benchmarks_bf16_gemm_is_the_reference_where_the_profile_has_one():
+    """With `gemm@bf16` (the quant benchmark's torch bf16 GEMM, per call), a dense item whose 4-bit kernel is slower
+    is priced by it: per launch, without the bf16 shape's group factor, tagged by its own measured range; a bf16
+    checkpoint's item and the experts keep the sweep's fits."""
+    ref = {"features": ["const", "bytes", "flops"], "coef_ms": [0.5, 1e-9, 0.0], "groups": {"q122|attn_proj": 3.0},
+           "bytes_range": [1e6, 1e9], "flops_range": [0.0, 1e13], "const_per_kernel": True, "const_launches": None,
+           "points": [{"model": "x", "bytes": b, "flops": 0.0, "batch": 1.0} for b in (1e6, 1e9)]}
+    model, h200, spec = ProfileCostModel(_profile(**{"gemm@bf16": ref})), get_hardware("h200"), get_model("q122")
+    proj = Work("gemm", "verify.attn_proj", 1e8, 1e9, 2, 1, {"tokens": 7, "wdtype": "nvfp4"})
+    p = model.price(proj, h200, spec)
+    # two launches of 0.5 ms + 1e8 bytes x 1e-9 ms per byte = 1.1 ms; not x 3 (the bf16 shape's factor); the int4
+    # fit's 2 x 10 ms and the sweep's 1 ms item lose and win nothing here: the reference replaces the sweep's fit
+    assert p.time_ms == pytest.approx(2 * 0.5 + 0.1)
+    assert p.source.origin.value == "interpolated" and "bf16 kernel's rate at nvfp4 bytes" in p.source
+    tiny = Work("gemm", "verify.attn_proj", 1e5, 1e6, 2, 1, {"tokens": 7, "wdtype": "nvfp4"})  # 5e4 B a call
+    assert model.price(tiny, h200, spec).source.origin.value == "extrapolated"
+    bf16 = Work("gemm", "verify.attn_proj", 1e8, 1e9, 2, 1, {"tokens": 7, "wdtype": "bf16"})
+    assert model.price(bf16, h200, spec).time_ms == pytest.approx(1.0)
+    moe = Work("moe", "verify.moe", 1e8, 1e9, 4, 3, {"tokens": 7})
+    assert model.price(moe, h200, spec).time_ms == pytest.approx(3 * 1.0)
+
+
 def test_nvfp4_on_b200_stays_the_scaled_bf16_fit():
     """On a GPU with FP4 tensor cores the bf16 fit is scaled from the H200 (byte term by the bandwidth ratio, flop
     term by bf16-on-H200 over fp4-on-B200) and the tag says so."""
