@@ -42,8 +42,9 @@ def test_aiperf_zero_bucket_file_reads_its_token_weighted_al_and_the_histogram_a
     assert out["garbled"] == 0 and not out["notes"]
 
 
-def test_aiperf_zero_bucket_line_alone_is_al_one(tmp_path):
-    out = _logs(write_log(tmp_path, HIST))
+@pytest.mark.parametrize("text", [HIST, "  Accepted-draft histogram (% steps):  0: 100%\n"])  # (PR #1191's label)
+def test_aiperf_zero_bucket_line_alone_is_al_one(tmp_path, text):
+    out = _logs(write_log(tmp_path, text))
     assert out["accept_length"] == 1.0
     assert out["al"]["estimator"].startswith("AIPerf accepted-draft histogram `0: 100%`")
     assert "per_position" not in out["al"] and out["garbled"] == 0
