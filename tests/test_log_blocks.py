@@ -23,7 +23,8 @@ from wmtp import log_blocks
 from wmtp.calibrate.log_benchmark import FORMATS, _sglang_line, generate
 from wmtp.errors import WmtpError
 from wmtp.log_analysis import analyse
-from wmtp.log_blocks import _ZERO, _maybe_ours
+from wmtp.log_blocks import _ZERO
+from wmtp.log_layout import maybe_ours as _maybe_ours
 from wmtp.logs import parse_other
 
 DATA = Path(__file__).parent / "data"

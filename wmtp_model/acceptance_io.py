@@ -30,7 +30,7 @@ from wmtp.errors import WmtpError
 from wmtp.fileio import check_lookup
 from wmtp.log_input import is_stream, open_text, spool
 from wmtp.log_records import v1_drafts
-from wmtp.log_sources import HIST_KEYS, add_histogram
+from wmtp.log_meta import HIST_KEYS, add_histogram
 from wmtp.logs import VllmSpecLine
 from wmtp.log_analysis import analyse, own_depth
 

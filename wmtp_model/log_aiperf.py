@@ -332,8 +332,6 @@ class AiperfParts:
             why = "cut inside a bucket (its share missing or cut)"
         elif js != list(range(len(js))) or any(t[2] for t in labels[:-1]):
             why = "buckets not 0, 1, 2, ... in order"
-        elif len(js) < 2:
-            why = "one bucket: no draft position"
         elif not sum(pcts) or abs(sum(pcts) - 100) > 0.5 * len(js) + 1e-9:
             why = (f"shares sum to {sum(pcts):g} % (whole percents of every step: 100 +- {0.5 * len(js):g} %; the "
                    "line cut short, or its wrapped rest lost?)")
@@ -341,6 +339,8 @@ class AiperfParts:
             why = None
         if why is not None:
             return self._unused(get, [first, last], f"{where}: {why}: not used")
+        if js == [0]:  # `0: 100%`: AIPerf's only bucket is 0 (no step accepted a draft), AL 1 exactly
+            return self._zero_al(get, line, where, first, last)
         shares = [p / sum(pcts) for p in pcts]
         al = 1 + sum(j * s for j, s in enumerate(shares))
         out = {"value": al, "lines": [first, last], "per_position": [min(sum(shares[j:]), 1.0) for j in
@@ -362,4 +362,22 @@ class AiperfParts:
                                if tw is None else f" (AL by depth stops at d = {c + 1})" if "per_position" in out
                                else f"; not kept beside its AL {tw:g}, deeper than d = {c + 1}"))
             self.notes.append(out["note"])
+        return out
+
+    def _zero_al(self, get, line, where: str, first: int, last: int) -> dict | None:
+        """The histogram line `0: 100%` (`format_acceptance_histogram_line` writes buckets up to the largest seen: one
+        bucket is a run whose every verify step accepted 0 drafts): AL 1, no per-position rate beyond position 1's 0
+        (the draft depth is not in the line); the token-weighted AL, where the file has one, must say the same."""
+        out = {"value": 1.0, "lines": [first, last], "estimator": "AIPerf accepted-draft histogram `0: 100%`: every "
+               "verify step accepted 0 drafts, AL 1 (the bonus token only; the draft depth not in the line)"}
+        tw = get("accept_length_steps")
+        if tw is None:
+            return out
+        if abs(tw - 1) > 0.006:  # (2 decimals)
+            return self._unused(get, [first, last], f"{where} says no step accepted a draft (`0: 100%`), its "
+                                f"token-weighted acceptance length {tw:g}: they contradict, the histogram not used")
+        ls = [first, last] + [x for x in line("accept_length_steps") if x is not None]
+        out.update(value=tw, lines=[min(ls), max(ls)], estimator="AIPerf Token-Weighted Acceptance Length (1 + "
+                   "accepted drafts / verify steps, pooled); its accepted-draft histogram `0: 100%` agrees: no draft "
+                   "accepted")
         return out

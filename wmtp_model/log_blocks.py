@@ -32,7 +32,7 @@ from wmtp.log_input import open_text
 from wmtp.log_layout import (DEC as _DEC, GARBLED as _GARBLED, KINDS as _KINDS, PARSE as _PARSE,
                               PRE as _PRE, RETRACTING, SKELETONS as _SKELETONS, SKIP as _SKIP, V0S as _V0S,
                               V0T as _V0T, V1S as _V1S, V1T as _V1T, VKINDS as _VKINDS, ZERO as _ZERO,
-                              ZERO_UTF8 as _ZERO_UTF8, maybe_ours as _maybe_ours)  # noqa: F401 (_maybe_ours: tests)
+                              ZERO_UTF8 as _ZERO_UTF8)
 from wmtp.logs import DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, prefix_fields, tally_line
 
 BLOCK_CHARS = 1 << 21  # about 12,000 lines; the block's lists take about 10 MiB per MiB of it

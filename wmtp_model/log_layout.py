@@ -60,7 +60,8 @@ _WORDS = ("Decode batch", "Prefill batch", "Avg generation throughput", "SpecDec
           "gen throughput (token/s)",  # (an SGLang decode line with no `Decode batch`: v0.1's)
           "host_step_time = ", "elapsed_time = ", '"iterLatencyMS"', "time_per_token",  # (`wmtp.log_engines`' lines)
           '"average"', '"acceptance_length_percentiles"', "tgi_request_", "tgi_batch_inference_duration",
-          '"avg"', '"unit"', "lmdeploy:")  # (`wmtp.log_aiperf.parse_json_itl`: AIPerf's profile export JSON)
+          '"avg"', '"unit"', "lmdeploy:",  # (`wmtp.log_aiperf.parse_json_itl`: AIPerf's profile export JSON)
+          "generation_tokens", "decoded_tokens_per_iter")  # (SGLang's counter; TensorRT-LLM's per-request figure)
 _LABEL_WORDS = ("tpot", "itl", "ttft", "accept", "draft", "output_tokens", "generated", "concurrency", "successful",
                 "n_predict", "position", "latency", "eel (ms)", "e0el (ms)", "[al] ",  # trtllm-bench's `[AL] AVERAGE`
                 "decoded tokens per iter",  # `Mean E2EL (ms)`, skeleton `E0EL`

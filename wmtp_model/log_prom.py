@@ -9,8 +9,8 @@ from wmtp.log_bench_values import tgi_al, tgi_tpot
 
 
 def prom_totals(prom: dict, *kinds: str) -> tuple[dict, list]:
-    """The Prometheus fields whose names start with one of `kinds`, summed over their series (the `al` gauge:
-    averaged), and the lines they came from."""
+    """The Prometheus fields whose names start with one of `kinds`, summed over their series (the `al` / `sgal`
+    gauges: averaged), and the lines they came from."""
     tot: dict = {}
     ls = []
     for series, (x, ln) in prom.items():
@@ -18,19 +18,34 @@ def prom_totals(prom: dict, *kinds: str) -> tuple[dict, list]:
         if field.startswith(kinds):
             tot.setdefault(field, []).append(x)
             ls.append(ln)
-    return ({k: sum(xs) / len(xs) if k == "al" else sum(xs) for k, xs in tot.items()},
+    return ({k: sum(xs) / len(xs) if k in ("al", "sgal") else sum(xs) for k, xs in tot.items()},
             [min(ls), max(ls)] if ls else [None, None])
 
 def prom_al(prom: dict) -> dict | None:
     """AL from Prometheus spec-decode counters: 1 + accepted tokens / drafts, the per-position counters / drafts
     as rates (TensorRT-LLM counts no drafts: its drafted tokens at position 0 are one per draft, and its accepted
-    tokens are the per-position ones summed, both counted per finished request); else the mean of the
-    `spec_accept_length` / `spec_decode_acceptance_length` gauges; None without either."""
+    tokens are the per-position ones summed, both counted per finished request); SGLang's generated tokens over its
+    verify calls (`generation_tokens_total / spec_verify_calls_total`, both per finished request), else its
+    `spec_accept_length` gauge (its last log interval: named so); else the mean of the other engines'
+    acceptance-length gauges; None without either."""
     tgi = tgi_al(*prom_totals(prom, "tgi_"))
     if tgi is not None:
         return tgi
+    sg, sg_lines = prom_totals(prom, "sg_")
+    if sg.get("sg_verify") and sg.get("sg_gen") is not None and sg["sg_gen"] >= sg["sg_verify"]:
+        return {"value": sg["sg_gen"] / sg["sg_verify"], "lines": sg_lines,
+                "estimator": "SGLang Prometheus counters: generation_tokens_total / spec_verify_calls_total (both "
+                             "summed per finished request: sum completion_tokens / sum spec_verify_ct, over series)"}
     tot, lines = prom_totals(prom, "drafts", "accepted", "pos", "dpos")
     if not tot:
+        gauge, g_lines = prom_totals(prom, "sgal")
+        if gauge.get("sgal") and gauge["sgal"] >= 1:
+            why = ("its spec_verify_calls_total counter is 0" if sg.get("sg_verify") == 0 else
+                   "its counters contradict (fewer generated tokens than verify calls)" if sg.get("sg_verify") else
+                   "no spec_verify_calls_total counter in the scrape (SGLang before 2026-05)")
+            return {"value": gauge["sgal"], "lines": g_lines,
+                    "estimator": "SGLang Prometheus gauge spec_accept_length (the last log interval's batches, mean of "
+                                 f"series; {why}: not the run's pooled counters)"}
         tot, lines = prom_totals(prom, "al")
     drafts, acc = tot.get("drafts"), tot.get("accepted")
     est = "Prometheus counters: 1 + accepted tokens / drafts (summed over engines)"

@@ -107,6 +107,14 @@ def strict_float(t: str) -> float:
     return float(t if "_" not in t else "_")
 
 
+def whole_num(t: str) -> float | None:
+    """float(t) for a text that is one number and nothing else (`4e`, a number cut short: None)."""
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
 class CheckedField(dict):
     """text -> checked value, for a field with few distinct texts (a batch size, an accept len, a queue):
     float(text) converted and range-checked once, then looked up. A text outside [lo, hi] raises

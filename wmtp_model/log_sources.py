@@ -13,16 +13,8 @@ from wmtp.logs import Value, VllmSpecLine
 from wmtp.log_engine_steps import EngineSteps
 from wmtp.log_aiperf import AiperfParts
 from wmtp.log_bench_values import BoxCells, evalscope_old_tpot, mlc_metrics_al
+from wmtp.log_meta import MetaBlocks
 from wmtp.log_prom import prom_al, prom_tpot
-
-HIST_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
-
-
-def add_histogram(total: list[float], h) -> None:
-    for i, c in enumerate(h):
-        if i >= len(total):
-            total.extend([0.0] * (i + 1 - len(total)))
-        total[i] += float(c)
 
 
 class SpecLines:
@@ -80,13 +72,14 @@ class SpecLines:
                     steps += r.drafted / r.k
                     em += r.emitted
             if steps:
-                return {"value": em / steps, "lines": lines, "samples": len(self.v0), "kind": "vLLM V0 Speculative metrics",
+                return {"value": em / steps, "lines": lines, "samples": len(self.v0),
+                        "kind": "vLLM V0 Speculative metrics",
                         "estimator": "emitted / (draft tokens / k), last (cumulative) line per process"}
         if self.drafts > 0:
             out = {"value": 1 + self.acc / self.drafts, "lines": lines, "samples": self.n,
                    "kind": "vLLM V1 SpecDecoding metrics",
-                   "estimator": f"1 + sum Accepted / sum (Drafted / k) over {self.n} intervals (Accepted / (mean AL - 1) "
-                                "where the printed AL disagrees with Drafted / k)"}
+                   "estimator": f"1 + sum Accepted / sum (Drafted / k) over {self.n} intervals (Accepted / "
+                                "(mean AL - 1) where the printed AL disagrees with Drafted / k)"}
             if self.reached:
                 k, reach = max(self.reached.items(), key=lambda kv: kv[1][0])
                 rates, counts = sum(reach[1:]) / reach[0] if reach[0] else 0.0, self.acc / self.drafts
@@ -112,7 +105,6 @@ class Summaries:
         self.repeated = 0
         self.table: list | None = None  # the open results table's [TPOT column, AL column, cells]
         self.rounds = [0, 0.0, None, None]  # llama.cpp verify rounds: count, accepted drafts, first and last line
-        self.block: dict = {}
         self.prom: dict = {}  # Prometheus series (field + labels) -> (last sample, line)
         self.steps: list = []  # bench_one_batch decode steps: (ms per token, line)
         self.engine = EngineSteps()  # TensorRT-LLM iterations, TGI requests
@@ -120,19 +112,11 @@ class Summaries:
         self.al_open = None  # the line of trtllm-bench's open `acceptance_length_percentiles` object
         self.boxes = BoxCells()  # a box table's first cell wrapped over rows
         self.aiperf = AiperfParts(self.values)  # AIPerf's histogram line (wrapped), JSON export objects
-        self.meta = {"requests": 0, "completion": 0.0, "verify_cv": 0.0, "correct": 0.0, "verify_cc": 0.0,
-                     "al_sum": 0.0, "al_n": 0, "vsteps": 0.0, "vacc": 0.0, "hist": [], "vhist": [],
-                     "first": None, "last": None, "e2e_s": 0.0, "e2e_tokens": 0.0, "e2e_n": 0, "mhist": []}
+        self.metas = MetaBlocks(self.values)  # per-request objects (`wmtp.log_meta`)
 
     def add(self, v: Value) -> None:
         if v.key.startswith("meta:"):
-            k = v.key[5:]
-            if k in self.block:
-                self._flush()
-            self.block[k] = v.value
-            m = self.meta
-            m["first"] = m["first"] or v.line_no
-            m["last"] = v.line_no
+            self.metas.add(v.key[5:], v.value, v.line_no)
             return
         if v.key == "header":
             return
@@ -187,70 +171,8 @@ class Summaries:
             if x == x and (key != "accept_length" or x >= 1):
                 self.values[key] = (x, v.line_no)
 
-    def _flush(self) -> None:
-        b, m = self.block, self.meta
-        self.block = {}
-        num = {k: x for k, x in b.items() if not isinstance(x, list)}
-        if num.get("completion_tokens", 0) > 1 and "e2e_latency" in num:  # a request's own time per token
-            m["e2e_s"], m["e2e_tokens"], m["e2e_n"] = m["e2e_s"] + num["e2e_latency"], m["e2e_tokens"] + \
-                num["completion_tokens"], m["e2e_n"] + 1
-        if isinstance(b.get("accept_count"), list) and isinstance(b.get("draft_count"), list):
-            self._mlc(b["accept_count"], b["draft_count"])
-            return
-        spec = any((k.startswith("spec_") and not k.startswith("spec_decode_"))  # (vllm bench serve's result JSON)
-                   or k in ("num_spec_steps", "acceptance_histogram", "mean_acceptance_length") for k in b)
-        if not spec:
-            for k in ("predicted_per_token_ms", "predicted_n", "draft_n", "draft_n_accepted", "draft_rounds"):
-                if k in num:  # llama.cpp timings (`draft_rounds`: the llama.cpp-compatible MLX servers')
-                    self.values["llama_" + k] = (num[k], m["last"])
-            for k, key in (("mean_tpot_ms", "tpot_mean_ms"), ("accept_length", "accept_length"),  # bench JSON
-                           ("avg_per_output_token_latency", "per_output_token_ms"),
-                           ("spec_decode_acceptance_length", "accept_length"), ("spec_decode_num_drafts", "drafts"),
-                           ("spec_decode_accepted_tokens", "accepted_tokens"), ("mean_itl_ms", "itl_mean_ms"),
-                           ("avg_tpot_ms", "tpot_mean_ms")):  # (trtllm-bench's report JSON: streaming_metrics)
-                if k in num and (key != "accept_length" or num[k] >= 1):
-                    self.values[key] = (num[k], m["last"])
-            rates = b.get("spec_decode_per_position_acceptance_rates")  # (vllm bench serve's JSON: accepted at i / drafts)
-            if isinstance(rates, list) and rates and all(0 <= r <= 1 for r in rates):
-                for i, r in enumerate(rates):
-                    self.values[f"pos:{i}"] = (r, m["last"])
-            return
-        m["requests"] += 1
-        for k in ("spec_correct_drafts_histogram", "spec_accept_histogram"):
-            if isinstance(b.get(k), list):
-                add_histogram(m["hist"], b[k])
-                break
-        else:
-            if "completion_tokens" in num and num.get("spec_verify_ct"):
-                m["completion"] += num["completion_tokens"]
-                m["verify_cv"] += num["spec_verify_ct"]
-            elif "spec_num_correct_drafts" in num and num.get("spec_verify_ct"):
-                m["correct"] += num["spec_num_correct_drafts"]
-                m["verify_cc"] += num["spec_verify_ct"]
-            elif "spec_accept_length" in num:
-                m["al_sum"] += num["spec_accept_length"]
-                m["al_n"] += 1
-        if isinstance(b.get("acceptance_histogram"), list):
-            add_histogram(m["vhist"], b["acceptance_histogram"])
-        elif num.get("num_spec_steps"):
-            m["vsteps"] += num["num_spec_steps"]
-            m["vacc"] += num.get("num_accepted_draft_tokens", 0.0)
-        elif "mean_acceptance_length" in num:
-            m["al_sum"] += num["mean_acceptance_length"]
-            m["al_n"] += 1
-
-    def _mlc(self, acc: list, drafted: list) -> None:
-        """MLC-LLM's engine metrics (`spec_decode`: `accept_count[j]` verify steps that emitted more than j tokens, the
-        bonus one included; `draft_count[j]` steps whose draft, with the bonus prediction, was longer than j; the
-        engine's lifetime, the last dump wins): steps that accepted exactly j drafts, as a histogram."""
-        if not acc or len(acc) != len(drafted) or any(acc[j] < acc[j + 1] for j in range(len(acc) - 1)) \
-                or acc[0] != drafted[0] or min(acc) < 0:
-            return
-        self.meta["mhist"] = [acc[j] - (acc[j + 1] if j + 1 < len(acc) else 0) for j in range(len(acc))]
-
     def finish(self) -> None:
-        if self.block:
-            self._flush()
+        self.metas.finish()
 
     def get(self, key: str):
         v = self.values.get(key)
@@ -261,39 +183,10 @@ class Summaries:
         return [min(ls), max(ls)] if ls else [None, None]
 
     def meta_tpot(self) -> dict | None:
-        """Per-request time per token of meta_info requests (`e2e_latency` / `completion_tokens`, the first token's
-        wait included: meta_info has no TTFT), for a file with no other TPOT."""
-        m = self.meta
-        if not m["e2e_n"]:
-            return None
-        return {"value_ms": m["e2e_s"] / m["e2e_tokens"] * 1e3, "samples": m["e2e_n"], "confidence": "low",
-                "lines": [m["first"], m["last"]],
-                "estimator": f"meta_info sum e2e_latency / sum completion_tokens over {m['e2e_n']} requests"}
+        return self.metas.tpot()
 
     def meta_al(self) -> dict | None:
-        m = self.meta
-        lines, n = [m["first"], m["last"]], m["requests"]
-        for key, label in (("hist", "SGLang meta_info"), ("vhist", "vLLM per-request metrics"),
-                           ("mhist", "MLC-LLM engine metrics")):
-            h = m[key]
-            if h and sum(h) > 0 and len(h) >= 2:
-                est = (f"summed accept histograms of {n} requests" if key != "mhist" else "spec_decode accept_count: "
-                       "tokens emitted / verify steps, over the engine's life (its last dump)")
-                return {"value": sum((i + 1) * c for i, c in enumerate(h)) / sum(h), "histogram": h, "lines": lines,
-                        "samples": n, "kind": label, "estimator": est}
-        if m["verify_cv"]:
-            return {"value": m["completion"] / m["verify_cv"], "lines": lines, "samples": n, "kind": "SGLang meta_info",
-                    "estimator": f"sum completion_tokens / sum spec_verify_ct over {n} requests"}
-        if m["verify_cc"]:
-            return {"value": 1 + m["correct"] / m["verify_cc"], "lines": lines, "samples": n, "kind": "SGLang meta_info",
-                    "estimator": "1 + sum spec_num_correct_drafts / sum spec_verify_ct"}
-        if m["vsteps"]:
-            return {"value": 1 + m["vacc"] / m["vsteps"], "lines": lines, "samples": n, "kind": "vLLM per-request metrics",
-                    "estimator": "1 + num_accepted_draft_tokens / num_spec_steps"}
-        if m["al_n"]:
-            return {"value": m["al_sum"] / m["al_n"], "lines": lines, "samples": n, "kind": "meta_info",
-                    "estimator": f"mean of the reported per-request acceptance lengths ({m['al_n']} requests)"}
-        return None
+        return self.metas.al()
 
     def summary_al(self) -> dict | None:
         g = self.get
@@ -319,7 +212,8 @@ class Summaries:
         elif (mlc := mlc_metrics_al(self.values)) is not None:  # MLC-LLM's /metrics text
             out = mlc
         elif g("accept_length") is not None:
-            out = {"value": g("accept_length"), "estimator": "printed acceptance length", "lines": self.line("accept_length")}
+            out = {"value": g("accept_length"), "estimator": "printed acceptance length",
+                   "lines": self.line("accept_length")}
         elif prom is not None:  # a /metrics scrape
             out = prom
         elif self.engine.drafted:  # TensorRT-LLM iteration statistics
@@ -328,11 +222,13 @@ class Summaries:
             r, emitted = g("llama_draft_rounds"), (g("llama_predicted_n") or 0) - 1  # drafts past the reply's end
             out = {"value": min(1 + g("llama_draft_n_accepted") / r, emitted / r if emitted >= r else float("inf")),
                    "lines": self.line("llama_draft_rounds", "llama_draft_n_accepted"),
-                   "estimator": "timings: 1 + draft_n_accepted / draft_rounds, at most (predicted_n - 1) / draft_rounds"}
+                   "estimator": "timings: 1 + draft_n_accepted / draft_rounds, at most (predicted_n - 1) / "
+                                "draft_rounds"}
         elif stats[0] and g("llama_accepted") in (None, stats[1]):  # counted drafts of this request (its accepted
             # tokens are the request's): before the inferences from tokens below
             out = {"value": 1 + stats[1] / stats[0], "lines": self.line(*stats[2]),
-                   "estimator": "llama.cpp statistics: 1 + #acc tokens / #gen drafts (last line of each implementation)"}
+                   "estimator": "llama.cpp statistics: 1 + #acc tokens / #gen drafts (last line of each "
+                                "implementation)"}
         elif self.rounds[0]:
             out = {"value": 1 + self.rounds[1] / self.rounds[0], "lines": self.rounds[2:],
                    "estimator": f"llama.cpp per-round lines: 1 + accepted drafts / rounds over {self.rounds[0]} rounds"}
@@ -344,20 +240,23 @@ class Summaries:
             t = g("llama_n_predict")
             out = {"value": t / (t - g("llama_n_accept")), "lines": self.line("llama_n_predict", "llama_n_accept"),
                    "estimator": "inferred: n_predict / (n_predict - n_accept)"}
-        elif g("llama_predicted_n") and g("llama_draft_n_accepted") is not None and g("llama_predicted_n") > g("llama_draft_n_accepted"):
+        elif g("llama_predicted_n") and g("llama_draft_n_accepted") is not None and \
+                g("llama_predicted_n") > g("llama_draft_n_accepted"):
             t = g("llama_predicted_n")
             out = {"value": t / (t - g("llama_draft_n_accepted")), "lines": self.line("llama_predicted_n"),
                    "estimator": "inferred: predicted_n / (predicted_n - draft_n_accepted)"}
         elif stats[0]:
             out = {"value": 1 + stats[1] / stats[0], "lines": self.line(*stats[2]),
-                   "estimator": "llama.cpp statistics: 1 + #acc tokens / #gen drafts (last line of each implementation)"}
+                   "estimator": "llama.cpp statistics: 1 + #acc tokens / #gen drafts (last line of each "
+                                "implementation)"}
         else:
             return None
         out.update(kind="summary", samples=1)
         llama_pos = g("llama_per_position")
         if rates or llama_pos:
             out["per_position"] = rates or llama_pos
-            out["drafts"] = drafts or (g("llama_generated") / len(llama_pos) if llama_pos and g("llama_generated") else None)
+            out["drafts"] = drafts or (g("llama_generated") / len(llama_pos) if llama_pos and g("llama_generated")
+                                       else None)
         return out
 
     def tpot(self) -> dict | None:
@@ -372,16 +271,19 @@ class Summaries:
                          ("guidellm_itl_mdn_ms", "guidellm Request Latency Statistics: ITL ms Mdn of its first "
                           "benchmark row (its TPOT column is request latency / output tokens, first token included)"),
                          ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"),
-                         ("table_itl_ms", "bench results table: ITL (ms) of its first row (sglang.bench_one_batch_server: "
-                                          "batch size / output throughput)"), ("llama_decoded_s", ""),
+                         ("table_itl_ms", "bench results table: ITL (ms) of its first row "
+                                          "(sglang.bench_one_batch_server: batch size / output throughput)"),
+                         ("llama_decoded_s", ""),
                          ("llama_eval_ms_per_token", "llama.cpp eval time per token"),
                          ("llama_predicted_per_token_ms", "llama.cpp timings predicted_per_token_ms")):
             if key == "llama_decoded_s":  # a speculative example's own total: its `eval time` lines are per
                 if g(key) and g("llama_decoded_tokens"):  # model (the draft's, the target's batches)
                     return {"value_ms": g(key) / g("llama_decoded_tokens") * 1e3, "samples": 1, "confidence": "high",
-                            "estimator": "llama.cpp decoded seconds / tokens", "lines": self.line("llama_decoded_tokens")}
+                            "estimator": "llama.cpp decoded seconds / tokens",
+                            "lines": self.line("llama_decoded_tokens")}
             elif g(key):
-                return {"value_ms": g(key), "estimator": est, "lines": self.line(key), "samples": 1, "confidence": "high"}
+                return {"value_ms": g(key), "estimator": est, "lines": self.line(key), "samples": 1,
+                        "confidence": "high"}
         if g("obs_batch") and g("obs_out_thr"):  # sglang.bench_one_batch_server's per-case block (its last case)
             return {"value_ms": g("obs_batch") / g("obs_out_thr") * 1e3, "samples": 1, "confidence": "high",
                     "lines": self.line("obs_batch", "obs_out_thr"), "estimator": "sglang.bench_one_batch_server: batch "

@@ -218,7 +218,11 @@ PROM_FIELDS = {  # metric (prefix and `_total` dropped) -> what it counts
     # mean-AL gauge, and per request and decode iteration the time since the request's last token (`iter_token_latency`,
     # read by `wmtp.log_prom.prom_tpot` with all generated tokens less one first token per request)
     "spec_decode_mean_accept_length": "al", "iter_token_latency_sum": "lmd_itl_s",
-    "iter_token_latency_count": "lmd_itl_n", "generation_tokens": "lmd_gen", "time_to_first_token_seconds_count": "lmd_req"}
+    "iter_token_latency_count": "lmd_itl_n", "generation_tokens": "lmd_gen",
+    "time_to_first_token_seconds_count": "lmd_req",
+    # SGLang's (python/sglang/srt/observability/metrics_collector.py, TokenizerMetricsCollector, PR #25689, 2026-05):
+    # per finished request its spec_verify_ct and its completion tokens (`generation_tokens` above: `sg_gen` for it)
+    "spec_verify_calls": "sg_verify"}
 # `time_per_output_token_seconds`: TensorRT-LLM's per-request TPOT; vLLM's older name of its inter-token latency;
 # SGLang's beside its `inter_token_latency_seconds` (per request in some builds, the first token's wait included)
 _TRT_FIELDS = {"tpo_s": "tpot_s", "tpo_n": "tpot_n"}
@@ -242,8 +246,10 @@ def parse_prometheus(line: str, n: int):
     if field is None or x is None or 'engine_type="draft"' in (labels or ""):
         return PROM_OTHER
     decode = 'method="decode"' in (labels or "")
+    if engine == "sglang" and field in ("lmd_gen", "al"):  # (SGLang's generated tokens and AL gauge: `prom_al`)
+        field = "sg_gen" if field == "lmd_gen" else "sgal"
     if field.startswith("tgi_") and (engine != "tgi" or field.startswith("tgi_step") and not decode) or \
-            field.startswith("lmd_") and engine != "lmdeploy":
+            field.startswith("lmd_") and engine != "lmdeploy" or field.startswith("sg_") and engine != "sglang":
         return PROM_OTHER
     if engine == "trtllm":
         field = _TRT_FIELDS.get(field, field)

@@ -43,7 +43,7 @@ from wmtp.log_summary import (PROM_OTHER, parse_label, parse_prometheus, parse_s
                                parse_lmdeploy, parse_table_row, strip_collector)
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Refused,  # noqa: F401
                               Value, VllmSpecLine, VllmThroughput, after, day_seconds, finite, nan_rates, num,
-                              rates_list, strict_float, ungroup, vllm_field_name)
+                              rates_list, strict_float, ungroup, vllm_field_name, whole_num)
 
 _MAX, _num, _finite, _after, _flt = MAX_VALUE, num, finite, after, strict_float  # the parsers' short local names
 
@@ -56,7 +56,8 @@ _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length
                    r"""mean_acceptance_length|num_spec_steps|num_accepted_draft_tokens|acceptance_histogram|"""
                    r"""predicted_per_token_ms|predicted_n|draft_n_accepted|draft_n|draft_rounds|mean_tpot_ms|accept_length|"""
                    r"""avg_per_output_token_latency|spec_decode_acceptance_length|spec_decode_num_drafts|"""
-                   r"""spec_decode_accepted_tokens|spec_decode_per_position_acceptance_rates|e2e_latency|mean_itl_ms|avg_tpot_ms|"""
+                   r"""spec_decode_accepted_tokens|spec_decode_per_position_acceptance_rates|e2e_latency|mean_itl_ms|"""
+                   r"""avg_tpot_ms|mean_avg_decoded_tokens_per_iter|avg_decoded_tokens_per_iter|"""  # (TensorRT-LLM's)
                    r"""draft_count|accept_count)"""  # (MLC-LLM's engine metrics: its `spec_decode` object)
                    r"""['"]?\s*:\s*"""
                    r"""(\[[^\]]*\]|\{\s*"\d[^{}]*\}|[-+0-9.eE]+|nan|NaN|Infinity)""")  # ({"j": n}: a sparse histogram)
@@ -327,13 +328,13 @@ def parse_other(line: str, n: int):
     al = parse_bench_al(line, n) if '"average"' in line or '"acceptance_length_percentiles"' in line else None
     if ("spec_" in line or "accept" in line or "completion_tokens" in line or "predicted_" in line
             or "draft_" in line or "num_spec" in line or "tpot_ms" in line or "per_output_token" in line
-            or "e2e_latency" in line or "mean_itl_ms" in line):
+            or "e2e_latency" in line or "mean_itl_ms" in line or "decoded_tokens_per_iter" in line):
         found = _META.findall(line)
         if found:
             out = []
             for key, raw in found:
                 xs = _number_list(raw, whole=key.endswith("histogram")) if raw[:1] in "[{" else None
-                x = xs if xs is not None else _finite(_num(raw)) if raw[:1] not in "[{" else None
+                x = xs if xs is not None else _finite(whole_num(raw)) if raw[:1] not in "[{" else None  # (`4e`: cut)
                 if x is None:
                     return False
                 out.append(Value(n, "meta:" + key, x))
