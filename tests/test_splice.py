@@ -77,7 +77,7 @@ def test_carry_keeps_what_the_refit_lacks(tmp_path):
     (tmp_path / "shipped.md").write_text("# Latency profile\n\n## Quantized weights (merged)\n\nkept\n")
     (tmp_path / "refit.json").write_text(json.dumps(refit))
     carried = carry_extras(src, tmp_path / "refit.json", tmp_path / "out.json")
-    assert carried == ["allreduce_tp2", "gemm@fp8", "gemm@int4", "moe@fp8", "moe@int4"]
+    assert carried == ["allreduce_tp2", "gemm@bf16", "gemm@fp8", "gemm@int4", "moe@fp8", "moe@int4"]
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["components"] == shipped["components"] and out["tp_raw_data"] == shipped["tp_raw_data"]
     assert (tmp_path / "out.md").read_text().endswith("## Quantized weights (merged)\n\nkept\n")
