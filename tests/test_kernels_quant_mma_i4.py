@@ -230,3 +230,45 @@ def test_moe_dispatch(monkeypatch):
     many = torch.randint(0, n_exp, (17, 2), generator=gen, dtype=torch.int32).to(DEV)
     qg.int4_moe_gemm(torch.cat([x] * 9)[:17], packed, s, many, w_mma=wm)  # 17 tokens > MOE_PAIR_AUTO's 16
     assert log == [1]
+
+
+def test_auto_plans_by_size_and_tokens(monkeypatch):
+    """path='auto': the dense kernel runs 1 warp a program at AUTO_W1_CTAS from AUTO_W1_BYTES of codes (4 warps at
+    AUTO_CTAS below), the grouped one 1 warp at MOE_W1_CTAS from MOE_W1_MIN_TOKENS tokens (4 warps at one token);
+    results equal the fp64 reference either way."""
+    from test_kernels_quant import ref_moe_gemm
+
+    from wmtp.measure.kernels import quant_gemm as qg
+    from wmtp.measure.kernels import quant_mma_i4 as qm
+
+    x, packed, s, ref = _case(3, 48, 256, 91)
+    x, packed, s = x.to(DEV), packed.to(DEV), s.to(DEV)
+    wm = pack_int4_mma(packed)
+    log = []
+    real = qm.int4_mma_gemm
+    monkeypatch.setattr(qm, "int4_mma_gemm",
+                        lambda *a, **kw: log.append((kw["num_warps"], kw["ctas"])) or real(*a, **kw))
+    monkeypatch.setattr(qm, "AUTO_BYTES", 48 * 128)
+    monkeypatch.setattr(qm, "AUTO_W1_BYTES", 48 * 128 + 1)  # one byte over these codes: 4 warps
+    assert rel(qg.int4_gemm(x, packed, s, w_mma=wm), ref) < TOL
+    monkeypatch.setattr(qm, "AUTO_W1_BYTES", 48 * 128)  # the fma dequantization there
+    assert rel(qg.int4_gemm(x, packed, s, w_mma=wm), ref) < TOL
+    assert log == [(4, qm.AUTO_CTAS), (1, qm.AUTO_W1_CTAS)]
+
+    gen = torch.Generator().manual_seed(5)
+    n_exp, n, k = 4, 32, 256
+    pk, sc = quantize_int4_group(make_weight(gen, n_exp, n, k))
+    w_deq = torch.stack([ref_int4_weight(pk[e], sc[e]) for e in range(n_exp)])
+    pk, sc = pk.to(DEV), sc.to(DEV)
+    wmoe = pack_int4_mma(pk)
+    monkeypatch.setattr(qm, "MOE_PAIR_AUTO_MIN_EXPERTS", 4)
+    seen = []
+    real_moe = qm.int4_mma_moe
+    monkeypatch.setattr(qm, "int4_mma_moe",
+                        lambda *a, **kw: seen.append((kw["num_warps"], kw["ctas"])) or real_moe(*a, **kw))
+    for tokens in (1, 2):
+        ids = torch.randint(0, n_exp, (tokens, 2), generator=gen, dtype=torch.int32)
+        xt = torch.randn(tokens, k, generator=gen).to(torch.bfloat16)
+        y = qg.int4_moe_gemm(xt.to(DEV), pk, sc, ids.to(DEV), w_mma=wmoe)
+        assert rel(y, ref_moe_gemm(xt, w_deq, ids.long(), None, False)) < TOL
+    assert seen == [(4, qm.AUTO_CTAS), (1, qm.MOE_W1_CTAS)] and qm.MOE_W1_MIN_TOKENS == 2

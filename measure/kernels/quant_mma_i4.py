@@ -59,9 +59,12 @@ MAX_ROWS = 16  # tokens: two MMA N tiles of 8 (`TOK2` above 8)
 # `quant_gemm.int4_gemm`, path='auto' with repacked weights, from measure/results/h200-quant-v11 (run2): this kernel
 # (the -136 MMA, split-K for AUTO_CTAS programs per SM) for bf16 rows M <= AUTO_MAX_ROWS, >= AUTO_BYTES of codes
 AUTO_CTAS, AUTO_BYTES, AUTO_MAX_ROWS = 8, 8 << 20, 8
-# grouped experts (`int4_mma_moe`): code - 8 by the packed FMA, not the -136 MMA (h200-quant-v11 run4: 1.34-1.71x over
-# the earlier path at 4-16 tokens against 1.26-1.53x, 1.15-1.18x at 1-2 tokens against 1.22-1.25x)
+# >= AUTO_W1_BYTES of codes: 1 warp a program, AUTO_W1_CTAS per SM (h200-quant-v12 run1: lm_heads 0.77-0.86x)
+AUTO_W1_BYTES, AUTO_W1_CTAS = 64 << 20, 16
+# grouped experts: code - 8 by the packed FMA, not the -136 MMA (h200-quant-v11 run4: faster at 4-16 tokens; run5: 1-2)
 MOE_SUB_MMA = False
+# from 2 tokens 1 warp a program, MOE_W1_CTAS per SM (h200-quant-v12 run1: 0.70-0.96x at 4-16 tokens; 1 token mixed)
+MOE_W1_MIN_TOKENS, MOE_W1_CTAS = 2, 16
 
 
 def pack_int4_mma(packed: torch.Tensor) -> torch.Tensor:
@@ -370,10 +373,12 @@ def mma_auto(x, n, k) -> bool:
 
 
 def mma_call(x, w_mma, w_scale, n, out, split_k, sm, counters):
-    """`quant_gemm.int4_gemm`'s path 'mma' (and 'auto' where `mma_auto`): `int4_mma_gemm` at AUTO_CTAS."""
+    """`quant_gemm.int4_gemm`'s path 'mma' (and 'auto' where `mma_auto`): `int4_mma_gemm`, its plan by size."""
     if w_mma is None:
         raise ValueError("path 'mma' needs the weights in its layout: w_mma = quant_mma_i4.pack_int4_mma(w)")
-    return int4_mma_gemm(x, w_mma, w_scale, n, out=out, split_k=split_k, ctas=AUTO_CTAS, sm=sm, counters=counters)
+    one = n * (x.shape[1] // 2) >= AUTO_W1_BYTES
+    return int4_mma_gemm(x, w_mma, w_scale, n, out=out, split_k=split_k, num_warps=1 if one else 4,  # 1 warp: fma
+                         ctas=AUTO_W1_CTAS if one else AUTO_CTAS, sm=sm, counters=counters, sub_mma=not one)
 
 
 def moe_plan(pairs, n, k, sm, num_warps=4, split_k=None, ctas=AUTO_CTAS):
@@ -438,5 +443,7 @@ def moe_mma_call(path, tiles, x, w_mma, w_scale, ids, route_w, a_is_pairs, out, 
             and w_mma.shape[0] >= MOE_PAIR_AUTO_MIN_EXPERTS)
     if path != "mma" and not auto:
         return None
+    one = ids.shape[0] >= MOE_W1_MIN_TOKENS
     return int4_mma_moe(x, w_mma, w_scale, ids, route_w, a_is_pairs, w_scale.shape[1], out=out, split_k=split_k,
-                        sm=sm, counters=counters, sub_mma=MOE_SUB_MMA)
+                        num_warps=1 if one else 4, ctas=MOE_W1_CTAS if one else AUTO_CTAS, sm=sm, counters=counters,
+                        sub_mma=MOE_SUB_MMA)

@@ -84,7 +84,7 @@ def run_dense(b, model, comp, n, k, check, keep):
 MOE = ("wmtp_int4_moe", "wmtp_int4_moe_auto", "wmtp_int4_moe_mma[sub-c8]")
 # session 23: the pair kernel with fewer warps per program / more programs per SM (as OURS for the dense kernel)
 MOE_OURS = {f"[fma-w{w}-c{c}]": dict(sub_mma=False, num_warps=w, ctas=c) for w, c in ((1, 8), (1, 16), (1, 32), (2, 16),
-                                                                                    (4, 16))}
+                                                                                    (4, 16), (4, 8))}
 
 
 def run_moe(b, model, comp, n, k, n_exp, top_k, keep):
