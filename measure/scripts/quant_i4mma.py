@@ -47,6 +47,15 @@ def auto16(x, w):
         qm.AUTO_MAX_ROWS = saved
 
 
+def moe_auto_w1_all(*a, **kw):
+    """path='auto' with repacked experts as it would run with `quant_mma_i4.MOE_W1_MIN_TOKENS` = 1."""
+    saved, qm.MOE_W1_MIN_TOKENS = qm.MOE_W1_MIN_TOKENS, 1
+    try:
+        return qg.int4_moe_gemm(*a, **kw)
+    finally:
+        qm.MOE_W1_MIN_TOKENS = saved
+
+
 def run_dense(b, model, comp, n, k, check, keep):
     names = ["wmtp_int4_group", "wmtp_int4_group_auto", "wmtp_int4_group_auto16"] + [f"wmtp_int4_mma{t}" for t in OURS]
     names += list(PEERS)
@@ -92,7 +101,7 @@ def run_moe(b, model, comp, n, k, n_exp, top_k, keep):
     """The grouped experts (as `quant_moe_bench`: random top-k routing, one call per replay, the routed experts'
     bytes): path='auto' without / with the repacked experts (`wmtp_int4_moe` / `_auto`), and the kernel's other
     dequantization (the -136 MMA)."""
-    names = list(MOE) + [f"wmtp_int4_moe_mma{t}" for t in MOE_OURS]
+    names = list(MOE) + [f"wmtp_int4_moe_mma{t}" for t in MOE_OURS] + ["wmtp_int4_moe_auto[w1-all]"]
     if not any(keep(name, model, comp) for name in names):
         return
     gen = torch.Generator(device=b.dev).manual_seed(29)
@@ -109,6 +118,7 @@ def run_moe(b, model, comp, n, k, n_exp, top_k, keep):
         calls = {"wmtp_int4_moe": lambda: qg.int4_moe_gemm(x, wq, ws, ids, wts, a_is_pairs=down),
                  "wmtp_int4_moe_auto": lambda: qg.int4_moe_gemm(x, wq, ws, ids, wts, a_is_pairs=down, w_mma=wm),
                  "wmtp_int4_moe_mma[sub-c8]": lambda: int4_mma_moe(x, wm, ws, ids, wts, down, n, sub_mma=True, **cnt)}
+        calls["wmtp_int4_moe_auto[w1-all]"] = lambda: moe_auto_w1_all(x, wq, ws, ids, wts, a_is_pairs=down, w_mma=wm)
         calls.update({f"wmtp_int4_moe_mma{t}": (lambda c=c: int4_mma_moe(x, wm, ws, ids, wts, down, n, **c, **cnt))
                       for t, c in MOE_OURS.items()})
         w_deq, pos = qg.dequantize_int4_group(wq[used.long()], ws[used.long()]), torch.searchsorted(used, ids)
