@@ -234,7 +234,7 @@ def test_moe_dispatch(monkeypatch):
 
 def test_auto_plans_by_size_and_tokens(monkeypatch):
     """path='auto': the dense kernel runs 1 warp a program at AUTO_W1_CTAS from AUTO_W1_BYTES of codes (4 warps at
-    AUTO_CTAS below), the grouped one 1 warp at MOE_W1_CTAS from MOE_W1_MIN_TOKENS tokens (4 warps at one token);
+    AUTO_CTAS below), the grouped one 1 warp at MOE_W1_CTAS from MOE_W1_MIN_TOKENS tokens (4 warps below);
     results equal the fp64 reference either way."""
     from test_kernels_quant import ref_moe_gemm
 
@@ -262,6 +262,7 @@ def test_auto_plans_by_size_and_tokens(monkeypatch):
     pk, sc = pk.to(DEV), sc.to(DEV)
     wmoe = pack_int4_mma(pk)
     monkeypatch.setattr(qm, "MOE_PAIR_AUTO_MIN_EXPERTS", 4)
+    monkeypatch.setattr(qm, "MOE_W1_MIN_TOKENS", 2)  # the rule at a threshold of 2 (shipped: 1, every call)
     seen = []
     real_moe = qm.int4_mma_moe
     monkeypatch.setattr(qm, "int4_mma_moe",
@@ -271,4 +272,4 @@ def test_auto_plans_by_size_and_tokens(monkeypatch):
         xt = torch.randn(tokens, k, generator=gen).to(torch.bfloat16)
         y = qg.int4_moe_gemm(xt.to(DEV), pk, sc, ids.to(DEV), w_mma=wmoe)
         assert rel(y, ref_moe_gemm(xt, w_deq, ids.long(), None, False)) < TOL
-    assert seen == [(4, qm.AUTO_CTAS), (1, qm.MOE_W1_CTAS)] and qm.MOE_W1_MIN_TOKENS == 2
+    assert seen == [(4, qm.AUTO_CTAS), (1, qm.MOE_W1_CTAS)]

@@ -63,8 +63,8 @@ AUTO_CTAS, AUTO_BYTES, AUTO_MAX_ROWS = 8, 8 << 20, 8
 AUTO_W1_BYTES, AUTO_W1_CTAS = 64 << 20, 16
 # grouped experts: code - 8 by the packed FMA, not the -136 MMA (h200-quant-v11 run4: faster at 4-16 tokens; run5: 1-2)
 MOE_SUB_MMA = False
-# from 2 tokens 1 warp a program, MOE_W1_CTAS per SM (h200-quant-v12 run1: 0.70-0.96x at 4-16 tokens; 1 token mixed)
-MOE_W1_MIN_TOKENS, MOE_W1_CTAS = 2, 16
+# from MOE_W1_MIN_TOKENS: 1 warp a program, MOE_W1_CTAS per SM (h200-quant-v12: 0.70-0.96x: 0.7-0.96x at 1-16 tokens)
+MOE_W1_MIN_TOKENS, MOE_W1_CTAS = 1, 16
 
 
 def pack_int4_mma(packed: torch.Tensor) -> torch.Tensor:
