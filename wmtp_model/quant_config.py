@@ -11,9 +11,13 @@ quantization (`mtp_bf16`). Formats are `wmtp.weights.FORMATS`. Producers read (t
   unquantized. 4-bit float in groups of another size (MXFP4's 32) and sparse layouts (`sparsity_config.format` other
   than dense, `format` marlin-24: 2:4 sparse weights) are a `ConfigError`, not priced as dense NVFP4 / FP8.
 - `modelopt` (NVIDIA ModelOpt): `quant_algo` `NVFP4` (a `group_size` other than 16 refused), `FP8`, the INT4 AWQ
-  algorithms (scale groups of `group_size`, 128 where unsaid) or `MIXED_PRECISION`; a mixed checkpoint's
+  algorithms (scale groups of `group_size`, 128 where unsaid or null) or `MIXED_PRECISION`; a mixed checkpoint's
   `config_groups` (as above) say which modules each format covers (`targets`), or `quantized_layers` maps module
-  names to their `quant_algo`; `ignore` / `exclude_modules` list modules left unquantized.
+  names to their `quant_algo` (and `group_size`: an int4 module's, else the object's, else 128; an NVFP4 module's
+  other than 16 refused); `ignore` / `exclude_modules` list modules left unquantized. A config.json whose
+  `quantization_config` nests hf_quant_config.json's `quantization` object is read as that object (vLLM does).
+- A checkpoint that quantizes only its KV cache (`kv_cache_scheme` / `kv_cache_quant_algo`, `wmtp.kv_quant`, with
+  no compressed-tensors `config_groups` or a null ModelOpt `quant_algo`) has bf16 weights: {} (it was refused).
 - `modules_to_not_convert` (HF fp8, AWQ) and `ignored_layers` (fp8 checkpoints; vLLM's Fp8Config reads it before
   modules_to_not_convert): modules left unquantized too. A skipped module of the MTP block (`mtp.*`, or
   a decoder layer numbered past num_hidden_layers, DeepSeek's and GLM's `model.layers.61` / `model.layers.46`) makes
@@ -46,6 +50,7 @@ from wmtp.errors import ConfigError
 # where a config.json keeps its quantization, in the order vLLM and SGLang read them (`compression_config`: older
 # compressed-tensors checkpoints; it was not read, and such a checkpoint priced as bf16)
 QUANT_KEYS = ("quantization_config", "compression_config")
+KV_KEYS = ("kv_cache_scheme", "kv_cache_quant_algo")  # a quantized KV cache declared (`wmtp.kv_quant`)
 _WEIGHT_DTYPE_HINT = "pass --weight-dtype (bf16, fp8, int4, nvfp4) to say how the weights are stored"
 
 
@@ -139,6 +144,7 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
     q, where = cfg[field], f"{path}: {field}"
     if not isinstance(q, dict):
         raise ConfigError(f"{where} must be an object")
+    q = flat_modelopt(q, where)
     method = q.get("quant_method")
     skipped = [m for key in ("ignore", "exclude_modules", "modules_to_not_convert", "ignored_layers")
                for m in _names(q.get(key), f"{where}.{key}")]
@@ -159,30 +165,79 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
         zeros, asym = True, (not flag if method == "gptq" else flag)
     elif method == "compressed-tensors":
         _refuse_sparse(q, where)
+        if q.get("config_groups") in (None, {}) and _declares_kv(q):  # a KV-cache-only checkpoint: bf16 weights
+            return {}
         experts, dense = _mixed(_groups(q.get("config_groups"), where), where)
         group, zeros = _ct_int4(q.get("config_groups"), where)
         asym = zeros
     elif method == "modelopt":
-        algo = q.get("quant_algo")
-        if algo == "MIXED_PRECISION":
-            layers = q.get("quantized_layers")
-            if isinstance(layers, dict) and layers:
-                pairs = [(m, _algo_format(v.get("quant_algo") if isinstance(v, dict) else None, f"{where}.{m}"))
-                         for m, v in layers.items()]
-            else:
-                pairs = _groups(q.get("config_groups"), where)
-            experts, dense = _mixed(pairs, where)
-        else:
-            experts = _algo_format(algo, where)
-            if experts == "nvfp4" and q.get("group_size") not in (None, 16):  # was read as NVFP4's 16, silently
-                raise ConfigError(f"{where}: quant_algo {algo} with group_size {q.get('group_size')!r:.20}: NVFP4 "
-                                  f"scales groups of 16; {_WEIGHT_DTYPE_HINT}")
-            if experts == "int4":  # INT4_AWQ's scale groups along K (its group_size was not read: 128 assumed)
-                group = _int4_group(q.get("group_size", 128), f"{where}.group_size")
+        if q.get("quant_algo") is None and _declares_kv(q):  # a KV-cache-only checkpoint: bf16 weights
+            return {}
+        experts, dense, group = _modelopt(q, where)
     else:
         raise ConfigError(f"{where}: quant_method {method!r} is not supported; {_WEIGHT_DTYPE_HINT}")
     return {"weight_dtype": experts, "dense_weight_dtype": dense, "mtp_bf16": mtp_bf16, "int4_group": group,
             "int4_zeros": zeros, "int4_asym": asym}
+
+
+def flat_modelopt(q: dict, where: str) -> dict:
+    """A ModelOpt quantization object that nests hf_quant_config.json's `quantization` object (vLLM reads the nested
+    one where it is given) as one flat object, the nested fields over the outer ones, `quant_method` modelopt where
+    unsaid; any other object as it is."""
+    inner = q.get("quantization")
+    if inner is None or q.get("quant_method") not in (None, "modelopt"):
+        return q
+    if not isinstance(inner, dict):
+        raise ConfigError(f"{where}.quantization must be an object (ModelOpt's quant_algo, kv_cache_quant_algo, "
+                          f"...), got {inner!r:.40}")
+    return {"quant_method": "modelopt", **{k: v for k, v in q.items() if k != "quantization"}, **inner}
+
+
+def _declares_kv(q: dict) -> bool:
+    """The object declares a quantized KV cache (`wmtp.kv_quant` reads which)."""
+    return any(q.get(k) is not None for k in KV_KEYS)
+
+
+def _modelopt(q: dict, where: str) -> tuple[str, str | None, int]:
+    """(experts format, other layers' format or None, int4 scale group) of a ModelOpt `quant_algo`: one algorithm,
+    or MIXED_PRECISION by `quantized_layers` (each module's algorithm and group_size) or by `config_groups`."""
+    algo, group = q.get("quant_algo"), 128
+    if algo == "MIXED_PRECISION":
+        layers = q.get("quantized_layers")
+        if isinstance(layers, dict) and layers:
+            pairs = [(m, _algo_format(v.get("quant_algo") if isinstance(v, dict) else None, f"{where}.{m}"))
+                     for m, v in layers.items()]
+            group = _layers_int4_group(layers, pairs, q, where)
+        else:
+            pairs = _groups(q.get("config_groups"), where)
+            group = _ct_int4(q["config_groups"], where)[0]
+        return (*_mixed(pairs, where), group)
+    experts = _algo_format(algo, where)
+    if experts == "nvfp4" and q.get("group_size") not in (None, 16):  # was read as NVFP4's 16, silently
+        raise ConfigError(f"{where}: quant_algo {algo} with group_size {q.get('group_size')!r:.20}: NVFP4 "
+                          f"scales groups of 16; {_WEIGHT_DTYPE_HINT}")
+    if experts == "int4":  # INT4_AWQ's scale groups along K (its group_size was not read: 128 assumed); null: unsaid
+        group = _int4_group(128 if q.get("group_size") is None else q["group_size"], f"{where}.group_size")
+    return experts, None, group
+
+
+def _layers_int4_group(layers: dict, pairs: list[tuple[str, str]], q: dict, where: str) -> int:
+    """The int4 scale group of a MIXED_PRECISION `quantized_layers` map: each int4 module's group_size (the
+    object's own where a module gives none, else 128; it was not read, every such checkpoint priced with 128); an
+    NVFP4 module's own group_size checked as the single-format path checks it. int4 modules in groups of more than
+    one size are more than the model holds."""
+    sizes = set()
+    for m, fmt in pairs:
+        size = layers[m].get("group_size")
+        if fmt == "nvfp4" and size not in (None, 16):
+            raise ConfigError(f"{where}.{m}: NVFP4 with group_size {size!r:.20}: NVFP4 scales groups of 16; "
+                              f"{_WEIGHT_DTYPE_HINT}")
+        if fmt == "int4":
+            size = (128 if q.get("group_size") is None else q["group_size"]) if size is None else size
+            sizes.add(_int4_group(size, f"{where}.{m}.group_size"))
+    if len(sizes) > 1:
+        raise ConfigError(f"{where}: int4 modules in scale groups of {sorted(sizes)}; {_WEIGHT_DTYPE_HINT}")
+    return sizes.pop() if sizes else 128
 
 
 def _setting(q: dict, names: tuple[str, ...], default: object, where: str) -> tuple[object, str]:
