@@ -215,3 +215,49 @@ def test_malformed_hf_quant_config_json_is_one_error_naming_it(tmp_path):
     write(tmp_path / "m" / "config.json", TINY)
     side = write(tmp_path / "m" / "hf_quant_config.json", '{"quantization": {"group_size": ' + "9" * 4400 + "}}")
     assert_one_error(invoke("predict", "--config", tmp_path / "m", "--ctx", "1M"), side, "4300 digits")
+
+
+# --- 5. what the fuzz found ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("q", [
+    {"quant_method": "gptq", "bits": 4, "group_size": 2**31 + 1},
+    {"quant_method": "awq", "bits": 4, "group_size": 10**40},
+    {"quant_method": "modelopt", "quant_algo": "W4A16_AWQ", "group_size": 10**40},
+    {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+        "num_bits": 4, "type": "int", "group_size": 3 * 10**9}}}},
+])
+def test_int4_group_past_any_width_names_the_field(tmp_path, q):
+    """A scale group wider than 2^31 columns was refused by the model row as `int4_group is out of range`, naming
+    neither the file's field nor what to do; 2^31 itself is the largest count wmtp takes."""
+    cfg = write(tmp_path / "m" / "config.json", {**TINY, "quantization_config": q})
+    line = assert_one_error(invoke("predict", "--config", cfg, "--ctx", "1M"), cfg, "group_size must be a positive "
+                            "integer or -1", "at most 2147483648", "--weight-dtype")
+    assert "out of range" not in line and len(line) < 500, line
+    ok = {"quant_method": "gptq", "bits": 4, "group_size": 2**31}  # the control: the largest group taken
+    assert predict_json("--config", write(tmp_path / "ok" / "config.json",
+                                          {**TINY, "quantization_config": ok}))["weight_dtype"] == "int4"
+
+
+HUGE = 10**4000  # 4001 digits: under Python's 4300-digit limit, so the JSON reads
+
+
+@pytest.mark.parametrize("q, fragment", [
+    ({"quant_method": HUGE}, "quant_method 1000"),
+    ({"quant_method": "x" * 20_000}, "quant_method 'xxx"),
+    ({"quant_method": "modelopt", "quant_algo": HUGE}, "quant_algo 1000"),
+    ({"quant_method": "gptq", "bits": 4, "sym": HUGE}, "sym must be true or false"),
+    ({"quant_method": "awq", "bits": 4, "zero_point": HUGE}, "zero_point must be true or false"),
+    ({"quant_method": "gptq", "bits": HUGE}, "gptq with bits=1000"),
+    ({"quant_method": "fp8", "weight_block_size": [128, HUGE]}, "weight_block_size is [128, 1000"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": HUGE}}}}, "-bit 'int'"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g" * 20_000: {"weights": 5}}}, "must be an object"),
+    ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION",
+      "quantized_layers": {"m" * 20_000 + ".experts": {"quant_algo": "BOGUS"}}}, "quant_algo 'BOGUS'"),
+    ({"quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": HUGE, "type": "float"}}, "num_bits 1000"),
+    ({"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "Q" * 20_000}, "kv_cache_quant_algo is"),
+])
+def test_a_huge_value_or_name_makes_a_short_error_line(tmp_path, q, fragment):
+    """The fuzz: a 4001-digit integer or a 20000-character string in quantization_config was written whole into the
+    `error:` line (4200 to 30000 characters); a value is cut to 60 characters with `...`, as hf_config cuts its."""
+    cfg = write(tmp_path / "m" / "config.json", {**TINY, "quantization_config": q})
+    line = assert_one_error(invoke("predict", "--config", cfg, "--ctx", "1M"), cfg, fragment)
+    assert len(line) < len(cfg) + 300 and "..." in line, line

@@ -20,7 +20,7 @@ off by 2x / 4x without a word. A null field, or no field, declares nothing (bf16
 from __future__ import annotations
 
 from wmtp.errors import ConfigError
-from wmtp.quant_config import QUANT_KEYS, flat_modelopt
+from wmtp.quant_config import QUANT_KEYS, flat_modelopt, shown
 
 KV_HINT = "pass --kv-dtype (bf16 or fp8) to say how the KV cache is stored"
 
@@ -28,24 +28,24 @@ KV_HINT = "pass --kv-dtype (bf16 or fp8) to say how the KV cache is stored"
 def _scheme(value: object, where: str) -> str:
     """The KV dtype of a compressed-tensors `kv_cache_scheme` object."""
     if not isinstance(value, dict):
-        raise ConfigError(f"{where} must be an object (num_bits, type), got {value!r:.40}; {KV_HINT}")
+        raise ConfigError(f"{where} must be an object (num_bits, type), got {shown(value)}; {KV_HINT}")
     bits, kind = value.get("num_bits", 8), value.get("type", "int")
     if isinstance(bits, bool) or not isinstance(bits, int) or not isinstance(kind, str):
-        raise ConfigError(f"{where}: num_bits must be an integer and type a string, got {bits!r:.20} and "
-                          f"{kind!r:.20}; {KV_HINT}")
+        raise ConfigError(f"{where}: num_bits must be an integer and type a string, got {shown(bits)} and "
+                          f"{shown(kind)}; {KV_HINT}")
     if (bits, kind) == (8, "float"):
         return "fp8"
-    raise ConfigError(f"{where}: num_bits {bits!r:.20}, type {kind!r:.20} is not a KV-cache format wmtp prices "
+    raise ConfigError(f"{where}: num_bits {shown(bits)}, type {shown(kind)} is not a KV-cache format wmtp prices "
                       f"(bf16, or fp8: num_bits 8, type float); {KV_HINT}")
 
 
 def _algo(value: object, where: str) -> str:
     """The KV dtype of a ModelOpt `kv_cache_quant_algo` string."""
     if not isinstance(value, str):
-        raise ConfigError(f"{where} must be a string such as \"FP8\", got {value!r:.40}; {KV_HINT}")
+        raise ConfigError(f"{where} must be a string such as \"FP8\", got {shown(value)}; {KV_HINT}")
     if value.strip().upper() == "FP8":
         return "fp8"
-    raise ConfigError(f"{where} is {value!r:.40}: wmtp prices a bf16 or an FP8 KV cache only; {KV_HINT}")
+    raise ConfigError(f"{where} is {shown(value)}: wmtp prices a bf16 or an FP8 KV cache only; {KV_HINT}")
 
 
 def kv_cache_format(cfg: dict, path: str = "config.json", field: str | None = None) -> tuple[str, str] | None:
