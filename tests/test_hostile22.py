@@ -5,13 +5,18 @@ KV-cache quantization declared in the checkpoint (compressed-tensors `kv_cache_s
 was priced as bf16 (twice its bytes). A checkpoint that quantizes only its KV cache was refused (no config_groups /
 quant_algo null). A ModelOpt MIXED_PRECISION map's int4 group_size was not read. Malformed JSON (a 5000-digit
 integer, NaN, Infinity, deep nesting) is one `error:` line naming the file. Then a fuzz over a fixed seed list:
-mutated configs either predict or fail with exactly one `error:` line.
+mutated configs either predict or fail with exactly one `error:` line. What the fuzz found (no traceback): an int4
+group_size past 2^31 was refused as the model row's `int4_group is out of range`, naming no field; a 4001-digit
+integer or a 20000-character string in quantization_config was written whole into a 4000-30000-character line.
 
 Expected values are worked out by hand from the config each test writes (the arithmetic is in the comments)."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
+import random
 
 import pytest
 
@@ -261,3 +266,54 @@ def test_a_huge_value_or_name_makes_a_short_error_line(tmp_path, q, fragment):
     cfg = write(tmp_path / "m" / "config.json", {**TINY, "quantization_config": q})
     line = assert_one_error(invoke("predict", "--config", cfg, "--ctx", "1M"), cfg, fragment)
     assert len(line) < len(cfg) + 300 and "..." in line, line
+
+
+# --- the fuzz, pinned: a fixed seed list of mutated configs --------------------------------------------------------
+_QUANTS = [None,
+           {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "kv_cache_scheme": FP8_SCHEME,
+            "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float",
+                                                                       "group_size": 16}}}},
+           {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "kv_cache_quant_algo": "FP8",
+            "quantized_layers": {"model.layers.0.mlp.experts": {"quant_algo": "W4A16_AWQ", "group_size": 64},
+                                 "model.layers.0.self_attn.q_proj": {"quant_algo": "FP8"}}},
+           {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"}},
+           {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": False}]
+_VALUES = [None, True, 0, -1, 1.5, 1e308, 10**30, 2**31 + 1, HUGE, "", "x", "FP8", [], {}, [1, 2], {"a": 1}]
+
+
+def _paths(doc, path=()):
+    if path:
+        yield path
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc[:4]) if isinstance(doc, list) else ()
+    for k, v in items:
+        yield from _paths(v, path + (k,))
+
+
+def _mutated(seed: int) -> dict:
+    """TINY with one of `_QUANTS`, then 1-3 fields dropped or replaced (a string for an int, a list for an object,
+    negative, zero, huge, null)."""
+    rng = random.Random(seed)
+    q = rng.choice(_QUANTS)
+    doc = copy.deepcopy({**TINY, **({"quantization_config": q} if q else {})})
+    for _ in range(rng.randint(1, 3)):
+        paths = list(_paths(doc))
+        quant = [p for p in paths if p[0] == "quantization_config"]
+        path = rng.choice(quant if quant and rng.random() < 0.6 else paths)
+        parent = functools.reduce(lambda d, k: d[k], path[:-1], doc)
+        old = parent[path[-1]]
+        if rng.random() < 0.2:
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = rng.choice(_VALUES + [str(old), [old], {"a": old}])
+    return doc
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_fuzzed_config_predicts_or_fails_with_one_error_line(tmp_path, seed):
+    cfg = write(tmp_path / "m" / "config.json", _mutated(seed))
+    r = invoke("predict", "--config", cfg, "--ctx", "1M")
+    if r.exit_code != 0:
+        line = assert_one_error(r)
+        assert len(line) < len(cfg) + 400, line
+    else:
+        assert r.exception is None and "Traceback" not in r.output, r.output
