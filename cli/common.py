@@ -170,7 +170,7 @@ def resolve_model(model: str | None, config: Path | None, weight_dtype: str | No
             raise WmtpError(f"{opt} must be one of {', '.join(known)}, got {value[:40]!r}")
     if any(not f.strip() for f in frameworks or []):  # "" would read the current folder as a profile
         raise WmtpError("--framework is empty; give an engine preset name or a framework profile path")
-    spec = get_model(model) if model is not None else config_model(config, weight_dtype=weight_dtype)
+    spec = get_model(model) if model is not None else config_model(config, weight_dtype, kv_dtype)
     check_frameworks(frameworks)
     return spec.with_dtypes(weight_dtype=weight_dtype, kv_dtype=kv_dtype)
 

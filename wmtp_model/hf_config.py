@@ -13,7 +13,8 @@ file runs; the MTP layer count is read under either of its names (`_MTP_FIELDS`)
 `load_config` takes a config.json, a local model folder holding one, or a Hugging Face repo id
 (`Qwen/Qwen3-Next-80B-A3B-Instruct`), located by `wmtp.hf_source` (a repo id read through `huggingface_hub`, optional: imported only then)
 from its cache first, so `HF_HUB_OFFLINE=1` and a warm cache work without a network. The weight formats come
-from the config's `quantization_config` (`wmtp.quant_config`); an unquantized config is bf16.
+from the config's `quantization_config` (`wmtp.quant_config`), the KV dtype from its KV-cache scheme
+(`wmtp.kv_quant`: fp8, said in the row's notes); an unquantized config is bf16.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from wmtp.errors import ConfigError, WmtpError
+from wmtp.kv_quant import kv_cache_format
 from wmtp.quant_config import QUANT_KEYS, weight_formats
 from wmtp.specs import MAX_COUNT, MAX_LAYERS, ModelSpec
 from wmtp.units import printable
@@ -374,10 +376,11 @@ def _config_names(message: str, f: _Fields) -> str:
     return f" (in {f.path}: {', '.join(said)})" if said else ""
 
 
-def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = None,
-                     read_quantization: bool = True, quant_path: str | None = None) -> ModelSpec:
-    """`read_quantization` False: the weight formats come from elsewhere (--weight-dtype); quantization_config is
-    not read. `quant_path`: the file the quantization_config came from, where not config.json itself."""
+def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = None, read_quantization: bool = True,
+                     quant_path: str | None = None, read_kv: bool = True) -> ModelSpec:
+    """`read_quantization` False: the weight formats come from elsewhere (--weight-dtype); `read_kv` False: the KV
+    dtype does (--kv-dtype), the KV scheme is not read (`wmtp.kv_quant`). `quant_path`: the file the
+    quantization_config came from (hf_quant_config.json, its object `quantization`), where not config.json itself."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path}: top level must be a JSON object")
     family = cfg.get("model_type")
@@ -403,6 +406,7 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
     _refuse_unmodelled_attention(cfg, family, path)
     f = _Fields(cfg, family, path)
     formats = weight_formats(cfg, quant_path or path) if read_quantization else {}  # wmtp.quant_config
+    kv = kv_cache_format(cfg, quant_path or path, quant_path and "quantization") if read_kv else None
     try:
         if family in ("qwen3_next", "qwen3_5_moe"):
             spec = _qwen_hybrid(f, key, name)
@@ -419,6 +423,7 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
             spec = replace(spec, notes=spec.notes + (
                 f"{path} names no MTP layers ({' / '.join(_MTP_FIELDS)}): priced with one MTP layer of the "
                 "target's layer shape, a draft head this checkpoint may not have",))
+        spec = replace(spec, kv_dtype=kv[0], notes=spec.notes + (kv[1],)) if kv else spec
         return replace(spec, **formats) if formats else spec
     except ConfigError:
         raise
@@ -426,17 +431,18 @@ def spec_from_config(cfg: dict, path: str = "config.json", key: str | None = Non
         raise ConfigError(f"{path}: {e}{_config_names(str(e), f)}") from None
 
 
-def load_config(path: str | Path, key: str | None = None, weight_dtype: str | None = None) -> ModelSpec:
+def load_config(path: str | Path, key: str | None = None, weight_dtype: str | None = None,
+                kv_dtype: str | None = None) -> ModelSpec:
     """A `ModelSpec` from a config.json, a model folder, or a Hugging Face repo id (see module docstring). With
-    `weight_dtype` (the user's --weight-dtype) the config's quantization_config is not read: the user said how the
-    weights are stored."""
+    `weight_dtype` (the user's --weight-dtype) the config's weight formats are not read, with `kv_dtype`
+    (--kv-dtype) its KV-cache scheme: the user said how they are stored; with both, no quantization at all."""
     from wmtp.fileio import read_json
 
     from wmtp.hf_source import resolve_config_path, with_modelopt_sidecar
 
     p, default_key = resolve_config_path(path)
     cfg, quant_path = read_json(p, "config", ConfigError), None
-    if weight_dtype is None:  # --weight-dtype says how the weights are stored: no quantization file is read
+    if weight_dtype is None or kv_dtype is None:  # both said by the user: no quantization file is read
         cfg, quant_path = with_modelopt_sidecar(cfg, p)
     return spec_from_config(cfg, str(p), key or default_key, read_quantization=weight_dtype is None,
-                            quant_path=quant_path)
+                            quant_path=quant_path, read_kv=kv_dtype is None)

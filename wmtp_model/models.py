@@ -132,7 +132,7 @@ def get_model(key: str) -> ModelSpec:
         raise UnknownSpecError(f"{e}; or a Hugging Face repo id (org/name) or a local model folder") from None
 
 
-def config_model(source, weight_dtype: str | None = None) -> ModelSpec:
+def config_model(source, weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelSpec:
     """The row of a config.json, model folder or repo id (`wmtp.hf_config.load_config`), keyed by its folder's or
     repo's name unless that names a registry row: a MiMo config in a folder named q35 was keyed q35 and priced with
     q35's measured acceptance, fitted per-model factors and engine terms, silently. It is keyed q35-config, and
@@ -141,7 +141,7 @@ def config_model(source, weight_dtype: str | None = None) -> ModelSpec:
 
     from wmtp.hf_config import load_config
 
-    spec = load_config(source, weight_dtype=weight_dtype)
+    spec = load_config(source, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     if spec.key.casefold() not in {k.casefold() for k in MODELS}:
         return spec
     own = f"{spec.key}-config"

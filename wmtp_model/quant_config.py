@@ -11,9 +11,13 @@ quantization (`mtp_bf16`). Formats are `wmtp.weights.FORMATS`. Producers read (t
   unquantized. 4-bit float in groups of another size (MXFP4's 32) and sparse layouts (`sparsity_config.format` other
   than dense, `format` marlin-24: 2:4 sparse weights) are a `ConfigError`, not priced as dense NVFP4 / FP8.
 - `modelopt` (NVIDIA ModelOpt): `quant_algo` `NVFP4` (a `group_size` other than 16 refused), `FP8`, the INT4 AWQ
-  algorithms (scale groups of `group_size`, 128 where unsaid) or `MIXED_PRECISION`; a mixed checkpoint's
+  algorithms (scale groups of `group_size`, 128 where unsaid or null) or `MIXED_PRECISION`; a mixed checkpoint's
   `config_groups` (as above) say which modules each format covers (`targets`), or `quantized_layers` maps module
-  names to their `quant_algo`; `ignore` / `exclude_modules` list modules left unquantized.
+  names to their `quant_algo` (and `group_size`: an int4 module's, else the object's, else 128; an NVFP4 module's
+  other than 16 refused); `ignore` / `exclude_modules` list modules left unquantized. A config.json whose
+  `quantization_config` nests hf_quant_config.json's `quantization` object is read as that object (vLLM does).
+- A checkpoint that quantizes only its KV cache (`kv_cache_scheme` / `kv_cache_quant_algo`, `wmtp.kv_quant`, with
+  no compressed-tensors `config_groups` or a null ModelOpt `quant_algo`) has bf16 weights: {} (it was refused).
 - `modules_to_not_convert` (HF fp8, AWQ) and `ignored_layers` (fp8 checkpoints; vLLM's Fp8Config reads it before
   modules_to_not_convert): modules left unquantized too. A skipped module of the MTP block (`mtp.*`, or
   a decoder layer numbered past num_hidden_layers, DeepSeek's and GLM's `model.layers.61` / `model.layers.46`) makes
@@ -42,11 +46,20 @@ from __future__ import annotations
 import re
 
 from wmtp.errors import ConfigError
+from wmtp.specs import MAX_COUNT
 
 # where a config.json keeps its quantization, in the order vLLM and SGLang read them (`compression_config`: older
 # compressed-tensors checkpoints; it was not read, and such a checkpoint priced as bf16)
 QUANT_KEYS = ("quantization_config", "compression_config")
+KV_KEYS = ("kv_cache_scheme", "kv_cache_quant_algo")  # a quantized KV cache declared (`wmtp.kv_quant`)
 _WEIGHT_DTYPE_HINT = "pass --weight-dtype (bf16, fp8, int4, nvfp4) to say how the weights are stored"
+
+
+def shown(value: object, width: int = 60, quote: bool = True) -> str:
+    """`value` for an error line (its repr, or a name as it is where not `quote`), cut to `width` characters with
+    `...`: a 4000-digit integer or a 20000-character module name made a 4000-character `error:` line."""
+    text = repr(value) if quote else str(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _format_of(weights: object, where: str) -> str:
@@ -57,7 +70,7 @@ def _format_of(weights: object, where: str) -> str:
     if bits == 4 and kind == "float":
         if group in (16, None):
             return "nvfp4"
-        raise ConfigError(f"{where}: 4-bit float weights in groups of {group!r:.20} are not NVFP4 (groups of 16; "
+        raise ConfigError(f"{where}: 4-bit float weights in groups of {shown(group)} are not NVFP4 (groups of 16; "
                           f"MXFP4's are 32, with power-of-two scales), the one 4-bit float format wmtp prices; "
                           f"{_WEIGHT_DTYPE_HINT}")
     if bits == 4 and kind == "int":
@@ -66,7 +79,8 @@ def _format_of(weights: object, where: str) -> str:
         if weights.get("strategy") == "block":  # scale blocks of block_structure, priced as 128 x 128 (as `fp8`)
             _fp8_blocks(weights.get("block_structure"), f"{where}.weights.block_structure")
         return "fp8"
-    raise ConfigError(f"{where}: {bits!r}-bit {kind!r} weights are not a supported format; {_WEIGHT_DTYPE_HINT}")
+    raise ConfigError(f"{where}: {shown(bits)}-bit {shown(kind)} weights are not a supported format; "
+                      f"{_WEIGHT_DTYPE_HINT}")
 
 
 def _algo_format(algo: object, where: str) -> str:
@@ -77,7 +91,7 @@ def _algo_format(algo: object, where: str) -> str:
         return "fp8"
     if text in ("W4A16_AWQ", "INT4_AWQ", "W4A8_AWQ"):
         return "int4"
-    raise ConfigError(f"{where}: quant_algo {algo!r} is not a supported format; {_WEIGHT_DTYPE_HINT}")
+    raise ConfigError(f"{where}: quant_algo {shown(algo)} is not a supported format; {_WEIGHT_DTYPE_HINT}")
 
 
 def _is_mtp_module(module: str, n_layers: object) -> bool:
@@ -123,6 +137,7 @@ def _groups(groups: object, where: str) -> list[tuple[str, str]]:
         raise ConfigError(f"{where}.config_groups must be a non-empty object")
     pairs = []
     for name, g in groups.items():
+        name = shown(name, quote=False)
         if not isinstance(g, dict):
             raise ConfigError(f"{where}.config_groups.{name} must be an object")
         fmt = _format_of(g.get("weights"), f"{where}.config_groups.{name}")
@@ -139,6 +154,7 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
     q, where = cfg[field], f"{path}: {field}"
     if not isinstance(q, dict):
         raise ConfigError(f"{where} must be an object")
+    q = flat_modelopt(q, where)
     method = q.get("quant_method")
     skipped = [m for key in ("ignore", "exclude_modules", "modules_to_not_convert", "ignored_layers")
                for m in _names(q.get(key), f"{where}.{key}")]
@@ -151,7 +167,7 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
     elif method in ("gptq", "awq"):
         bits, _ = _setting(q, ("bits", "w_bit") if method == "awq" else ("bits",), None, where)
         if bits != 4:
-            raise ConfigError(f"{where}: {method} with bits={bits!r} is not supported; {_WEIGHT_DTYPE_HINT}")
+            raise ConfigError(f"{where}: {method} with bits={shown(bits)} is not supported; {_WEIGHT_DTYPE_HINT}")
         size, name = _setting(q, ("group_size", "q_group_size") if method == "awq" else ("group_size",), 128, where)
         experts, group = "int4", _int4_group(size, f"{where}.{name}")
         key = "sym" if method == "gptq" else "zero_point"  # qzeros are stored either way
@@ -159,30 +175,79 @@ def weight_formats(cfg: dict, path: str = "config.json") -> dict:
         zeros, asym = True, (not flag if method == "gptq" else flag)
     elif method == "compressed-tensors":
         _refuse_sparse(q, where)
+        if q.get("config_groups") in (None, {}) and _declares_kv(q):  # a KV-cache-only checkpoint: bf16 weights
+            return {}
         experts, dense = _mixed(_groups(q.get("config_groups"), where), where)
         group, zeros = _ct_int4(q.get("config_groups"), where)
         asym = zeros
     elif method == "modelopt":
-        algo = q.get("quant_algo")
-        if algo == "MIXED_PRECISION":
-            layers = q.get("quantized_layers")
-            if isinstance(layers, dict) and layers:
-                pairs = [(m, _algo_format(v.get("quant_algo") if isinstance(v, dict) else None, f"{where}.{m}"))
-                         for m, v in layers.items()]
-            else:
-                pairs = _groups(q.get("config_groups"), where)
-            experts, dense = _mixed(pairs, where)
-        else:
-            experts = _algo_format(algo, where)
-            if experts == "nvfp4" and q.get("group_size") not in (None, 16):  # was read as NVFP4's 16, silently
-                raise ConfigError(f"{where}: quant_algo {algo} with group_size {q.get('group_size')!r:.20}: NVFP4 "
-                                  f"scales groups of 16; {_WEIGHT_DTYPE_HINT}")
-            if experts == "int4":  # INT4_AWQ's scale groups along K (its group_size was not read: 128 assumed)
-                group = _int4_group(q.get("group_size", 128), f"{where}.group_size")
+        if q.get("quant_algo") is None and _declares_kv(q):  # a KV-cache-only checkpoint: bf16 weights
+            return {}
+        experts, dense, group = _modelopt(q, where)
     else:
-        raise ConfigError(f"{where}: quant_method {method!r} is not supported; {_WEIGHT_DTYPE_HINT}")
+        raise ConfigError(f"{where}: quant_method {shown(method)} is not supported; {_WEIGHT_DTYPE_HINT}")
     return {"weight_dtype": experts, "dense_weight_dtype": dense, "mtp_bf16": mtp_bf16, "int4_group": group,
             "int4_zeros": zeros, "int4_asym": asym}
+
+
+def flat_modelopt(q: dict, where: str) -> dict:
+    """A ModelOpt quantization object that nests hf_quant_config.json's `quantization` object (vLLM reads the nested
+    one where it is given) as one flat object, the nested fields over the outer ones, `quant_method` modelopt where
+    unsaid; any other object as it is."""
+    inner = q.get("quantization")
+    if inner is None or q.get("quant_method") not in (None, "modelopt"):
+        return q
+    if not isinstance(inner, dict):
+        raise ConfigError(f"{where}.quantization must be an object (ModelOpt's quant_algo, kv_cache_quant_algo, "
+                          f"...), got {shown(inner)}")
+    return {"quant_method": "modelopt", **{k: v for k, v in q.items() if k != "quantization"}, **inner}
+
+
+def _declares_kv(q: dict) -> bool:
+    """The object declares a quantized KV cache (`wmtp.kv_quant` reads which)."""
+    return any(q.get(k) is not None for k in KV_KEYS)
+
+
+def _modelopt(q: dict, where: str) -> tuple[str, str | None, int]:
+    """(experts format, other layers' format or None, int4 scale group) of a ModelOpt `quant_algo`: one algorithm,
+    or MIXED_PRECISION by `quantized_layers` (each module's algorithm and group_size) or by `config_groups`."""
+    algo, group = q.get("quant_algo"), 128
+    if algo == "MIXED_PRECISION":
+        layers = q.get("quantized_layers")
+        if isinstance(layers, dict) and layers:
+            pairs = [(m, _algo_format(v.get("quant_algo") if isinstance(v, dict) else None,
+                                      f"{where}.{shown(m, quote=False)}")) for m, v in layers.items()]
+            group = _layers_int4_group(layers, pairs, q, where)
+        else:
+            pairs = _groups(q.get("config_groups"), where)
+            group = _ct_int4(q["config_groups"], where)[0]
+        return (*_mixed(pairs, where), group)
+    experts = _algo_format(algo, where)
+    if experts == "nvfp4" and q.get("group_size") not in (None, 16):  # was read as NVFP4's 16, silently
+        raise ConfigError(f"{where}: quant_algo {algo} with group_size {shown(q.get('group_size'))}: NVFP4 "
+                          f"scales groups of 16; {_WEIGHT_DTYPE_HINT}")
+    if experts == "int4":  # INT4_AWQ's scale groups along K (its group_size was not read: 128 assumed); null: unsaid
+        group = _int4_group(128 if q.get("group_size") is None else q["group_size"], f"{where}.group_size")
+    return experts, None, group
+
+
+def _layers_int4_group(layers: dict, pairs: list[tuple[str, str]], q: dict, where: str) -> int:
+    """The int4 scale group of a MIXED_PRECISION `quantized_layers` map: each int4 module's group_size (the
+    object's own where a module gives none, else 128; it was not read, every such checkpoint priced with 128); an
+    NVFP4 module's own group_size checked as the single-format path checks it. int4 modules in groups of more than
+    one size are more than the model holds."""
+    sizes = set()
+    for m, fmt in pairs:
+        size = layers[m].get("group_size")
+        if fmt == "nvfp4" and size not in (None, 16):
+            raise ConfigError(f"{where}.{shown(m, quote=False)}: NVFP4 with group_size {shown(size)}: NVFP4 scales "
+                              f"groups of 16; {_WEIGHT_DTYPE_HINT}")
+        if fmt == "int4":
+            size = (128 if q.get("group_size") is None else q["group_size"]) if size is None else size
+            sizes.add(_int4_group(size, f"{where}.{shown(m, quote=False)}.group_size"))
+    if len(sizes) > 1:
+        raise ConfigError(f"{where}: int4 modules in scale groups of {sorted(sizes)}; {_WEIGHT_DTYPE_HINT}")
+    return sizes.pop() if sizes else 128
 
 
 def _setting(q: dict, names: tuple[str, ...], default: object, where: str) -> tuple[object, str]:
@@ -190,7 +255,7 @@ def _setting(q: dict, names: tuple[str, ...], default: object, where: str) -> tu
     `q_group_size`; HF and vLLM read both); two spellings with different values are refused."""
     given = {n: q[n] for n in names if n in q}
     if len({repr(v) for v in given.values()}) > 1:
-        raise ConfigError(f"{where}: " + " and ".join(f"{n} ({v!r:.20})" for n, v in given.items())
+        raise ConfigError(f"{where}: " + " and ".join(f"{n} ({shown(v)})" for n, v in given.items())
                           + f" name one setting with different values; give one, or {_WEIGHT_DTYPE_HINT}")
     return next(iter(given.values()), default), next(iter(given), names[0])
 
@@ -200,10 +265,10 @@ def _refuse_sparse(q: dict, where: str) -> None:
     the dense format of their config_groups, the weight bytes were wrong without a word. `dense`: stored whole."""
     sparse = q.get("sparsity_config")
     if sparse is not None and not isinstance(sparse, dict):
-        raise ConfigError(f"{where}.sparsity_config must be an object, got {sparse!r:.40}; {_WEIGHT_DTYPE_HINT}")
+        raise ConfigError(f"{where}.sparsity_config must be an object, got {shown(sparse)}; {_WEIGHT_DTYPE_HINT}")
     layout = (sparse or {}).get("format")
     if q.get("format") == "marlin-24" or layout not in (None, "dense"):
-        raise ConfigError(f"{where}: weights stored sparse ({layout or q.get('format')!r:.40}); wmtp prices dense "
+        raise ConfigError(f"{where}: weights stored sparse ({shown(layout or q.get('format'))}); wmtp prices dense "
                           f"weights only; {_WEIGHT_DTYPE_HINT}")
 
 
@@ -213,24 +278,26 @@ def _fp8_blocks(value: object, where: str) -> None:
     if value is None or value == [128, 128] and all(type(v) is int for v in value):
         return
     if not (isinstance(value, list) and len(value) == 2 and all(type(v) is int and v > 0 for v in value)):
-        raise ConfigError(f"{where} must be [rows, columns] of one scale block, got {value!r:.60}; {_WEIGHT_DTYPE_HINT}")
-    raise ConfigError(f"{where} is {value}: wmtp prices fine-grained FP8 with 128 x 128 scale blocks only; "
+        raise ConfigError(f"{where} must be [rows, columns] of one scale block, got {shown(value)}; "
+                          f"{_WEIGHT_DTYPE_HINT}")
+    raise ConfigError(f"{where} is {shown(value)}: wmtp prices fine-grained FP8 with 128 x 128 scale blocks only; "
                       f"{_WEIGHT_DTYPE_HINT}")
 
 
 def _flag(value: object, where: str) -> bool:
     if not isinstance(value, bool):
-        raise ConfigError(f"{where} must be true or false, got {value!r}; {_WEIGHT_DTYPE_HINT}")
+        raise ConfigError(f"{where} must be true or false, got {shown(value)}; {_WEIGHT_DTYPE_HINT}")
     return value
 
 
 def _int4_group(value: object, where: str) -> int:
-    """An int4 scale group along K: a positive integer, or -1 (GPTQ / AWQ: one scale per output row), read as 0."""
+    """An int4 scale group along K: a positive integer up to `MAX_COUNT`, or -1 (GPTQ / AWQ: one scale per output
+    row), read as 0. A larger one was refused by the model row as `int4_group is out of range`, naming no field."""
     if value == -1 and not isinstance(value, bool):
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{where} must be a positive integer or -1 (per channel), got {value!r}; "
-                          f"{_WEIGHT_DTYPE_HINT}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_COUNT:
+        raise ConfigError(f"{where} must be a positive integer or -1 (per channel), at most {MAX_COUNT}, got "
+                          f"{shown(value)}; {_WEIGHT_DTYPE_HINT}")
     return value
 
 
@@ -243,7 +310,7 @@ def _ct_int4(groups: dict, where: str) -> tuple[int, bool]:
         w = g.get("weights")
         if w.get("num_bits") == 4 and w.get("type", "int") == "int":
             size = -1 if w.get("strategy") == "channel" else 128 if w.get("group_size") is None else w["group_size"]
-            at = f"{where}.config_groups.{name}.weights"
+            at = f"{where}.config_groups.{shown(name, quote=False)}.weights"
             found.add((_int4_group(size, f"{at}.group_size"), not _flag(w.get("symmetric", True), f"{at}.symmetric")))
     if len(found) > 1:
         raise ConfigError(f"{where}: int4 weights in groups of more than one size or symmetry; {_WEIGHT_DTYPE_HINT}")
