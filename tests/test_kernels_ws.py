@@ -174,7 +174,9 @@ def _case(hq, hkv, hd, d, n_kv, seed):
 @pytest.mark.parametrize("kw", [{}, dict(block_n=32), dict(max_rows=64), dict(num_splits=37), dict(consumers=2),
                                 dict(consumers=2, block_n=32), dict(max_rows=192), dict(max_rows=128),
                                 dict(pdl=True), dict(pdl="late"), dict(merge=dict(split_block=128, block_d=32)),
-                                dict(pdl="late", merge=dict(split_block=128, block_d=16, num_warps=1))])
+                                dict(pdl="late", merge=dict(split_block=128, block_d=16, num_warps=1)),
+                                dict(loop="paired"), dict(loop="pingpong"), dict(loop="pingpong", max_rows=128),
+                                dict(loop="pingpong", num_splits=37)])
 def test_ws_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     n_kv = [3001, 64, d, 700]  # a tile-aligned request, one with only the new tokens
@@ -196,6 +198,32 @@ def test_ws_rejects_what_it_cannot_run():
     with pytest.raises(ValueError):
         ws.ws_attention(q2, k2, v2, ptr2, ind2, None, 1, 100)
 
+
+
+def test_an_unknown_loop_order_is_refused_before_any_launch():
+    q = torch.zeros(1, 16, 128, dtype=torch.bfloat16)
+    k = torch.zeros(4, 2, 128, dtype=torch.bfloat16)
+    ind = torch.zeros(4, dtype=torch.int32)
+    with pytest.raises(ValueError, match="loop must be one of serial, paired, pingpong"):
+        ws.ws_attention(q, k, k, torch.tensor([0, 4], dtype=torch.int32), ind, None, 1, 4, loop="fa3")
+
+
+@pytest.mark.parametrize("rows, head_dim, consumers, max_rows", [(112, 128, 2, 128), (144, 128, 3, 192),
+                                                                 (112, 256, 1, 128)])
+@pytest.mark.parametrize("loop", [1, 2])
+def test_the_paired_loops_compile_without_new_spills(rows, head_dim, consumers, max_rows, loop):
+    """The paired / ping-pong orders hold the previous tile's P beside the next S: on the 128- and 192-row blocks
+    below head dim 256 they must build for sm_90 and spill (ptxas -v) at most a few registers more than the serial
+    order (16 bytes; paired with three consumers spills 8 under Triton 3.9, where the dropped swap-AB kernel spilled
+    128-2152: measure/results/h200-swap-verify); at head dim 256 (one 8-warp partition of 128 rows) the serial
+    order already spills, so the test asks only that they build. The hand-over barriers (four, 8 bytes each) come
+    out of the plan's 1 KB of slack."""
+    got = _probe(rows, head_dim, 0, consumers, max_rows, 0, 0, loop)
+    serial = _probe(rows, head_dim, 0, consumers, max_rows, 0, 0, 0)
+    assert got["wgmma"] and got["setmaxnreg"]
+    if head_dim < 256:
+        assert got["spill_stores"] <= serial["spill_stores"] + 16
+    assert got["shared"] <= serial["shared"] + 64 <= SMEM
 
 
 def _probe(*args) -> dict:

@@ -20,13 +20,13 @@ import warnings
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, warpgroup_mma,
-                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 from wmtp.kernel_plan import AttentionPlan, ws_plan
 from wmtp.measure.kernels.gluon_support import hopper
 from wmtp.measure.kernels.paged_merge import FP8, merge_splits
+from wmtp.measure.kernels.paged_ws_loop import LOOPS, ws_loop
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -101,33 +101,16 @@ def _ws_converter(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: g
 
 
 @gluon.jit
-def _ws_softmax(sc, m_i, l_i, start, full_hi, hi, limit, qk_scale, s_layout: gl.constexpr, row_o: gl.constexpr,
-                p_layout: gl.constexpr, dtype: gl.constexpr, BLOCK_N: gl.constexpr):
-    """One tile's online-softmax update (base 2) on raw scores `sc`: the running maximum is kept in raw units, so
-    each probability is one fused multiply-add and an exp2. Returns P (MMA operand), the accumulator's rescale
-    factor (its row layout), and the new maximum and sum."""
-    if start + BLOCK_N > full_hi:  # the split's partial last tile, or the causal diagonal
-        keys = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        see = (keys[None, :] < hi) & (keys[None, :] <= limit[:, None])
-        sc = gl.where(see, sc, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(sc, 1))
-    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new) * qk_scale
-    p = gl.exp2(sc * qk_scale - m_safe[:, None])
-    alpha = gl.exp2(m_i * qk_scale - m_safe)
-    l_i = l_i * alpha + gl.sum(p, 1)
-    return gl.convert_layout(p.to(dtype), p_layout), gl.convert_layout(alpha, row_o), m_new, l_i
-
-
-@gluon.jit
 def _ws_consumer(q_smem, shared, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  STAGES: gl.constexpr, DECODE: gl.constexpr, ROW_OFF: gl.constexpr, SUB_M: gl.constexpr,
-                 TRIGGER: gl.constexpr = 0):
+                 TRIGGER: gl.constexpr = 0, LOOP: gl.constexpr = 0, NC: gl.constexpr = 1):
     """Online softmax over the ring's tiles for rows ROW_OFF .. ROW_OFF + SUB_M of the row block (q_smem holds
     those rows); writes the split's partial output and base-2 log-sum-exp. `shared`: what every consumer of the
     program takes alike (`_ws_partitions`). TRIGGER 2: let the dependent merge (PDL) be scheduled once the loop is
-    done (`ws_attention`'s pdl='late'). Issuing the next S = Q K^T early was dropped (measure/results/h200-ws)."""
-    (k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split, qk_scale, v_scale,
-     stride_oh, stride_ot, stride_os, stride_lt, stride_lh) = shared
+    done (`ws_attention`'s pdl='late'). Issuing the next S = Q K^T early was dropped (measure/results/h200-ws).
+    LOOP: the loop's order (`paged_ws_loop`), NC consumers in all."""
+    (k_bufs, v_bufs, ready, empty, turns, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split, qk_scale,
+     v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh) = shared
     nw: gl.constexpr = gl.num_warps()
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[nw, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -136,7 +119,6 @@ def _ws_consumer(q_smem, shared, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, H
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    dtype: gl.constexpr = q_smem.dtype
 
     g = mb * BLOCK_M + ROW_OFF + gl.arange(0, SUB_M, layout=row_s)
     if DECODE:
@@ -149,18 +131,8 @@ def _ws_consumer(q_smem, shared, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, H
     l_i = gl.zeros([SUB_M], gl.float32, layout=row_s)
     acc = gl.zeros([SUB_M, HEAD_DIM], gl.float32, layout=o_layout)
     zero_s = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout=s_layout)
-    n_tiles = gl.cdiv(hi - lo, BLOCK_N)
-    for i in range(n_tiles):
-        s = i % STAGES
-        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        fence_async_shared()  # cp.async wrote through the generic proxy; the MMA reads through the async proxy
-        sc = warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
-        p16, alpha, m_i, l_i = _ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale, s_layout,
-                                           row_o, p_layout, dtype, BLOCK_N)
-        acc = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
-        mbarrier.arrive(empty.index(s), count=1)
+    acc, m_i, l_i = ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, lo, full_hi, hi,
+                            limit, qk_scale, s_layout, row_o, p_layout, BLOCK_N, STAGES, LOOP, ROW_OFF // SUB_M, NC)
     if TRIGGER == 2:
         _launch_dependents()
 
@@ -194,7 +166,7 @@ def _ws_split_kernel(
     M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
     CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = 0, KV8: gl.constexpr = 0,
-    X_REGS: gl.constexpr = 80,
+    X_REGS: gl.constexpr = 80, LOOP: gl.constexpr = 0,
 ):
     """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2 or 3: the row block's 64-row parts
     are partitions of one warpgroup each (the default one and workers of C_REGS registers), each with its own
@@ -241,12 +213,12 @@ def _ws_split_kernel(
         _ws_partitions8((q.to(gl.float32) * qk_scale).to(gl.float16), K, V, kv_indices, MidO, MidL, q_start, n_q,
                         n_kv, kv_start, lo, hi, mb, kvh, group, split, v_scale, stride_kt, stride_kh, stride_vt,
                         stride_vh, stride_ot, stride_oh, stride_os, stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N,
-                        HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE, CONSUMERS, C_REGS, X_REGS, TRIGGER)
+                        HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE, CONSUMERS, C_REGS, X_REGS, TRIGGER, LOOP)
         return
     _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start, lo, hi, mb, kvh, group, split,
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE,
-                   CONSUMERS, C_REGS, TRIGGER)
+                   CONSUMERS, C_REGS, TRIGGER, LOOP)
 
 
 @gluon.jit
@@ -254,7 +226,8 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
-                   DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr):
+                   DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr,
+                   LOOP: gl.constexpr):
     """The program's shared memory (the Q tile `q`, the K/V ring and its barriers) and its partitions: the producer
     and CONSUMERS consumer warpgroups."""
     dtype: gl.constexpr = q.dtype
@@ -265,38 +238,41 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_sl)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())  # `paged_ws_loop`'s hand-over
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=32 * P_WARPS)
         mbarrier.init(empty.index(s), count=CONSUMERS)
+    for c in gl.static_range(4):
+        mbarrier.init(turns.index(c), count=1)
     fence_async_shared()
 
     SUB: gl.constexpr = BLOCK_M // CONSUMERS
     # consumer c takes rows c * SUB .. (c + 1) * SUB of the block (a constexpr cannot travel in a tuple variable,
     # and warp_specialize takes a literal list: one per consumer count)
-    shared = (k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split, qk_scale,
-              v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh)
+    shared = (k_bufs, v_bufs, ready, empty, turns, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split,
+              qk_scale, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh)
     prod = (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k_bufs, v_bufs, ready,
             empty)
     if CONSUMERS == 1:
         gl.warp_specialize([
             (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            0, SUB, TRIGGER)),
+                            0, SUB, TRIGGER, LOOP, CONSUMERS)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
     elif CONSUMERS == 2:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            0, SUB, TRIGGER)),
+                            0, SUB, TRIGGER, LOOP, CONSUMERS)),
             (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            SUB, SUB, TRIGGER)),
+                            SUB, SUB, TRIGGER, LOOP, CONSUMERS)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            0, SUB, TRIGGER)),
+                            0, SUB, TRIGGER, LOOP, CONSUMERS)),
             (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            SUB, SUB, TRIGGER)),
+                            SUB, SUB, TRIGGER, LOOP, CONSUMERS)),
             (_ws_consumer, (q_smem.slice(2 * SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            2 * SUB, SUB, TRIGGER)),
+                            2 * SUB, SUB, TRIGGER, LOOP, CONSUMERS)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, 4, P_WARPS],
         [C_REGS, C_REGS, P_REGS])
 
@@ -307,7 +283,7 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
                     stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
                     DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, X_REGS: gl.constexpr,
-                    TRIGGER: gl.constexpr):
+                    TRIGGER: gl.constexpr, LOOP: gl.constexpr):
     """fp8 K/V: producer -> STAGES fp8 stages -> converter -> two fp16 stages -> consumers; q is scaled (qk_scale 1)."""
     CST: gl.constexpr = 2
     q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([Q_ROWS, HEAD_DIM], gl.float16)
@@ -322,6 +298,9 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
     empty8 = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [CST, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [CST, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(4):
+        mbarrier.init(turns.index(c), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(ready8.index(s), count=32 * P_WARPS)
         mbarrier.init(empty8.index(s), count=1)
@@ -331,21 +310,22 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
     fence_async_shared()
 
     SUB: gl.constexpr = BLOCK_M // CONSUMERS
-    shared = (k_bufs, v_bufs, ready, empty, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split, 1.0,
-              v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh)
+    shared = (k_bufs, v_bufs, ready, empty, turns, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split,
+              1.0, v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh)
     prod = (K, V, kv_indices, kv_start, lo, hi, kvh, stride_kt, stride_kh, stride_vt, stride_vh, k8, v8, ready8,
             empty8)
     conv = (k8, v8, ready8, empty8, k_bufs, v_bufs, ready, empty, lo, hi)
     if CONSUMERS == 1:
         gl.warp_specialize([
-            (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER)),
+            (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER, LOOP, 1)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
             (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [P_WARPS, 4], [P_REGS, X_REGS])
     else:
         gl.warp_specialize([
-            (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER)),
+            (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER,
+                            LOOP, 2)),
             (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, SUB, SUB,
-                            TRIGGER)),
+                            TRIGGER, LOOP, 2)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
             (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [4, P_WARPS, 4], [C_REGS, P_REGS, X_REGS])
 
@@ -375,14 +355,18 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
                  sm_scale: float | None = None, out: torch.Tensor | None = None, plan: AttentionPlan | None = None,
                  p_warps: int = 4, p_regs: int | None = None, c_regs: int | None = None,
                  sm_count: int | None = None, pdl: bool | str = "late", merge: dict | None = None,
-                 k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, **tune) -> torch.Tensor:
+                 k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, loop: str = "serial",
+                 **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode). `plan` (`ws_plan`) or its options
     in `tune` (num_splits, block_n, num_stages, waves, max_rows, consumers); p_warps / p_regs / c_regs / x_regs: the
     producer's warps and registers, each worker consumer's and the converter's (defaults: `REGS`, `REGS8`); pdl: the
     merge as a programmatic dependent launch, scheduled from the split kernel's start (True or 'start'), from the
     end of its consumers' loops ('late', the default: measure/results/h200-merge), or not (False); merge: options of
     `merge_splits`. fp8 K/V (e4m3 / e5m2, with k_scale / v_scale): converted to fp16 by the converter partition, row
-    blocks of at most 128 rows."""
+    blocks of at most 128 rows. loop: the consumers' order over the ring, 'serial' (the default), 'paired' or
+    'pingpong' (`paged_ws_loop`)."""
+    if loop not in LOOPS:
+        raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
     trigger = {False: 0, True: 1, "start": 1, "late": 2}.get(pdl)
     if trigger is None:
         raise ValueError(f"pdl must be False, True, 'start' or 'late', got {pdl!r}")
@@ -421,5 +405,6 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, STAGES=plan.num_stages,
         P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs, TRIGGER=trigger,
-        KV8=int(kv8), X_REGS=regs[2] if x_regs is None else x_regs, num_warps=plan.num_warps // plan.consumers)
+        KV8=int(kv8), X_REGS=regs[2] if x_regs is None else x_regs, LOOP=LOOPS[loop],
+        num_warps=plan.num_warps // plan.consumers)
     return merge_splits(mid_o, mid_l, out, pdl=trigger > 0, **(merge or {}))

@@ -37,6 +37,8 @@ VARIANTS = {
     "ws3": dict(max_rows=192),  # three consumer warpgroups for 129..192 rows below head dim 256 (else as ws)
     "ws-m128": dict(max_rows=128),  # row blocks of at most 128 rows (the kernel set v1+rows+ws)
     "ws-pdl": dict(pdl=True),  # the merge a programmatic dependent launch
+    "ws-paired": dict(loop="paired"),  # a tile's S = Q K^T issued with the previous tile's P V (`paged_ws_loop`)
+    "ws-pp": dict(loop="pingpong"),  # as paired, the consumer partitions taking turns to issue their MMAs
 }
 DECODE = {"ws": {}, "ws-w2": dict(waves=2), "ws-w4": dict(waves=4), "ws-bn64": dict(block_n=64),
           "ws-pdl": dict(pdl=True), "ws-bn32": dict(block_n=32), "ws-bn128": dict(block_n=128)}

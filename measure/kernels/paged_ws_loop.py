@@ -1,0 +1,111 @@
+"""The ws kernel's consumer loop over the K/V ring (`paged_ws`): one tile's online softmax, and the loop in two
+orders, picked by the constexpr LOOP:
+- 0, serial (the shipped default): per tile, S = Q K^T, wait, softmax, O += P V, wait, release the stage;
+- 1, paired: tile i's S = Q K^T is issued together with tile i - 1's P V (the MMAs of a warpgroup back to back,
+  no wait between them), then both are waited for, the stage of tile i - 1 released, and tile i's softmax runs; the
+  last P V after the loop. A stage is released one tile later than in the serial order;
+- 2, paired and turn-taking: as 1, and the consumer partitions of a program issue their MMA pairs in turn (consumer
+  c waits for its turn on `turns[c]` and hands it to c + 1), so that one warpgroup's softmax runs while another's
+  MMAs hold the tensor cores, not all softmaxes at once (FA3's "ping-pong" schedule). With one consumer partition
+  it is order 1.
+Every consumer of a program walks the same tiles, so each takes n_tiles + 1 turns (one when it has no tile): the
+hand-over cannot dead-lock."""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+
+LOOPS = {"serial": 0, "paired": 1, "pingpong": 2}
+
+
+@gluon.jit
+def ws_softmax(sc, m_i, l_i, start, full_hi, hi, limit, qk_scale, s_layout: gl.constexpr, row_o: gl.constexpr,
+               p_layout: gl.constexpr, dtype: gl.constexpr, BLOCK_N: gl.constexpr):
+    """One tile's online-softmax update (base 2) on raw scores `sc`: the running maximum is kept in raw units, so
+    each probability is one fused multiply-add and an exp2. Returns P (MMA operand), the accumulator's rescale
+    factor (its row layout), and the new maximum and sum."""
+    if start + BLOCK_N > full_hi:  # the split's partial last tile, or the causal diagonal
+        keys = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        see = (keys[None, :] < hi) & (keys[None, :] <= limit[:, None])
+        sc = gl.where(see, sc, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(sc, 1))
+    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new) * qk_scale
+    p = gl.exp2(sc * qk_scale - m_safe[:, None])
+    alpha = gl.exp2(m_i * qk_scale - m_safe)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return gl.convert_layout(p.to(dtype), p_layout), gl.convert_layout(alpha, row_o), m_new, l_i
+
+
+@gluon.jit
+def _turn_wait(turns, k, C: gl.constexpr, NC: gl.constexpr):
+    """Consumer C's k-th turn: consumer 0's first passes at once (a fresh barrier's parity-1 wait), every other
+    waits for the hand-over of the consumer before it."""
+    if NC > 1:
+        if C == 0:
+            mbarrier.wait(turns.index(0), (k & 1) ^ 1)
+        else:
+            mbarrier.wait(turns.index(C), k & 1)
+
+
+@gluon.jit
+def _turn_pass(turns, C: gl.constexpr, NC: gl.constexpr):
+    if NC > 1:
+        mbarrier.arrive(turns.index((C + 1) % NC), count=1)
+
+
+@gluon.jit
+def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, lo, full_hi, hi, limit, qk_scale,
+            s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
+            STAGES: gl.constexpr, LOOP: gl.constexpr, C: gl.constexpr, NC: gl.constexpr):
+    """The tiles of [lo, hi) in order LOOP (module doc) for consumer C of NC; returns (acc, m_i, l_i)."""
+    dtype: gl.constexpr = q_smem.dtype
+    n_tiles = gl.cdiv(hi - lo, BLOCK_N)
+    if LOOP == 0:
+        for i in range(n_tiles):
+            s = i % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            fence_async_shared()  # cp.async wrote through the generic proxy; the MMA reads through the async proxy
+            sc = warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
+            p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
+                                              s_layout, row_o, p_layout, dtype, BLOCK_N)
+            acc = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+            mbarrier.arrive(empty.index(s), count=1)
+    else:
+        NT: gl.constexpr = NC if LOOP == 2 else 1
+        if n_tiles > 0:
+            mbarrier.wait(ready.index(0), 0)
+            fence_async_shared()
+            _turn_wait(turns, 0, C, NT)
+            sc = warpgroup_mma(q_smem, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            _turn_pass(turns, C, NT)
+            sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
+            p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo, full_hi, hi, limit, qk_scale, s_layout, row_o,
+                                              p_layout, dtype, BLOCK_N)
+            for i in range(1, n_tiles):
+                s = i % STAGES
+                prev = (i + STAGES - 1) % STAGES
+                mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+                fence_async_shared()
+                _turn_wait(turns, i, C, NT)
+                acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc * alpha[:, None], is_async=True)
+                sc_t = warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+                _turn_pass(turns, C, NT)
+                sc, acc = warpgroup_mma_wait(num_outstanding=0, deps=(sc_t, acc_t))
+                mbarrier.arrive(empty.index(prev), count=1)
+                p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
+                                                  s_layout, row_o, p_layout, dtype, BLOCK_N)
+            last = (n_tiles + STAGES - 1) % STAGES
+            _turn_wait(turns, n_tiles, C, NT)
+            acc_t = warpgroup_mma(p16, v_bufs.index(last), acc * alpha[:, None], is_async=True)
+            _turn_pass(turns, C, NT)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc_t, ))
+            mbarrier.arrive(empty.index(last), count=1)
+        else:  # no tile: the one turn every consumer takes here too
+            _turn_wait(turns, 0, C, NT)
+            _turn_pass(turns, C, NT)
+    return acc, m_i, l_i
