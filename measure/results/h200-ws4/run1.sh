@@ -2,7 +2,7 @@
 # Session 24, device call 1 (issue 18): the ws kernel's consumer loop in the paired and ping-pong orders
 # (measure/kernels/paged_ws_loop.py) beside the serial default: checks against fp64 torch per (model, order) in
 # processes of their own under a timeout (a hang costs one process), the GPU tests of the new orders, then verify
-# d = 1..16 at 1M, B = 1 for the orders that passed.
+# d = 1..16 at 1M, B = 1 for the orders that passed (and nem at B = 4, d = 5, 8, 9, 12).
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 R=$OUT/r; mkdir -p $R/chk $R/time
@@ -34,6 +34,9 @@ for spec in "nem 1,2,3,4,5,6,7,8,9,10,11,12,13,14,16" "q122 1,4,5,6,8,9,12,16" "
   timeout 150 python3 $B --out $R/time --phase time --models $1 --ds $2 --variants $V --deadline-s 130 > $R/time/$1.log 2>&1
   echo "time $1 rc=$? $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
 done
+V="ws$(good nem)"
+timeout 90 python3 $B --out $R/time --phase time --models nem --ds 5,8,9,12 --batches 4 --variants $V --deadline-s 70 > $R/time/nem-b4.log 2>&1
+echo "time nem B=4 rc=$? $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
 kill $CLK
 date -u +%FT%TZ >> $R/env.txt
 gzip -f $R/clocks.csv
