@@ -11,7 +11,7 @@ orders, picked by the constexpr LOOP:
 Every consumer of a program walks the same tiles, so each takes n_tiles + 1 turns (one when it has no tile): the
 hand-over cannot dead-lock. Measured on the H200 (measure/results/h200-ws4): orders 1 and 2 move nem's verify
 (two or three consumers) by no more than the spread between CUDA graphs, and with one 8-warp partition (head dim
-256, 128 rows) they are 1.5x slower (ptxas spills): 0 stays the default.
+256, 128 rows) they are 1.5x slower (ptxas spills): 0 stays the default."""
 
 from __future__ import annotations
 
