@@ -78,7 +78,8 @@ def predict(
         from wmtp.headroom import headroom_report
 
         depths = {m: result.methods[m].cost.depth for m in ("native", "window")}  # --depth auto: each its best
-        room = headroom_report(spec, gpu, profile, ctx_tokens, depths, result.window, sink, batch, tp)
+        als = {m: result.methods[m].accept_length for m in ("native", "window")}  # the draft extends AL tokens
+        room = headroom_report(spec, gpu, profile, ctx_tokens, depths, result.window, sink, batch, tp, als)
     if as_json:
         echo_json({**result.to_json(), **({"headroom": room} if room else {})})
         for w in odd:
