@@ -48,7 +48,7 @@ _ORIGIN_TAGS = {Origin.ENGINE: "engine", Origin.SPEED_OF_LIGHT: "sol", Origin.SC
                 Origin.ANALYTICAL: "model", Origin.FRAMEWORK: "fw"}
 # 'generic' first: the generic profile's text names the presets it averages ("generic (mean of paper presets)")
 _TEXT_TAGS = (("generic", "generic"), ("preset", "preset"), ("--accept-length", "flag"), ("--al-window", "flag"),
-              ("no speculation", "-"), ("the native draft's", "native"))
+              ("no speculation", "-"), ("the native draft's", "native"), ("--phases", "flag"), ("--trace", "trace"))
 
 
 def short_tag(src: str) -> str:

@@ -172,8 +172,8 @@ def step_totals(rows: list[HeadroomRow]) -> dict:
                                                                                                    "floor")}
         out[m].update({f"{side}_source": combine(getattr(r, f"{side}_source") for r in mine)
                        for side in ("engine", "own")}, floor_source=FLOOR_SOURCE)
-        out[m]["below_floor"] = {side: "its components sum below their floors' sum (see the components')"
-                                 for side in ("own", "engine") if out[m][f"{side}_ms"] < out[m]["floor_ms"] * (1 - 1e-9)}
+        low = [side for side in ("own", "engine") if out[m][f"{side}_ms"] < out[m]["floor_ms"] * (1 - 1e-9)]
+        out[m]["below_floor"] = {side: "its components sum below their floors' sum (see the components')" for side in low}
     return out
 
 
