@@ -270,17 +270,18 @@ def _summary_table(p: Prediction) -> str:
 
 
 def _window_sentence(be: dict) -> str:
-    """The window curve's finding in words (the figure's data, not a dict)."""
-    err = be.get("model_rel_error", 0.05)
+    """The window curve's finding in words (the figure's data, not a dict): one clause, the model error's source
+    said (the TPOTs' origin follows it in the report)."""
+    err = f"{100 * be.get('model_rel_error', 0.05):.1f} %: {be.get('model_error_source', 'assumed')}"
     text = f"TPOT-optimal window W={be['optimal_window']} ({be['optimal_tpot_ms']:.3f} ms, {be['acceptance']})"
     clear = be.get("beats_native_beyond_error")
     if clear:
-        return text + f"; W from {clear[0]} to {clear[1]} beats native by more than the model's error ({100 * err:.1f} %)"
+        return text + f", and W from {clear[0]} to {clear[1]} beats native by more than the model's error ({err})"
     if be.get("beats_native_range"):
         lo, hi = be["beats_native_range"]
-        return text + (f"; W from {lo} to {hi} is faster than native, but by less than the model's error "
-                       f"({100 * err:.1f} %): no window is clearly better")
-    return text + "; no window on the grid beats native"
+        return text + (f", and W from {lo} to {hi} is faster than native, but by less than the model's error "
+                       f"({err}): no window is clearly better")
+    return text + ", and no window on the grid beats native"
 
 
 def _times(k: int) -> str:

@@ -89,9 +89,9 @@ def ceilings(own_cost, engine_cost, hw: HardwareSpec) -> Ceilings:
     streams = [fastest_stream(cm.profile, ref.l2_bytes) for cm in (own_cost, engine_cost)]
     stream, what = max(streams)
     rate = max(copy, stream)
-    fastest = f"{what}; copy {copy / 1e12:.2f} TB/s" if stream > copy else "the copy's"
+    fastest = f"{what}, above the copy's {copy / 1e12:.2f} TB/s" if stream > copy else "the copy's"
     text = (f"bytes / {rate / 1e12:.2f} TB/s (the fastest HBM stream measured: {fastest}), flops / {gemm / 1e12:.0f} "
-            "TFLOP/s (the bf16 GEMM; other compute dtypes by the datasheet ratio); L2-resident draft reads at "
+            "TFLOP/s (the bf16 GEMM, other compute dtypes by the datasheet ratio), L2-resident draft reads at "
             f"{hw.l2_bw_tbps:g} TB/s (the hardware row's L2 estimate)")
     if ref.key != hw.key:
         rate, gemm = rate * hw.hbm_bw_tbps / ref.hbm_bw_tbps, gemm * hw.bf16_tflops / ref.bf16_tflops
@@ -173,7 +173,8 @@ def step_totals(rows: list[HeadroomRow]) -> dict:
         out[m].update({f"{side}_source": combine(getattr(r, f"{side}_source") for r in mine)
                        for side in ("engine", "own")}, floor_source=FLOOR_SOURCE)
         low = [side for side in ("own", "engine") if out[m][f"{side}_ms"] < out[m]["floor_ms"] * (1 - 1e-9)]
-        out[m]["below_floor"] = {side: "its components sum below their floors' sum (see the components')" for side in low}
+        out[m]["below_floor"] = {side: "its components sum below their floors' sum (see the components')"
+                                 for side in low}
     return out
 
 
