@@ -102,7 +102,9 @@ def render_prediction(p) -> None:
     for n in names:
         t.add_column(n, justify="right", overflow="fold")
     r = {n: p.methods[n] for n in names}
-    t.add_row("d (draft tokens / step)", *[str(r[n].cost.depth) for n in names])
+    auto = p.depth == "auto"  # each method's d is then its best depth: priced, tagged as the best-depth line
+    t.add_row("d (draft tokens / step)", *[str(r[n].cost.depth) + (f" [dim]{short_tag(r[n].cost.source)}[/dim]"
+                                                                   if auto and n != "dense" else "") for n in names])
     t.add_row("keys read by draft", "-", *[format_tokens(r[n].cost.s_eff) for n in names[1:]])
     t.add_row("t_verify", *[cell(r[n].cost.t_verify.time_ms, r[n].cost.t_verify.source) for n in names])
     t.add_row("t_ctx", "-", *[cell(r[n].cost.t_ctx.time_ms, r[n].cost.t_ctx.source) for n in names[1:]])

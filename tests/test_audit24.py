@@ -95,6 +95,16 @@ def test_a_mean_al_only_profile_is_said_to_be_a_model_not_measured():
     assert "alpha_j (analytical)" in text and "AL by depth (analytical profile;" in text
 
 
+def test_depth_auto_tags_the_depths_it_chose():
+    """Under --depth auto the d row holds each method's best depth (a decision from priced TPOTs), tagged as the
+    best-depth line is; at a fixed --depth it is the input, untagged."""
+    row = next(ln for ln in run("predict", "--model", "q35", "--depth", "auto").splitlines() if "d (draft" in ln)
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells[1] == "1" and all(re.fullmatch(r"\d+ (interp|meas|extrap)\*?", c) for c in cells[2:]), cells
+    fixed = next(ln for ln in run("predict", "--model", "q35").splitlines() if "d (draft" in ln)
+    assert [c.strip() for c in fixed.strip("│").split("│")][1:] == ["1", "7", "7"]
+
+
 def test_batch_sweep_rows_say_where_their_acceptance_comes_from():
     rows = json.loads(run("sweep", "batch", "--model", "q35", "--ctx", "128K", "--json"))["rows"]
     by_method = {r["method"]: r["accept_source"] for r in rows}
