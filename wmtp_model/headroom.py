@@ -50,8 +50,8 @@ class HeadroomRow:
 
 @dataclass(frozen=True)
 class Ceilings:
-    """The rates a floor divides by, per second: HBM bytes, L2 bytes (the hardware row's estimate), bf16 flops;
-    `bf16_peak` is the datasheet bf16 rate the measured one is scaled by for other compute dtypes."""
+    """The rates a floor divides by, per second: HBM bytes, L2 bytes (the hardware row's estimate), bf16 flops (other
+    compute dtypes by `hw`'s datasheet ratio); `text` says where each comes from."""
 
     bytes_per_s: float
     l2_bytes_per_s: float
@@ -120,10 +120,12 @@ def below_floor_note(priced, parts: tuple[float, float]) -> str:
     origin = source(priced.source).weakest()
     why = {Origin.EXTRAPOLATED: "its fit is extrapolated here", Origin.SCALED: "its fit is another GPU's, scaled"
            }.get(origin, f"its {origin.value} fit undershoots it")
-    bound = "flops at the GEMM rate" if parts[1] > parts[0] else "bytes at the fastest measured stream"
+    l2 = bool(priced.work.shape.get("l2_resident"))
+    bound = ("flops at the GEMM rate" if parts[1] > parts[0] else
+             "bytes at the L2 estimate" if l2 else "bytes at the fastest measured stream")
     rate = "flop" if parts[1] > parts[0] else "byte"
     return (f"{100 * (1 - priced.time_ms / floor):.1f} % below the floor ({bound}): {why}, at a {rate} rate "
-            "above the measured ceiling")
+            f"above the {'estimated' if l2 and rate == 'byte' else 'measured'} ceiling")
 
 
 def method_depths(depth: int | Mapping[str, int]) -> dict[str, int]:
