@@ -34,7 +34,8 @@ def _render_logs(out: list[dict]) -> None:
         con.print(f"  TPOT: {_f(t and t['value_ms'])} ms" + shown(tpot_txt), soft_wrap=True)
         con.print(f"  AL:   {_f(a and a.get('value'), 3)}" + shown(al_txt), soft_wrap=True)
         if f["runs"]:
-            tab = compact_table("runs (SGLang decode lines)")  # at 80 columns a boxed table cut 'art. ms' to '49.…'
+            # compact: at 80 columns a boxed table cut 'art. ms' to '49.…'
+            tab = compact_table("runs (measured: each from the SGLang decode lines in 'lines')")
             add_columns(tab, *[(c, True) for c in ("run", "lines", "mode", "DP", "used", "TPOT ms", "conf", "AL",
                                                    "drop", "stall", "art. ms")])
             for r in f["runs"]:
@@ -46,7 +47,7 @@ def _render_logs(out: list[dict]) -> None:
         if f["vllm_windows"] and f["vllm_windows"].get("by_batch"):
             by_batch += [("vLLM", b) for b in f["vllm_windows"]["by_batch"]]
         if by_batch:
-            tab = compact_table("per-request TPOT against batch size")
+            tab = compact_table("per-request TPOT against batch size (measured: the run in 'from')")
             add_columns(tab, *[(c, True) for c in ("from", "batch", "lines", "median ms", "min ms", "max ms",
                                                    "confidence")])
             for src, b in by_batch:
@@ -115,7 +116,7 @@ def accept(
              "al_by_depth": {}}
         if prof is not None:
             iv = alpha_intervals(prof) if prof.counts else [(a, float("nan"), float("nan")) for a in prof.alphas]
-            r.update(measured_depth=prof.measured_depth,
+            r.update(measured_depth=prof.measured_depth, profile_source=_profile_source(prof, info),
                      alphas=[{"position": j + 1, "alpha": a if a == a else None,  # NaN: a position no step reached
                               "ci95": [lo, hi] if lo == lo else None}  # NaN: no counts
                              for j, (a, lo, hi) in enumerate(iv)],
@@ -123,11 +124,20 @@ def accept(
                                   for k in defaults.DEPTH_GRID})
         result.append(r)
     comparison = cmp(profs[0][0], profs[1][0]) if compare else None
+    compared = (f"native {result[0]['profile_source']}, window {result[1]['profile_source']}; z: two-proportion "
+                "z-test at 5 %") if compare else None
     if as_json:
         for row in comparison or []:  # a position one profile does not reach: no value (NaN is not JSON)
             row.update({m: None for m in ("native", "window") if row[m] != row[m]})
-        echo_json({"files": result, "comparison": comparison}, default=str)
+        echo_json({"files": result, "comparison": comparison,
+                   **({"comparison_source": compared} if compare else {})}, default=str)
         return
+    _render_accept(result, comparison, compared)
+
+
+def _render_accept(result: list[dict], comparison: list[dict] | None, compared: str | None) -> None:
+    """`wmtp accept`'s text: per file its AL, the per-position profile with its origin, AL by depth; the
+    comparison."""
     from rich.console import Console
     from rich.table import Table
 
@@ -144,7 +154,8 @@ def accept(
             con.print(f"  note: {shown(r['note'])}", soft_wrap=True)
         if not r["alphas"]:
             continue
-        t = Table(title="per-position acceptance", title_justify="left")
+        con.print(f"per-position acceptance: {r['profile_source']}", soft_wrap=True)  # a title would wrap
+        t = Table(title=f"alpha_j ({_tag_words(r['profile_source'])})", title_justify="left")
         for c in ("j", "alpha_j", "95 % CI"):
             t.add_column(c, justify="right", overflow="fold")  # folded, never cut to '…'
         for a in r["alphas"]:
@@ -152,16 +163,33 @@ def accept(
             alpha = "-" if a["alpha"] is None else f"{a['alpha']:.3f}"
             t.add_row(str(a["position"]), alpha, "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}")
         con.print(t)
-        con.print("AL by depth: " + ", ".join(f"d={k}: {v['al']:.2f}{' (extrap.)' if v['extrapolated'] else ''}"
-                                             for k, v in r["al_by_depth"].items()), soft_wrap=True)
+        con.print(f"AL by depth ({_tag_words(r['profile_source'])} profile; extrap. = beyond d={r['measured_depth']}): "
+                  + ", ".join(f"d={k}: {v['al']:.2f}{' (extrap.)' if v['extrapolated'] else ''}"
+                              for k, v in r["al_by_depth"].items()), soft_wrap=True)
     if comparison:
-        t = Table(title="native vs window, position by position", title_justify="left")
+        con.print(f"native vs window, position by position: {compared}", soft_wrap=True)
+        t = Table(title=f"({' / '.join(_tag_words(r['profile_source']) for r in result)})", title_justify="left")
         for c in ("j", "native", "window", "z", "significant (5 %)"):
             t.add_column(c, justify="right", overflow="fold")  # folded, never cut to '…'
         for row in comparison:
             t.add_row(str(row["position"]), _f(row["native"], 3), _f(row["window"], 3),
                       f"{row['z']:.2f}" if "z" in row else "-", str(row.get("significant", "n/a")))
         con.print(t)
+
+
+def _profile_source(prof, info: dict) -> str:
+    """Where a file's per-position profile (its alphas and the AL at other depths) comes from: its origin, then
+    what it is."""
+    if prof.counts:
+        return "measured (the file's per-position counts; 95 % Wilson intervals)"
+    if str(info.get("note", "")).startswith("a mean AL only"):
+        return f"analytical (a geometric profile: one alpha from the mean AL at d={prof.measured_depth})"
+    return "measured (the per-position rates the file prints; no counts, no intervals)"
+
+
+def _tag_words(profile_source: str) -> str:
+    """The origin word of `_profile_source` ('measured', 'analytical')."""
+    return profile_source.split(" (", 1)[0]
 
 
 def _refuse_unread_depth(files, profs, depth: int | None) -> None:

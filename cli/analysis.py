@@ -362,9 +362,12 @@ def _print_simulation(sc, method: str, res, sources: dict, acc_source: str, warn
     lo, hi = res.tpot_ci95
     ci = f"95 % CI {lo:.3f}-{hi:.3f}" if lo == lo else "too few steps for a 95 % CI (needs 40)"
     depths = ", ".join(f"d={d}: {n} steps" for d, n in sorted(res.depth_histogram.items()))
+    from wmtp.cli.render import accept_tag, weakest_tag
+
+    # tagged as predict's cells: the TPOT by its step costs' weakest origin, the AL by its acceptance's
     typer.echo(f"{sc.spec.key} {method} on {sc.hw.key}, policy {res.policy}: {res.tokens} tokens in {res.steps} steps, "
-               f"TPOT {res.tpot_ms:.3f} ms ({ci}), mean AL {res.mean_accept_length:.2f}; depths used: {depths}")
-    from wmtp.cli.render import weakest_tag
+               f"TPOT {res.tpot_ms:.3f} ms {weakest_tag(sources.values())} ({ci}), mean AL "
+               f"{res.mean_accept_length:.2f} {accept_tag([acc_source])}; depths used: {depths}")
 
     typer.echo(f"source: simulated; step costs: {sc.cost.name} ({weakest_tag(sources.values())}; --json: each depth's "
                f"source); engine overhead: {engine_label(sc.overheads)}; acceptance: {acc_source}")

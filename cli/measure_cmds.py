@@ -199,9 +199,10 @@ def _refuse_hw_models(add_tp: bool, reads_hw: bool, hw: str | None, models: str)
 
 def framework_fit_summary(prof: dict, out: Path) -> str:
     f = prof["t_iter_fit"]
-    return (f"T_iter = {f['t_fwd_ms']:.3f} ms x gamma + {f['c_ms']:.3f} ms over {f['points_used']} runs; framework "
-            f"overhead {prof['overhead']['const_ms']:.3f} ms + {prof['overhead']['per_forward_ms']:.3f} ms x gamma "
-            f"over the kernel model; wrote {out}")
+    return (f"T_iter = {f['t_fwd_ms']:.3f} ms x gamma + {f['c_ms']:.3f} ms over {f['points_used']} runs (measured: "
+            f"fitted to the logged steps); framework overhead {prof['overhead']['const_ms']:.3f} ms + "
+            f"{prof['overhead']['per_forward_ms']:.3f} ms x gamma over the kernel model ({prof['cost_model']}) "
+            f"(framework profile: the logged steps less the kernel model); wrote {out}")
 
 
 @handles_errors

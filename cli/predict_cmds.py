@@ -78,7 +78,8 @@ def predict(
         from wmtp.headroom import headroom_report
 
         depths = {m: result.methods[m].cost.depth for m in ("native", "window")}  # --depth auto: each its best
-        room = headroom_report(spec, gpu, profile, ctx_tokens, depths, result.window, sink, batch, tp)
+        als = {m: result.methods[m].accept_length for m in ("native", "window")}  # the draft extends AL tokens
+        room = headroom_report(spec, gpu, profile, ctx_tokens, depths, result.window, sink, batch, tp, als)
     if as_json:
         echo_json({**result.to_json(), **({"headroom": room} if room else {})})
         for w in odd:
@@ -150,7 +151,10 @@ def engines(
     summary = [{"name": p["name"], "hardware": p["hardware"], "cost_model": p["cost_model"],
                 "kernel_profile": p.get("kernel_profile"), "memory": p.get("memory"),
                 "models": sorted(p["per_model"]), "terms": p["terms"], "per_model": p["per_model"],
-                "fit": p["fit"], "points": p.get("points", {}).get("file")} for p in rows]
+                "fit": p["fit"], "points": p.get("points", {}).get("file"),
+                "source": f"engine preset {p['name']} (its terms fitted to the points of "
+                          f"{p.get('points', {}).get('file')}, the named kernels' as the preset names them)"}
+               for p in rows]
     if as_json:
         echo_json(summary)
         return
@@ -158,7 +162,8 @@ def engines(
 
     for p, full in zip(summary, rows):
         kernels = f"the measured kernels {p['kernel_profile']}" if p["kernel_profile"] else p["cost_model"]
-        typer.echo(f"{p['name']} ({p['hardware']}, over {kernels}, points {p['points']}): {summary_line(full)}")
+        typer.echo(f"engine preset {p['name']} ({p['hardware']}, over {kernels}, points {p['points']}): "
+                   f"{summary_line(full)}")
         typer.echo("  shared: " + ", ".join(f"{k} {v:.3g}" for k, v in p["terms"].items()))
         for m, v in p["per_model"].items():
             typer.echo(f"  {m}: " + ", ".join(f"{k} {x:.3g}" for k, x in v.items()))

@@ -48,7 +48,7 @@ _ORIGIN_TAGS = {Origin.ENGINE: "engine", Origin.SPEED_OF_LIGHT: "sol", Origin.SC
                 Origin.ANALYTICAL: "model", Origin.FRAMEWORK: "fw"}
 # 'generic' first: the generic profile's text names the presets it averages ("generic (mean of paper presets)")
 _TEXT_TAGS = (("generic", "generic"), ("preset", "preset"), ("--accept-length", "flag"), ("--al-window", "flag"),
-              ("no speculation", "-"), ("the native draft's", "native"))
+              ("no speculation", "-"), ("the native draft's", "native"), ("--phases", "flag"), ("--trace", "trace"))
 
 
 def short_tag(src: str) -> str:
@@ -102,7 +102,9 @@ def render_prediction(p) -> None:
     for n in names:
         t.add_column(n, justify="right", overflow="fold")
     r = {n: p.methods[n] for n in names}
-    t.add_row("d (draft tokens / step)", *[str(r[n].cost.depth) for n in names])
+    auto = p.depth == "auto"  # each method's d is then its best depth: priced, tagged as the best-depth line
+    t.add_row("d (draft tokens / step)", *[str(r[n].cost.depth) + (f" [dim]{short_tag(r[n].cost.source)}[/dim]"
+                                                                   if auto and n != "dense" else "") for n in names])
     t.add_row("keys read by draft", "-", *[format_tokens(r[n].cost.s_eff) for n in names[1:]])
     t.add_row("t_verify", *[cell(r[n].cost.t_verify.time_ms, r[n].cost.t_verify.source) for n in names])
     t.add_row("t_ctx", "-", *[cell(r[n].cost.t_ctx.time_ms, r[n].cost.t_ctx.source) for n in names[1:]])
@@ -232,24 +234,46 @@ def render_hardware(as_json: bool) -> None:
 
 
 def render_headroom(room: dict) -> None:
-    """Per method: step totals, then the components where the engine's kernels and wmtp's differ most."""
+    """Per method: step totals, then the components where the engine's kernels and wmtp's differ most; every time
+    tagged (the floor 'sol': speed-of-light at the measured ceilings), a component priced below its floor marked '!'
+    and said why."""
     d = room["depth"]  # one d, or native / window -> d where --depth auto picked two
     at = f"d {d}" if not isinstance(d, dict) else ", ".join(f"{m} d {v}" for m, v in d.items())
     t = compact_table(f"Headroom at {at}: engine kernels ({escape(room['engine_kernels'])}) vs "
                       f"wmtp's own ({escape(room['own_kernels'])}) vs the floor, ms per step")
     add_columns(t, ("method", False), ("engine", True), ("own", True), ("floor", True), ("engine / own", True))
     for m, v in room["steps"].items():
-        t.add_row(m, f"{v['engine_ms']:.3f}", f"{v['own_ms']:.3f}", f"{v['floor_ms']:.3f}",
-                  f"{v['engine_ms'] / v['own_ms']:.2f}x" if v["own_ms"] else "-")
+        ratio, low = weakest_tag([v["engine_source"], v["own_source"]]), v.get("below_floor") or {}
+        t.add_row(m, *[cell(v[f"{side}_ms"], v[f"{side}_source"]) + (" !" if side in low else "")
+                       for side in ("engine", "own")], cell(v["floor_ms"], v["floor_source"]),
+                  f"{v['engine_ms'] / v['own_ms']:.2f}x [dim]{ratio}[/dim]" if v["own_ms"] else "-")
     console.print(t)
     c = compact_table("Components, per step (largest engine - own first)")
     add_columns(c, ("method", False), ("component", False), ("engine", True), ("own", True), ("floor", True))
     rows = sorted(room["components"], key=lambda r: -(r["engine_ms"] - r["own_ms"]) * r["times"])
     for r in rows[:12]:
-        k = r["times"]
-        c.add_row(r["method"], r["component"] + (f" x{k}" if k > 1 else ""), f"{r['engine_ms'] * k:.3f}",
-                  f"{r['own_ms'] * k:.3f}", f"{r['floor_ms'] * k:.3f}")
+        k, low = r["times"], r.get("below_floor") or {}
+        c.add_row(r["method"], r["component"] + (f" x{k}" if k > 1 else ""),
+                  *[cell(r[f"{side}_ms"] * k, r[f"{side}_source"]) + (" !" if side in low else "")
+                    for side in ("engine", "own")], cell(r["floor_ms"] * k, r["floor_source"]))
     console.print(c)
-    console.print(f"[dim]floor: {room['floor']}; --json lists every component[/dim]")
+    console.print(f"[dim]floor (sol): {escape(room['floor'])}; --json lists every component with its sources[/dim]")
+    for line in below_floor_lines(room["components"]):
+        console.print(f"! {escape(line)}")
     if room.get("note"):
         console.print(f"note: {escape(room['note'])}")
+
+
+def below_floor_lines(components: list[dict]) -> list[str]:
+    """One line per component and side priced below its floor (all components, shown or not), its methods
+    joined, the largest shortfall's reason."""
+    by: dict = {}
+    for r in components:
+        for side, why in (r.get("below_floor") or {}).items():
+            by.setdefault((side, r["component"]), []).append((r["method"], why))
+    out = []
+    for (side, comp), items in by.items():
+        methods = ", ".join(dict.fromkeys(m for m, _ in items))
+        worst = max((w for _, w in items), key=lambda w: float(w.split(" %", 1)[0]))
+        out.append(f"{side} {comp} ({methods}): {worst}")
+    return out

@@ -82,7 +82,8 @@ def report(
     from wmtp.headroom import headroom_report
 
     try:  # the headroom section, where an engine-backend profile of the same GPU ships (or --profile is one)
-        room = headroom_report(spec, gpu, profile, p.ctx, d, p.window, sink, batch)
+        room = headroom_report(spec, gpu, profile, p.ctx, d, p.window, sink, batch,
+                               accept_lengths={m: p.methods[m].accept_length for m in ("native", "window")})
     except WmtpError:
         room = None
     write_report(out, build_report(p, sc, acc, profiles, meta, validation, sources, room))

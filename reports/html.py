@@ -18,6 +18,7 @@ from wmtp import __version__
 from wmtp import decisions as dec
 from wmtp.acceptance import AcceptanceProfile, alpha_intervals
 from wmtp.predict import Prediction
+from wmtp.provenance import WEAKEST_FIRST, Origin, source
 from wmtp.units import format_bytes, format_tokens
 from wmtp import defaults
 
@@ -159,6 +160,7 @@ def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
     clear = [r["window"] for r in rows if r["window_tpot_ms"] < native * (1 - err)]
     be["model_rel_error"], be["model_error_source"] = err, err_src
     be["beats_native_beyond_error"] = [min(clear), max(clear)] if clear else None
+    be["cost_origin"] = origin_of(*[v for r in rows for k, v in r.items() if k.endswith("step_source")])
     ys = [r["window_tpot_ms"] for r in rows] + [native * (1 - 2 * err), native * (1 + 2 * err)]
     y0, y1 = min(ys) * 0.97, max(ys) * 1.03
     if clear:
@@ -252,13 +254,14 @@ def validation_figure(validation_csv: Path | None) -> go.Figure:
 def _summary_table(p: Prediction) -> str:
     head = "<tr><th></th>" + "".join(f"<th>{n}</th>" for n in ("dense", "native", "window")) + "</tr>"
     rows = []
-    for label, get in (("step (ms)", lambda r: f"{r.cost.step_ms:.3f}"),
-                       ("t_verify (ms)", lambda r: f"{r.cost.t_verify.time_ms:.3f}"),
-                       ("t_ctx (ms)", lambda r: "-" if r.cost.gamma == 0 else f"{r.cost.t_ctx.time_ms:.3f}"),
-                       ("t_fwd (ms) x gamma",
-                        lambda r: "-" if r.cost.gamma == 0 else f"{r.cost.t_fwd.time_ms:.3f} x{r.cost.gamma}"),
-                       ("AL (tokens/step)", lambda r: f"{r.accept_length:.2f}"),
-                       ("TPOT (ms)", lambda r: f"{r.tpot_ms:.3f}"),
+    for label, get in (("step (ms)", lambda r: _tagged(r.cost.step_ms, r.cost.source)),
+                       ("t_verify (ms)", lambda r: _tagged(r.cost.t_verify.time_ms, r.cost.t_verify.source)),
+                       ("t_ctx (ms)", lambda r: "-" if r.cost.gamma == 0 else _tagged(r.cost.t_ctx.time_ms,
+                                                                                      r.cost.t_ctx.source)),
+                       ("t_fwd (ms) x gamma", lambda r: "-" if r.cost.gamma == 0 else
+                        f"{_tagged(r.cost.t_fwd.time_ms, r.cost.t_fwd.source)} x{r.cost.gamma}"),
+                       ("AL (tokens/step)", lambda r: f"{r.accept_length:.2f}"),  # its source: the 'source (AL)' row
+                       ("TPOT (ms)", lambda r: _tagged(r.tpot_ms, r.cost.source)),
                        ("source (step)", lambda r: html.escape(r.cost.source)),
                        ("source (AL)", lambda r: html.escape(r.accept_source))):
         rows.append(f"<tr><td>{label}</td>" + "".join(f"<td>{get(p.methods[n])}</td>"
@@ -267,39 +270,64 @@ def _summary_table(p: Prediction) -> str:
 
 
 def _window_sentence(be: dict) -> str:
-    """The window curve's finding in words (the figure's data, not a dict)."""
-    err = be.get("model_rel_error", 0.05)
+    """The window curve's finding in words (the figure's data, not a dict): one clause, the model error's source
+    said (the TPOTs' origin follows it in the report)."""
+    err = f"{100 * be.get('model_rel_error', 0.05):.1f} %: {be.get('model_error_source', 'assumed')}"
     text = f"TPOT-optimal window W={be['optimal_window']} ({be['optimal_tpot_ms']:.3f} ms, {be['acceptance']})"
     clear = be.get("beats_native_beyond_error")
     if clear:
-        return text + f"; W from {clear[0]} to {clear[1]} beats native by more than the model's error ({100 * err:.1f} %)"
+        return text + f", and W from {clear[0]} to {clear[1]} beats native by more than the model's error ({err})"
     if be.get("beats_native_range"):
         lo, hi = be["beats_native_range"]
-        return text + (f"; W from {lo} to {hi} is faster than native, but by less than the model's error "
-                       f"({100 * err:.1f} %): no window is clearly better")
-    return text + "; no window on the grid beats native"
+        return text + (f", and W from {lo} to {hi} is faster than native, but by less than the model's error "
+                       f"({err}): no window is clearly better")
+    return text + ", and no window on the grid beats native"
 
 
 def _times(k: int) -> str:
     return f" x{k}" if k > 1 else ""
 
 
+def origin_of(*sources) -> str:
+    """The weakest origin among `sources` in words (`wmtp.provenance`: 'interpolated', 'speed-of-light', 'engine
+    preset'), '(mixed)' where they or their parts differ: the tag of an HTML cell."""
+    srcs = [source(s) for s in sources]
+    origins = {s.weakest() for s in srcs} - {Origin.NONE}
+    if not origins:
+        return "-"
+    weakest = next(o for o in WEAKEST_FIRST if o in origins)
+    return weakest.value + (" (mixed)" if len(origins) > 1 or any(s.mixed for s in srcs) else "")
+
+
+def _tagged(ms: float, *sources, low: bool = False) -> str:
+    return f"{ms:.3f} <small>{html.escape(origin_of(*sources))}</small>" + (" !" if low else "")
+
+
 def headroom_table(room: dict | None) -> str:
-    """Engine kernels vs wmtp's own vs the measured floor, per method and for the components that differ most."""
+    """Engine kernels vs wmtp's own vs the measured floor, per method and for the components that differ most; each
+    time with its origin, '!' where it is priced below its floor (said why below the table)."""
     if not room:
         return ""
     head = "<tr><th>method</th><th>engine ms</th><th>own ms</th><th>floor ms</th><th>engine / own</th></tr>"
-    steps = "".join(f"<tr><td>{m}</td><td>{v['engine_ms']:.3f}</td><td>{v['own_ms']:.3f}</td><td>{v['floor_ms']:.3f}</td>"
-                    f"<td>{v['engine_ms'] / v['own_ms']:.2f}x</td></tr>" for m, v in room["steps"].items() if v["own_ms"])
+
+    def cells(v: dict, k: int = 1) -> str:
+        low = v.get("below_floor") or {}
+        return "".join(f"<td>{_tagged(v[f'{s}_ms'] * k, v[f'{s}_source'], low=s in low)}</td>"
+                       for s in ("engine", "own", "floor"))
+
+    steps = "".join(f"<tr><td>{m}</td>{cells(v)}<td>{v['engine_ms'] / v['own_ms']:.2f}x "
+                    f"<small>{html.escape(origin_of(v['engine_source'], v['own_source']))}</small></td></tr>"
+                    for m, v in room["steps"].items() if v["own_ms"])
     comps = sorted(room["components"], key=lambda r: -(r["engine_ms"] - r["own_ms"]) * r["times"])[:8]
-    rows = "".join(f"<tr><td>{r['method']}</td><td>{html.escape(r['component'])}{_times(r['times'])}"
-                   f"</td><td>{r['engine_ms'] * r['times']:.3f}</td><td>{r['own_ms'] * r['times']:.3f}</td>"
-                   f"<td>{r['floor_ms'] * r['times']:.3f}</td></tr>" for r in comps)
+    rows = "".join(f"<tr><td>{r['method']}</td><td>{html.escape(r['component'])}{_times(r['times'])}</td>"
+                   f"{cells(r, r['times'])}</tr>" for r in comps)
+    low = "".join("<p>! " + html.escape(f"{r['method']} {r['component']} {side}: {why}") + "</p>"
+                  for r in room["components"] for side, why in (r.get("below_floor") or {}).items())
     return (f"<h2>Headroom: the engine's kernels, wmtp's own, the floor (d {room['depth']})</h2>"
-            f"<p>engine: {html.escape(room['engine_kernels'])}; own: {html.escape(room['own_kernels'])}; floor: "
-            f"{html.escape(room['floor'])}.</p><table>{head}{steps}</table><table>"
-            "<tr><th>method</th><th>component, per step</th><th>engine ms</th><th>own ms</th><th>floor ms</th></tr>"
-            f"{rows}</table>")
+            f"<p>engine: {html.escape(room['engine_kernels'])}; own: {html.escape(room['own_kernels'])}; floor "
+            f"(speed-of-light at the measured ceilings): {html.escape(room['floor'])}.</p><table>{head}{steps}</table>"
+            "<table><tr><th>method</th><th>component, per step</th><th>engine ms</th><th>own ms</th><th>floor ms</th>"
+            f"</tr>{rows}</table>{low}")
 
 
 def build_report(p: Prediction, sc: dec.Scenario, acc, profiles: dict, profile_meta: dict,
@@ -321,9 +349,12 @@ def build_report(p: Prediction, sc: dec.Scenario, acc, profiles: dict, profile_m
             "cost model": p.cost_model, **{f"profile {k}": v for k, v in profile_meta.items()}, **sources}
     prov_rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in prov.items())
     m = p.memory
-    facts = (f"draft pool share {m.draft_pool_share:.1%}; reclaimable {format_bytes(m.reclaimable_bytes)} per request; "
-             f"best depth native d={p.best_depth['native']}, window d={p.best_depth['window']}; break-even acceptance "
-             f"ratio {p.break_even_accept_ratio:.3f}; {html.escape(_window_sentence(be))}")
+    both = html.escape(origin_of(p.methods["native"].cost.source, p.methods["window"].cost.source))
+    facts = (f"draft pool share {m.draft_pool_share:.1%} <small>analytical</small>; reclaimable "
+             f"{format_bytes(m.reclaimable_bytes)} per request <small>analytical</small>; best depth native "
+             f"d={p.best_depth['native']}, window d={p.best_depth['window']} <small>{both}</small>; break-even "
+             f"acceptance ratio {p.break_even_accept_ratio:.3f} <small>{both}</small>; "
+             f"{html.escape(_window_sentence(be))} <small>{html.escape(be['cost_origin'])}</small>")
     warn = "".join(f"<p class='warn'>warning: {html.escape(w)}</p>" for w in p.warnings)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

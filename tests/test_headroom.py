@@ -20,11 +20,23 @@ FI = ProfileCostModel.from_path(PROFILES_DIR / "h200-flashinfer.json", "shipped"
 
 
 def test_floor_is_the_larger_of_bytes_and_flops_over_the_measured_ceilings():
-    c = {"copy_tbps": 4.0, "gemm_bf16_tflops": 500.0}
-    assert floor_ms("gemm", 4e9, 1e12, c) == pytest.approx(2.0)  # 4 GB / 4 TB/s = 1 ms; 1 TFLOP / 500 = 2 ms
-    assert floor_ms("decode_attn", 8e9, 0.0, c) == pytest.approx(2.0)
+    from wmtp.headroom import Ceilings
+    from wmtp.work import Work
+
+    c = Ceilings(4e12, 8e12, 500e12, H200, "test")
+    q35 = get_model("q35")
+    # 4 GB / 4 TB/s = 1 ms; 1 TFLOP / 500 TFLOP/s = 2 ms
+    assert floor_ms(Work("gemm", "g", 4e9, 1e12, 1, 1, {"wdtype": "bf16"}), q35, c) == pytest.approx(2.0)
+    assert floor_ms(Work("decode_attn", "a", 8e9, 0.0, 1, 1, {}), q35, c) == pytest.approx(2.0)
+    # L2-resident draft reads at the L2 rate: 8 GB / 8 TB/s
+    assert floor_ms(Work("decode_attn", "a", 8e9, 0.0, 1, 1, {"l2_resident": True}), q35, c) == pytest.approx(1.0)
+    # fp8 weights compute at the datasheet fp8 / bf16 ratio of the measured bf16 rate (H200: 1979 / 989)
+    fp8 = 2.0 * H200.bf16_tflops / H200.fp8_tflops
+    assert floor_ms(Work("gemm", "g", 0.0, 1e12, 1, 1, {"wdtype": "fp8"}), q35, c) == pytest.approx(fp8)
     with pytest.raises(WmtpError, match="ceilings"):
-        floor_ms("gemm", 1.0, 1.0, {})
+        from wmtp.headroom import ceilings
+
+        ceilings(ProfileCostModel({**OWN.profile, "ceilings": {}}), FI, H200)
 
 
 def test_rows_cover_every_component_and_no_kernel_beats_the_floor():

@@ -169,7 +169,7 @@ def batch_frontier(sc: Scenario, acc: AcceptanceChoice, max_batch: int | None = 
             tpot, step, al, src = sc.priced(method, prof, batch=b)
             rows.append({"method": method, "batch": b, "tpot_ms": tpot, "per_user_tok_s": 1e3 / tpot,
                          "per_gpu_tok_s": b * 1e3 / tpot / sc.tp, "step_ms": step, "accept_length": al,
-                         "step_source": src})
+                         "accept_source": prof.tag(sc.depth) if prof else "no speculation", "step_source": src})
     for r in rows:  # Pareto-optimal over all methods: no point is better on both axes
         r["pareto"] = not any(o["per_user_tok_s"] >= r["per_user_tok_s"] and o["per_gpu_tok_s"] >= r["per_gpu_tok_s"]
                               and (o["per_user_tok_s"] > r["per_user_tok_s"] or o["per_gpu_tok_s"] > r["per_gpu_tok_s"])
