@@ -294,13 +294,31 @@ def test_reported_case_q122_lm_head_is_above_its_floor_now_and_the_cause_is_the_
         assert room["headroom"]["steps"][m]["own_ms"] == pytest.approx(room["methods"][m]["step_ms"], rel=1e-12)
 
 
-def test_components_below_the_floor_are_said_in_the_text():
-    """DeepSeek-V3's MLA attention at 128K, B = 8 is priced by fits extrapolated into compute-bound shapes, below the
-    flops floor: every such component and side has its '!' line (the table shows 12 components; the lines cover all)."""
+def test_a_compute_bound_item_is_priced_at_its_floor_not_below_it():
+    """DeepSeek-V3's MLA attention at 128K, B = 8: its fit (of bandwidth-bound shapes) gives 77 % of the flops at
+    the measured GEMM peak. `profile.price` raises it to that floor and says so, so the own side sits on its floor
+    (the floor's flops term: the same flops at the same peak) and no own component is below it."""
     doc = json.loads(run("predict", "--model", "dsv3", "--ctx", "128K", "--batch", "8", "--headroom", "--json"))
+    comps = {c["component"]: c for c in doc["headroom"]["components"]}
+    att = comps["verify.attention"]
+    assert att["own_ms"] == pytest.approx(att["floor_ms"], rel=1e-9)
+    assert "raised to its flops at the measured GEMM peak" in att["own_source"]
+    assert not [c for c in doc["headroom"]["components"] if "own" in c["below_floor"]]
+
+
+def test_components_below_the_floor_are_said_in_the_text(tmp_path):
+    """An engine profile whose recorded GEMM peak is ten times the own run's does not raise its compute-bound
+    prices to the floor (which divides by the own run's peak): dsv3's MLA attention at 128K, B = 8 is then priced
+    by the engine fit below the floor, and every such component has its '!' line, the JSON's `below_floor` entry
+    and a reason naming the flops."""
+    eng = json.loads(json.dumps(ENGINE_DOC))
+    eng["ceilings"]["gemm_bf16_tflops"] *= 10
+    path = tmp_path / "engine.json"
+    path.write_text(json.dumps(eng))
+    args = ("predict", "--model", "dsv3", "--ctx", "128K", "--batch", "8", "--profile", str(path), "--headroom")
+    doc = json.loads(run(*args, "--json"))
     low = {(side, c["component"]) for c in doc["headroom"]["components"] for side in c["below_floor"]}
-    assert ("own", "verify.attention") in low
-    lines = [ln for ln in run("predict", "--model", "dsv3", "--ctx", "128K", "--batch", "8", "--headroom").splitlines()
-             if ln.startswith("! ")]
+    assert ("engine", "verify.attention") in low and not [k for k in low if k[0] == "own"]
+    lines = [ln for ln in run(*args).splitlines() if ln.startswith("! ")]
     assert {tuple(ln[2:].split()[:2]) for ln in lines} == low
-    assert any("extrapolated" in ln and "flops at the GEMM rate" in ln for ln in lines)
+    assert any("flops at the GEMM rate" in ln for ln in lines)

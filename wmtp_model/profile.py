@@ -268,7 +268,25 @@ class ProfileCostModel:
             tag = Source(f"{tag} ({note})", tag.origin)
         factor = comp.get("groups", {}).get(f"{spec.key}|{group_name(work.name, feats)}", 1.0) if shape_factor else 1.0
         t = factor * sum(c * feats.get(f, 0.0) for f, c in coef.items())
+        floor = self._flops_floor_ms(work, hw, dtype)
+        if t < floor:  # a fit of bandwidth-bound shapes under-prices a compute-bound one: no kernel beats the
+            # measured GEMM peak, so the item takes its flops at that rate, and says so (an extrapolation of the fit)
+            tag = Source(f"extrapolated (raised to its flops at the measured GEMM peak: the fit gave {t / floor:.0%} "
+                         f"of that; {tag})", Origin.EXTRAPOLATED)
+            t = floor
         return Priced(work, t * work.count, tag)
+
+    def _flops_floor_ms(self, work: Work, hw: HardwareSpec, dtype: str) -> float:
+        """One instance's flops at the profile's measured bf16 GEMM peak (`ceilings`), at the compute dtype's
+        datasheet ratio to bf16 and scaled to `hw` by its bf16 rate; 0 where the profile has no measured peak."""
+        from wmtp.hardware import get_hardware
+
+        peak = float(self.profile.get("ceilings", {}).get("gemm_bf16_tflops") or 0.0)
+        if peak <= 0 or work.flops <= 0:
+            return 0.0
+        if hw.key != self.hw_key:
+            peak *= hw.bf16_tflops / (self._hw_ref or get_hardware(self.hw_key)).bf16_tflops
+        return work.flops / (peak * 1e12 * hw.tflops_for(dtype) / hw.bf16_tflops) * 1e3
 
 
 def cost_model_for(hw: HardwareSpec, profile_path: str | Path | None, speed_of_light: bool = False,
