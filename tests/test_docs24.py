@@ -78,7 +78,7 @@ CASES = {
     "kubectl logs sglang-0 | wmtp logs -": Case(
         "module", ("TPOT: 35.16 ms",), "sglang.log piped into `python -m wmtp.cli.main logs -`: '-' is read through "
                                        "/dev/stdin, which CliRunner's input does not reach"),
-    "wmtp accept meta_info.jsonl": Case("cli", ("AL 2.905",)),
+    "wmtp accept meta_info.jsonl": Case("cli", ("AL 2.465 at d=6", "alpha_j", "0.598-0.851", "AL by depth")),
     "wmtp accept native.json window.json --compare": Case("cli", ("native vs window, position by position",)),
     "wmtp calibrate --from-logs d3.log:3 --from-logs d5.log:5 --from-logs d7.log:7 --models q35 --ctx 1M --out fw/":
         Case("cli", ("over 3 runs", "wrote fw/framework.json")),
@@ -124,8 +124,8 @@ def workdir(tmp_path_factory) -> Path:
     (w / "path/to").mkdir(parents=True)
     (w / "path/to/config.json").write_text(json.dumps(MIMO_7B))
     shutil.copy(ROOT / "tests/data/sglang_decode.log", w / "sglang.log")
-    shutil.copy(ROOT / "tests/data/real/sglang-format-2026-meta-info-no-completion-tokens-two-requests.jsonl",
-                w / "meta_info.jsonl")
+    real = (ROOT / "tests/data/real/sglang-meta-info-dspark-histogram-33518.json").read_text().splitlines()[1:]
+    (w / "meta_info.jsonl").write_text(flat(" ".join(real)) + "\n")  # a request's meta_info with its histogram
     (w / "native.json").write_text("[120, 90, 70, 55, 40, 30, 95]")  # H[n], n = 0..6 accepted: d = 7
     (w / "window.json").write_text("[125, 92, 71, 54, 40, 29, 89]")
     for d in (3, 5, 7):
