@@ -112,8 +112,12 @@ def engines(
     fit: Annotated[Optional[Path], typer.Option(
         "--fit", help="Fit a new engine preset to a points CSV (columns: model, method, ctx, d_lo, d_hi, quantity "
                       "step|slope, value_ms, source; see calibrate/engines/*.points.csv).")] = None,
-    hw: HwOpt = "b200",
-    profile: ProfileOpt = None,
+    hw: Annotated[str, typer.Option(
+        "--hw", help="With --fit: the GPU the step times were observed on (see `wmtp hardware`).")] = "b200",
+    profile: Annotated[Optional[Path], typer.Option(
+        "--profile", help="With --fit: the kernel profile the engine's terms are fitted over (default: the structure "
+                          "file's kernel_profile where one is beside --fit, else the shipped one for --hw, else the "
+                          "H200's scaled).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="With --fit: preset JSON to write (and a .md).",
                                                 parser=file_to_write)] = None,
     as_json: JsonOpt = False,

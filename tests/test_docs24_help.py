@@ -145,6 +145,23 @@ def _validate_backends():
     assert moe_backend_for(own) == "wmtp" and profile_moe_backend(fi) == fi["moe_backend"] == "sglang"
 
 
+def _engines_profile(tmp_path):
+    """engines --fit without --profile: the structure file's kernel profile where one lies beside the points, else
+    the shipped one for --hw."""
+    import shutil
+
+    from wmtp.engine import engines_dir
+
+    for name in ("sglang-b200-paper.points.csv", "sglang-b200-paper.structure.json"):
+        shutil.copy(engines_dir() / name, tmp_path / name)
+    shutil.copy(engines_dir() / "sglang-b200-paper.points.csv", tmp_path / "mine.csv")
+    with_structure = _json("engines", "--fit", tmp_path / "sglang-b200-paper.points.csv", "--out", tmp_path / "a.json")
+    structure = json.loads((tmp_path / "sglang-b200-paper.structure.json").read_text())
+    assert with_structure[0]["kernel_profile"] == structure["kernel_profile"] == "h200-flashinfer"
+    bare = _json("engines", "--fit", tmp_path / "mine.csv", "--hw", "h200", "--out", tmp_path / "b.json")
+    assert bare[0]["kernel_profile"] is None and bare[0]["cost_model"] == "measured profile h200 (shipped)"
+
+
 def _phases_preset():
     assert _json("simulate", "--model", "q35", "--tokens", "200")["acceptance_source"].startswith("preset q35/")
 
@@ -157,10 +174,26 @@ def _kv_fp8_not_default():
 
 # (command or '*', option) -> the check of what leaving the option out does
 PROSE = {("*", "--kv-dtype"): _model_row_dtypes, ("*", "--weight-dtype"): _model_row_dtypes,
-         ("*", "--profile"): _profile_for_hw, ("*", "--framework"): _kernels_only,
+         ("*", "--profile"): _profile_for_hw, ("engines", "--profile"): _engines_profile,
+         ("*", "--framework"): _kernels_only,
          ("calibrate", "--hw"): _calibrate_hw, ("validate", "--backend"): _validate_backends,
          ("validate", "--moe-backend"): _validate_backends, ("simulate", "--phases"): _phases_preset,
          ("calibrate", "--parts"): _kv_fp8_not_default}
+
+
+def _shared_help() -> dict[str, str]:
+    """The help of each option `wmtp.cli.common` defines once for every command (PROSE's '*' rows are theirs)."""
+    from typing import get_args
+
+    from wmtp.cli import common
+
+    out = {}
+    for v in vars(common).values():
+        info = get_args(v)[1] if len(get_args(v)) > 1 else None
+        if hasattr(info, "param_decls"):  # typer.Option("--x", ...): the first name lands in `default`
+            names = [info.default, *info.param_decls] if isinstance(info.default, str) else list(info.param_decls)
+            out[max(names, key=len)] = info.help
+    return out
 
 
 def _prose_defaults() -> set[tuple[str, str]]:
@@ -175,8 +208,16 @@ def _prose_defaults() -> set[tuple[str, str]]:
 def test_every_default_stated_in_words_has_a_check():
     found = _prose_defaults()
     assert ("predict", "--kv-dtype") in found and ("calibrate", "--hw") in found
-    unchecked = [k for k in found if k not in PROSE and ("*", k[1]) not in PROSE]
+    shared = _shared_help()
+    assert "--profile" in shared and "--kv-dtype" in shared
+
+    def helps(name, opt):
+        return next(p.help for p in COMMANDS[name].params if opt in p.opts)
+
+    unchecked = [k for k in found if k not in PROSE and not (("*", k[1]) in PROSE and helps(*k) == shared.get(k[1]))]
     assert not unchecked, f"a --help states a default no test checks: {unchecked}"
+    own = [k for k in PROSE if k[0] != "*"]  # a command's own words: still there, and not the shared option's
+    assert all(k in found and helps(*k) != shared.get(k[1]) for k in own), own
     for name, opt in found:
         p = next(p for p in COMMANDS[name].params if opt in p.opts)
         if (name, opt) != ("calibrate", "--parts"):  # its 'default sweep' is the sweep's parts, not the option's
@@ -185,7 +226,7 @@ def test_every_default_stated_in_words_has_a_check():
 
 @pytest.mark.parametrize("check", sorted(set(PROSE.values()), key=lambda f: f.__name__), ids=lambda f: f.__name__)
 def test_default_stated_in_words_is_what_the_command_does(check, tmp_path):
-    check(*([tmp_path] if check is _calibrate_hw else []))
+    check(*([tmp_path] if check in (_calibrate_hw, _engines_profile) else []))
 
 
 # --- the depth range the helps state -------------------------------------------------------------------------------
