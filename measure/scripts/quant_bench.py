@@ -309,8 +309,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     b = Bench(args)
     if b.dev == "cpu" and not INTERP:
-        raise SystemExit("error: no CUDA GPU is visible: quant_bench times GPU kernels (TRITON_INTERPRET=1 with --quick "
-                         "runs a CPU correctness smoke test)")
+        raise SystemExit("error: no CUDA GPU is visible: quant_bench times GPU kernels (TRITON_INTERPRET=1 with "
+                         "--quick runs a CPU correctness smoke test)")
     if b.dev == "cpu" and not args.quick:
         raise SystemExit("error: on a CPU only --quick runs (tiny shapes, correctness only)")
     torch.manual_seed(0)
