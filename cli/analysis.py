@@ -18,7 +18,6 @@ from wmtp.errors import WmtpError
 from wmtp.units import format_tokens
 
 
-
 def scenario(opts: dict, depth: int, fixed_window: bool = False):
     """(Scenario, warnings) from the options every analysis command shares (`opts`: their values by name).
     `fixed_window`: the command prices the window at --window and --ctx as given (a depth or batch sweep, a
