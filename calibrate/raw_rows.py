@@ -1,6 +1,6 @@
 """The rows of a raw sweep a refit fits, checked as what they describe, and the rows it leaves, counted.
 
-`fitting.read_raw` has made every shape column a number (a blank cell: NaN) and refused text, negatives, fractions of
+`raw_csv.read_raw` has made every shape column a number (a blank cell: NaN) and refused text, negatives, fractions of
 a count and values past any shape. A row the fit reads (status `ok`; a kernel of `wmtp.features.FEATURES` or
 `draft_loop`, `FITTED`; or a ceiling, `copy` / `gemm_peak`) must also describe what a GPU can have run
 (`check_fitted_rows`):
@@ -78,7 +78,7 @@ def _refuse_first(bad, df: pd.DataFrame, path: Path, col: str, why: str) -> None
 
 def check_fitted_rows(df: pd.DataFrame, path: Path, backend: object = None) -> dict:
     """Refuse a row the fit reads that no GPU can have run (module docstring); the rows it does not read, counted
-    (`skipped_rows`; {} where it reads every row). `df` is `fitting.read_raw`'s (a RangeIndex); `backend` the raw's
+    (`skipped_rows`; {} where it reads every row). `df` is `raw_csv.read_raw`'s (a RangeIndex); `backend` the raw's
     sidecar's (None: wmtp; one that is no name is refused as the profile is saved, the impl check skipped here)."""
     backend = "wmtp" if backend is None or backend == "" else backend if isinstance(backend, str) else None
     status = df["status"]

@@ -23,7 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-from wmtp.calibrate.fitting import profile_summary, raw_sidecar, raw_text, read_sidecar
+from wmtp.calibrate.fitting import profile_summary
+from wmtp.calibrate.raw_csv import raw_sidecar, raw_text, read_sidecar
 from wmtp.calibrate.profile import save_profile
 from wmtp.errors import WmtpError
 from wmtp.fileio import atomic_write_bytes, atomic_write_text, check_output_folder, check_output_path

@@ -1,6 +1,6 @@
 """`wmtp calibrate` on a GPU: run the measurement sweep (`wmtp.measure.run.run_sweep`), then fit it
-into a profile (`wmtp.calibrate.fitting`). The profile's provenance is the sweep's: GPU, versions,
-timer, and the attention backend with its library versions.
+into a profile (`wmtp.calibrate.fitting`; the raw CSV read by `wmtp.calibrate.raw_csv`). The profile's provenance is
+the sweep's: GPU, versions, timer, and the attention backend with its library versions.
 
 `--parts` re-measures part of the sweep (after a kernel change: `attention,loop`) and fits it together with the
 other parts' rows of an earlier run (`--base-raw`, e.g. the shipped `h200.raw.csv.gz`): the new run's rows replace
@@ -15,7 +15,8 @@ import io
 import json
 from pathlib import Path
 
-from wmtp.calibrate.fitting import fit_raw_to_profile, raw_text, read_raw, read_sidecar
+from wmtp.calibrate.fitting import fit_raw_to_profile
+from wmtp.calibrate.raw_csv import raw_text, read_raw, read_sidecar
 from wmtp.calibrate.raw_rows import KV_DTYPE_KINDS
 from wmtp.errors import WmtpError
 from wmtp.fileio import atomic_write_text, check_lookup

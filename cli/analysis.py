@@ -9,17 +9,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
-                             CsvOpt, CtxOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt,
-                             TaskOpt, TpOpt, WdOpt, WindowOpt, decimal_number, echo_json, handles_errors, int_option,
-                             parse_accept, refuse_overwriting_inputs, resolve_model, warn)
+from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, MAX_DEPTH, AccOpt, BatchOpt,
+                             ConfigOpt, CsvOpt, CtxOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt,
+                             SinkOpt, SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, decimal_number, echo_json,
+                             handles_errors, int_option, parse_accept, refuse_overwriting_inputs, resolve_model, warn)
 from wmtp.engine import label as engine_label
 from wmtp.errors import WmtpError
 from wmtp.units import format_tokens
-
-
-
-MAX_DEPTH = 64  # the deepest draft --depth takes (DepthOpt: 2..64)
 
 
 def scenario(opts: dict, depth: int, fixed_window: bool = False):
@@ -194,8 +190,9 @@ def _emit(what: str, rows: list[dict], extra: dict, as_json: bool, csv_path: Pat
 def sweep(
     what: Annotated[str, typer.Argument(help="ctx | depth | window | batch")],
     model: ModelOpt = None, config: ConfigOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
-    depth: Annotated[int, int_option("--depth", "-d", help="Draft tokens per step d (2..64); a depth sweep takes it "
-                                                           "only as the depth of --accept-length.")] = 7,
+    depth: Annotated[int, int_option(
+        "--depth", "-d", help=f"Draft tokens per step d (2..{MAX_DEPTH}); a depth sweep takes it only as the depth of "
+                              "--accept-length.")] = DEFAULT_DEPTH,
     window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, batch: BatchOpt = 1, kv_dtype: KvOpt = None,
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
     speed_of_light: SolOpt = False, tp: TpOpt = 1, framework: FrameworkOpt = None,
@@ -280,7 +277,8 @@ def _title(what: str, sc) -> str:
 @handles_errors
 def simulate(
     model: ModelOpt = None, config: ConfigOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
-    depth: Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d (2..64), or 'adaptive'.")] = "7",
+    depth: Annotated[str, typer.Option(
+        "--depth", "-d", help=f"Draft tokens per step d (2..{MAX_DEPTH}), or 'adaptive'.")] = str(DEFAULT_DEPTH),
     method: Annotated[str, typer.Option(help="native or window.")] = "window",
     window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, kv_dtype: KvOpt = None,
     weight_dtype: WdOpt = None,

@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from wmtp import defaults
+from wmtp.acceptance import MAX_DEPTH
 from wmtp.errors import WmtpError  # noqa: F401  (re-exported for command modules)
 from wmtp.units import ascii_number, first_repeat, printable
 
@@ -64,7 +65,8 @@ ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Registry
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="A Hugging Face config.json instead of --model.")]
 HwOpt = Annotated[str, typer.Option("--hw", help="Hardware key (see `wmtp hardware`).")]
 CtxOpt = Annotated[str, typer.Option("--ctx", help="Context tokens: 1048576, 256K, 1M (=1048576), 1.04M.")]
-DepthOpt = Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d = gamma + 1 (2..64), or 'auto'.")]
+DepthOpt = Annotated[str, typer.Option(
+    "--depth", "-d", help=f"Draft tokens per step d = gamma + 1 (2..{MAX_DEPTH}), or 'auto'.")]
 WindowOpt = Annotated[str, typer.Option("--window", "-W", help="Draft window W (tokens).")]
 SinkOpt = Annotated[int, int_option("--sink", help="Attention-sink tokens n_sink.", callback=_within_largest_context)]
 BatchOpt = Annotated[int, int_option("--batch", "-B", help="Concurrent requests B.")]

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from wmtp import defaults
-from wmtp.cli.common import (CtxOpt, check_count, comma_list, fail, handles_errors, int_option,
+from wmtp.cli.common import (check_count, comma_list, fail, handles_errors, int_option,
                              refuse_overwriting_inputs, refuse_shipped_folder)
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_output_folder
@@ -92,7 +92,8 @@ def calibrate(
         "--from-logs", help="LOG:D decode logs of runs at depth D (repeatable): top-down framework profile "
                             "(--out/framework.json) for the one model in --models; see `wmtp calibrate-logs`.")] = None,
     hw: CalHwOpt = None,
-    ctx: CtxOpt = "1M",
+    ctx: Annotated[str, typer.Option(
+        "--ctx", help="With --from-logs: the context the logged runs decoded at (1048576, 256K, 1M, ...).")] = "1M",
     method: Annotated[str, typer.Option(help="With --from-logs: native, window or dense.")] = "native",
     min_gamma: Annotated[Optional[int], int_option(help="With --from-logs: fit only gamma >= this.")] = None,
     backend: BackendOpt = "wmtp",

@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt,
-                             CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt,
-                             SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, file_to_write,
+from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, MAX_DEPTH, AccOpt, BatchOpt,
+                             ConfigOpt, CtxOpt, DepthOpt, FrameworkOpt, HwOpt, JsonOpt, KvOpt, ModelOpt, ProfileOpt,
+                             SinkOpt, SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, WmtpError, echo_json, file_to_write,
                              handles_errors, int_option, parse_accept, parse_depth, refuse_overwriting_inputs,
                              resolve_model, warn)
 
@@ -92,9 +92,6 @@ def predict(
         render_headroom(room)
 
 
-MAX_DEPTH = 64
-
-
 @handles_errors
 def models(as_json: JsonOpt = False) -> None:
     """The model registry."""
@@ -116,8 +113,12 @@ def engines(
     fit: Annotated[Optional[Path], typer.Option(
         "--fit", help="Fit a new engine preset to a points CSV (columns: model, method, ctx, d_lo, d_hi, quantity "
                       "step|slope, value_ms, source; see calibrate/engines/*.points.csv).")] = None,
-    hw: HwOpt = "b200",
-    profile: ProfileOpt = None,
+    hw: Annotated[str, typer.Option(
+        "--hw", help="With --fit: the GPU the step times were observed on (see `wmtp hardware`).")] = "b200",
+    profile: Annotated[Optional[Path], typer.Option(
+        "--profile", help="With --fit: the kernel profile the engine's terms are fitted over (default: the structure "
+                          "file's kernel_profile where one is beside --fit, else the shipped one for --hw, else the "
+                          "H200's scaled).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="With --fit: preset JSON to write (and a .md).",
                                                 parser=file_to_write)] = None,
     as_json: JsonOpt = False,

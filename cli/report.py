@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from wmtp.cli.common import (DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, AccOpt, BatchOpt, ConfigOpt, CtxOpt,
-                             FrameworkOpt, HwOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt, TaskOpt, WdOpt,
-                             WindowOpt, fail, file_to_write, handles_errors, parse_accept, parse_depth,
+from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_WINDOW, MAX_DEPTH, AccOpt, BatchOpt,
+                             ConfigOpt, CtxOpt, FrameworkOpt, HwOpt, KvOpt, ModelOpt, ProfileOpt, SinkOpt, SolOpt,
+                             TaskOpt, WdOpt, WindowOpt, fail, file_to_write, handles_errors, parse_accept, parse_depth,
                              refuse_overwriting_inputs, resolve_model)
 from wmtp.errors import WmtpError
 
@@ -17,7 +17,8 @@ from wmtp.errors import WmtpError
 @handles_errors
 def report(
     model: ModelOpt = None, config: ConfigOpt = None, hw: HwOpt = "h200", ctx: CtxOpt = "1M",
-    depth: Annotated[str, typer.Option("--depth", "-d", help="Draft tokens per step d (2..64).")] = "7",
+    depth: Annotated[str, typer.Option(
+        "--depth", "-d", help=f"Draft tokens per step d (2..{MAX_DEPTH}).")] = str(DEFAULT_DEPTH),
     window: WindowOpt = DEFAULT_WINDOW, sink: SinkOpt = DEFAULT_SINK, batch: BatchOpt = 1, kv_dtype: KvOpt = None,
     weight_dtype: WdOpt = None, accept_length: AccOpt = None, profile: ProfileOpt = None,
     speed_of_light: SolOpt = False, framework: FrameworkOpt = None, task: TaskOpt = DEFAULT_TASK,
@@ -49,8 +50,8 @@ def report(
     d = parse_depth(depth)
     if d == "auto":
         raise WmtpError("wmtp report takes a fixed --depth (the depth curve shows every d)")
-    if not 2 <= d <= 64:
-        raise WmtpError(f"--depth must lie in 2..64, got {d}")
+    if not 2 <= d <= MAX_DEPTH:
+        raise WmtpError(f"--depth must lie in 2..{MAX_DEPTH}, got {d}")
     if batch < 1:
         raise WmtpError(f"--batch must be >= 1, got {batch}")
     if sink < 0:

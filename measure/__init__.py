@@ -23,11 +23,13 @@ def require_gpu() -> None:
     """Raise a `WmtpError` unless torch, triton and a CUDA GPU are available."""
     try:
         import torch
-        import triton  # noqa: F401
+        import triton
     except ImportError as e:
         raise WmtpError(f"wmtp measure needs torch and triton ({e.name} is missing): pip install 'wmtp[measure]'") from None
+    del triton  # imported only to know it imports
     if not torch.cuda.is_available():
-        raise WmtpError("no CUDA GPU is visible: wmtp measure and wmtp calibrate run on a GPU machine")
+        raise WmtpError("no CUDA GPU is visible: wmtp measure, wmtp validate and a wmtp calibrate sweep run on a GPU "
+                        "machine")
 
 
 def check_resumable(csv_path: Path, done: Path, meta_path: Path, same: dict, command: str) -> None:

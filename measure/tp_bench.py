@@ -181,7 +181,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--models", default="q35")
-    ap.add_argument("--profile", type=Path, default=None, help="single-GPU profile (default: the shipped one)")
+    ap.add_argument("--profile", type=Path, default=None, help="single-GPU profile (default: the shipped H200 one)")
     ap.add_argument("--ctx", default="256K,1M")
     ap.add_argument("--depths", default="3,7")
     args = ap.parse_args(argv)

@@ -142,7 +142,7 @@ ROWS = [f"decode,wmtp,q35,{ctx},1,1,0,0,{t},{ctx * 1000},0,ok,c" for ctx, t in (
 @pytest.mark.parametrize("extra, value", [("time_ms", "9.9"), (" time_ms", "9.9"), ("ctx", "1")])
 def test_raw_csv_with_a_column_named_twice(tmp_path, extra, value):
     """pandas reads the second `time_ms` as `time_ms.1`: the fit used the first of two columns, silently."""
-    from wmtp.calibrate.fitting import read_raw
+    from wmtp.calibrate.raw_csv import read_raw
 
     p = tmp_path / "raw.csv"
     p.write_text("\n".join([f"{HEAD},{extra}"] + [f"{r},{value}" for r in ROWS]) + "\n")
@@ -157,7 +157,7 @@ def test_raw_csv_with_a_column_named_twice(tmp_path, extra, value):
                                           (f"\ufeff{HEAD}", "")])
 def test_raw_csv_with_distinct_or_blank_extra_columns_is_read(tmp_path, header, tail):
     """The controls: another name, trailing blank (unnamed) columns of a spreadsheet export, a byte-order mark."""
-    from wmtp.calibrate.fitting import read_raw
+    from wmtp.calibrate.raw_csv import read_raw
 
     p = tmp_path / "raw.csv"
     p.write_text("\n".join([header] + [r + tail for r in ROWS]) + "\n", encoding="utf-8")

@@ -163,7 +163,7 @@ def test_raw_csv_with_a_shape_measured_again_refits(tmp_path):
 def test_single_rows_tied_by_the_timer_are_kept():
     """The control: a coarse timer makes single rows of one shape equal in every column, rep and time included (the
     shipped sweep has such pairs): distinct replays, not a copy."""
-    from wmtp.calibrate.fitting import read_raw
+    from wmtp.calibrate.raw_csv import read_raw
 
     data = _shipped_lines()[1:]
     assert len(set(data)) < len(data)  # the shipped file does hold equal rows
@@ -190,7 +190,7 @@ def _rows(*blocks, rep: bool = True) -> str:
      "data row 6 repeats data row 1 (4 row(s)"),
 ])
 def test_read_raw_finds_the_copy(tmp_path, text, fragment):
-    from wmtp.calibrate.fitting import read_raw
+    from wmtp.calibrate.raw_csv import read_raw
 
     (tmp_path / "raw.csv").write_text(text)
     with pytest.raises(WmtpError, match=re.escape(fragment)):
@@ -207,7 +207,7 @@ def test_read_raw_finds_the_copy(tmp_path, text, fragment):
     _rows((4096, [0.5, 0.25], "ok"), (4096, [0.5, 0.25], "ok")),
 ])
 def test_read_raw_keeps_what_is_not_a_copy(tmp_path, text):  # the controls
-    from wmtp.calibrate.fitting import read_raw
+    from wmtp.calibrate.raw_csv import read_raw
 
     (tmp_path / "raw.csv").write_text(text)
     assert len(read_raw(tmp_path / "raw.csv")) == text.count("\n") - 1

@@ -75,7 +75,8 @@ def test_a_shipped_raw_with_fp8_rows_fits_and_prices_fp8_attention(tmp_path):
     (the fp8 fit's features see the fp8 kernels' tiles, so not exactly: within 25 %)."""
     from importlib.resources import files
 
-    from wmtp.calibrate.fitting import fit_raw_to_profile, read_raw
+    from wmtp.calibrate.fitting import fit_raw_to_profile
+    from wmtp.calibrate.raw_csv import read_raw
     from wmtp.hardware import get_hardware
     from wmtp.models import get_model
     from wmtp.profile import ProfileCostModel, load_profile

@@ -121,7 +121,7 @@ def test_the_sidecar_of_a_gzipped_raw(tmp_path):
     refitted as wmtp's pre-ws kernels (and the FlashInfer raw as wmtp's) on an assumed GPU."""
     import json
 
-    from wmtp.calibrate.fitting import raw_sidecar, read_sidecar
+    from wmtp.calibrate.raw_csv import raw_sidecar, read_sidecar
     from wmtp.profile import PROFILES_DIR
 
     assert raw_sidecar(tmp_path / "h200.raw.csv.gz") == tmp_path / "h200.raw.meta.json"

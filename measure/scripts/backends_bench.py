@@ -148,7 +148,7 @@ def sdpa_rows(b: Bench, spec, base: dict, depths, ctx: int, batch: int) -> None:
         b.time({**base, "kernel": "decode_attn" if d == 1 else "verify_attn", "impl": "torch_sdpa", "d": d,
                 "config": "contiguous", "flops": batch * attention_flops(spec, d, ctx)},
                lambda q=q: (lambda: F.scaled_dot_product_attention(q, kc, vc, is_causal=False, enable_gqa=True)))
-    del kc, vc
+    kc = vc = None  # freed before the next shape (rebound, not deleted: the lambdas above close over them)
     torch.cuda.empty_cache()
 
 
@@ -286,6 +286,11 @@ def summarize(csv_path: Path) -> str:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():  # both stages run CUDA kernels (was torch's AssertionError traceback)
+        print("error: no CUDA GPU is visible: backends_bench times attention kernels on a GPU machine", file=sys.stderr)
+        raise SystemExit(1)
     if args.jit_cache is not None:  # must be set before flashinfer is imported
         args.jit_cache.mkdir(parents=True, exist_ok=True)
         os.environ["FLASHINFER_WORKSPACE_BASE"] = str(args.jit_cache.resolve())

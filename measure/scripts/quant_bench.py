@@ -201,7 +201,7 @@ def run_dense(b: Bench, model, comp, n, k, ms, check_m):
             if m in ms:
                 b.measure(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes,
                           [lambda fn=fn, o=o: fn(*o) for o in ops])
-        del ops
+        ops = None  # freed before the next kernel (rebound, not deleted: the lambdas above close over it)
     del wsets
 
 
@@ -309,9 +309,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     b = Bench(args)
     if b.dev == "cpu" and not INTERP:
-        raise SystemExit("no CUDA GPU: run with TRITON_INTERPRET=1 and --quick for a CPU correctness smoke test")
+        raise SystemExit("error: no CUDA GPU is visible: quant_bench times GPU kernels (TRITON_INTERPRET=1 with "
+                         "--quick runs a CPU correctness smoke test)")
     if b.dev == "cpu" and not args.quick:
-        raise SystemExit("on a CPU only --quick runs (tiny shapes, correctness only)")
+        raise SystemExit("error: on a CPU only --quick runs (tiny shapes, correctness only)")
     torch.manual_seed(0)
     if b.dev == "cpu":  # interpreter: tiny shapes, correctness only
         run_dense(b, "tiny", "proj", 200, 384, (), check_m=3)
