@@ -73,8 +73,7 @@ _GEMV_ROWS_MAX, _PATHS = 16, ("auto", "gemv", "dot", "swap")  # the most rows pa
 # 2 % of 'pre' at M = 1..8, 6 % faster at 16) / 'prologue' (slower): in the kernel); SWAP_STAGES: pipeline stages
 # (with 'pre', 4 fastest of 2 / 3 / 4)
 SWAP_AUTO_M, SWAP_ACT, SWAP_STAGES = (2, 16), "pre", 4
-# (block_k, prefetch) of the tensor-core kernel when the caller names none (`_dot_config`): 128 without prefetch for
-# both formats, from measure/results/h200-quant-v4 (wider steps and the prefetch were slower on most shapes)
+# (block_k, prefetch) of the tensor-core kernel unless named (`_dot_config`): 128, no prefetch (h200-quant-v4's best)
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
 
 
