@@ -91,6 +91,15 @@ def _solve(a: np.ndarray, y: np.ndarray, kernel: np.ndarray, rows) -> np.ndarray
     return theta
 
 
+def _portable(name: str) -> str:
+    """A cost model's name with the shipped profiles' folder named from the project root, not this machine's path
+    (a preset is committed and shipped: it printed /work/main/... on every machine)."""
+    from wmtp.profile import PROFILES_DIR
+
+    return name.replace(str(PROFILES_DIR.resolve()), "wmtp_model/data/profiles").replace(str(PROFILES_DIR),
+                                                                                          "wmtp_model/data/profiles")
+
+
 def fit(points: list[dict], hw: HardwareSpec, cost: CostModel, name: str, window: int = defaults.WINDOW,
         sink: int = 64) -> dict:
     if len(points) < 2:
@@ -119,7 +128,7 @@ def fit(points: list[dict], hw: HardwareSpec, cost: CostModel, name: str, window
     abs_err = sorted(abs(r["rel_error"]) for r in residuals if r["fit"])
     abs_loo = sorted(abs(loo[i]) for i in rows)
     return {"schema_version": SCHEMA_VERSION, "kind": KIND, "name": name, "hardware": hw.key,
-            "cost_model": cost.name, "window": window, "sink": sink, "batch": 1,
+            "cost_model": _portable(cost.name), "window": window, "sink": sink, "batch": 1,
             "terms": terms, "per_model": per_model,
             "unconstrained": [n for n, c in constrained.items() if not c],
             "fit": {"points": len(points), "fit_points": int(len(rows)), "parameters": len(names),

@@ -50,3 +50,4 @@ def test_a_bandwidth_bound_item_keeps_its_fit():
     """A decode-sized GEMM (a few tokens over 100 MB of weights) is nowhere near its flops floor: unchanged."""
     p = _price("gemm", 2 * 4 * 50e6, nbytes=100e6)
     assert "raised" not in p.source and p.time_ms > 2 * 4 * 50e6 / PEAK * 1e3
+
