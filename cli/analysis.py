@@ -14,6 +14,7 @@ from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_
                              SinkOpt, SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, decimal_number, echo_json,
                              handles_errors, int_option, parse_accept, refuse_overwriting_inputs, resolve_model, warn)
 from wmtp.engine import label as engine_label
+from wmtp.predict import cost_label
 from wmtp.errors import WmtpError
 from wmtp.units import format_tokens
 
@@ -243,7 +244,7 @@ def sweep(
     acc = with_window_points(choose_acceptance(sc.spec.key, depth, parse_accept(accept_length), task), al_window, depth,
                              sc.ctx)
     win = scenario_window_profile(sc, acc).tag(depth) if what != "window" else _window_sweep_acceptance(acc, depth)
-    extra = {"model": sc.spec.key, "hardware": sc.hw.key, "cost_model": sc.cost.name,
+    extra = {"model": sc.spec.key, "hardware": sc.hw.key, "cost_model": cost_label(sc.cost, sc.hw),
              "engine_overhead": engine_label(sc.overheads),
              "acceptance": {"native": acc.native.tag(depth), "window": win}}
     warnings = ([acc.warning] if acc.warning else []) + warnings
@@ -367,8 +368,8 @@ def _print_simulation(sc, method: str, res, sources: dict, acc_source: str, warn
                f"TPOT {res.tpot_ms:.3f} ms {weakest_tag(sources.values())} ({ci}), mean AL "
                f"{res.mean_accept_length:.2f} {accept_tag([acc_source])}; depths used: {depths}")
 
-    typer.echo(f"source: simulated; step costs: {sc.cost.name} ({weakest_tag(sources.values())}; --json: each depth's "
-               f"source); engine overhead: {engine_label(sc.overheads)}; acceptance: {acc_source}")
+    typer.echo(f"source: simulated; step costs: {cost_label(sc.cost, sc.hw)} ({weakest_tag(sources.values())}; "
+               f"--json: each depth's source); engine overhead: {engine_label(sc.overheads)}; acceptance: {acc_source}")
     for w in warnings:
         warn(w)
 

@@ -215,7 +215,7 @@ def predict(
                                                                  for p in methods["native"].cost.t_verify.items)
                            else "the analytical link model (no TP measurement for this GPU)")
                         + "; memory is per GPU")
-    return Prediction(spec, hw, cost.name, ctx, "auto" if auto else depth, window, sink, batch,
+    return Prediction(spec, hw, cost_label(cost, hw), ctx, "auto" if auto else depth, window, sink, batch,
                       methods, memory, best, tpot_by_depth, ratio, warnings, tp,
                       draft_prefill_saving(gpu_spec, hw, ctx, window, sink), tree_width, overheads)
 
@@ -244,3 +244,11 @@ def depths_that_fit(gpu_spec: ModelSpec, hw: HardwareSpec, ctx: int, window: int
             gpu_spec, hw, method, ctx, d, engine_mem, tp,
             window_ring_slots(window, sink, d, ctx)).fits}
     return out
+
+
+def cost_label(cost, hw) -> str:
+    """The cost model's name, and where a profile measured on another GPU prices this one, that it is scaled (the
+    per-component tags said so; the header did not)."""
+    measured_on = getattr(cost, "hw_key", None)
+    return cost.name + (f", scaled to {hw.key} by bandwidth and flop ratios"
+                        if measured_on and measured_on != hw.key else "")
