@@ -77,8 +77,9 @@ def _sound_tpot(tpot: dict, notes: list[str]) -> dict | None:
     if isinstance(v, (int, float)) and math.isfinite(v) and MIN_TPOT_MS <= v <= MAX_VALUE:
         return tpot
     est = tpot["estimator"] if len(tpot["estimator"]) <= 90 else tpot["estimator"][:87] + "..."
-    notes.append(f"TPOT set aside: {est} gives {v:.4g} ms ({tpot['source']}), not a "
-                 f"time per token (finite, {MIN_TPOT_MS:g} to {MAX_VALUE:g} ms): its numbers are corrupt")
+    got = f"{v:.4g} ms" if isinstance(v, (int, float)) and math.isfinite(v) else "no finite time"
+    notes.append(f"TPOT set aside: {est} gives {got} ({tpot['source']}), not a time per token ({MIN_TPOT_MS:g} to "
+                 f"{MAX_VALUE:g} ms): its numbers are corrupt")
     return None
 
 

@@ -49,7 +49,7 @@ _MAX, _num, _finite, _after, _flt = MAX_VALUE, num, finite, after, strict_float 
 
 _TIME = re.compile(r"(?:(\d{4})-(\d\d)-(\d\d)[ T]|(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)")
 _PID = re.compile(r"pid=(\d+)|INFO (\d+) \[")
-_DP = re.compile(r"DP(\d+)")
+_DP = re.compile(r"DP(\d{1,9})(?!\d)")  # (a rank of thousands of digits: none, not an int() error)
 _ENGINE = re.compile(r"Engine (\d+):|(\d+) Engines Aggregated")
 _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length|spec_num_correct_drafts|"""
                    r"""spec_accept_token_num|spec_correct_drafts_histogram|spec_accept_histogram|"""
@@ -397,7 +397,23 @@ def tally_other(rec, stats: ParseStats) -> tuple | list:
 
 def tally_line(line: str, n: int, stats: ParseStats) -> tuple | list:
     """The records of a line the decode fast path did not take (`tally_decode` / `tally_other`); a line holding several
-    records with no line end between them (`wmtp.log_joined`) gives each one's, and is counted in `stats.joined`."""
+    records with no line end between them (`wmtp.log_joined`) gives each one's, and is counted in `stats.joined`. A
+    number of more than 4300 digits, which int() refuses (a ValueError the parsers' range checks never saw), makes its
+    line garbled."""
+    try:
+        return _tally_line(line, n, stats)
+    except ValueError:
+        if len(line) > _INT_DIGITS and _HUGE_INT.search(line):
+            stats.garbled += 1
+            return ()
+        raise
+
+
+_INT_DIGITS = 4300  # Python's sys.get_int_max_str_digits() default
+_HUGE_INT = re.compile(r"\d{%d}" % (_INT_DIGITS + 1))
+
+
+def _tally_line(line: str, n: int, stats: ParseStats) -> tuple | list:
     parts = split_joined(line)
     if parts is None:
         return tally_decode(_parse_sglang_general(line, n), stats, line) if "Decode batch" in line else \
