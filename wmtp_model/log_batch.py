@@ -21,7 +21,7 @@ from wmtp.logstats import BIN_WIDTH as _R, MAX_ROWS, PerBatch
 
 
 class Prefixes(dict):
-    """prefix text -> `wmtp.logs.prefix_fields` of it (bounded)."""
+    """prefix text -> `wmtp.log_prefix.prefix_fields` of it (bounded)."""
 
     def __init__(self, fn):
         super().__init__()
