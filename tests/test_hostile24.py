@@ -5,7 +5,7 @@ without a GPU.
 What the fuzz found, each pinned below by a regression test whose expected value is worked out by hand:
 - a vLLM spec line with `Accepted: nan tokens` beside a nan per-position rate: a ValueError traceback (int(nan) while
   writing the error);
-- an SGLang decode line whose `#full token` has 400 digits (a float infinity): an OverflowError traceback;
+- an SGLang decode line whose `#full token` has 5000 digits: an OverflowError traceback (int(float) of an infinity);
 - a number of more than 4300 digits (int() refuses it) in a vLLM `Running:` column, `num_speculative_tokens`,
   `#retracted_reqs`, an MLC-LLM `step=`, LMDeploy's running count or a `DP` rank: a ValueError traceback;
 - a 2024 bench_latency step line with a 400-digit latency: an OverflowError traceback (round(inf));
@@ -85,8 +85,9 @@ GDN = DATA / "real_v2" / "sglang-hybrid-gdn-mamba-num-2026.log"
 
 @pytest.mark.parametrize("token", [WIDE, HUGE])
 def test_decode_line_with_a_token_count_no_float_holds_is_garbled(tmp_path, token):
-    """Line 6's `#full token` as a 400- or 5000-digit number (an OverflowError / ValueError traceback in the block
-    reader): that line garbled, the rest read. Lines 2-5 at #running-req 8: line 2 (40 tok/s) right after the prefill
+    """Line 6's `#full token` as a 5000-digit number: an OverflowError traceback in the block reader (int() refused
+    it, then int(float(...)) of an infinity); 400 digits (int() reads it, past MAX_VALUE) is the control. That line
+    garbled, the rest read. Lines 2-5 at #running-req 8: line 2 (40 tok/s) right after the prefill
     is set aside; lines 3-5 at 320 tok/s give 8 / 320 = 25 ms each (line 6, 8 / 400 = 20 ms, is the one lost)."""
     p = _edit(GDN, tmp_path / "g.log", 6, "#full token: 925903", f"#full token: {token}")
     rep = _both_readers(p)
