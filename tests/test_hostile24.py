@@ -211,6 +211,35 @@ def test_utf16_log_out_of_step_by_a_byte_is_one_error(tmp_path):
     assert ok["tpot_ms"] == pytest.approx(20.0, rel=2e-3)
 
 
+def test_every_corpus_log_reads_the_same_as_utf16_and_utf32(tmp_path):
+    """The control of the out-of-step check: every UTF-8 corpus file, saved as UTF-16 (either byte order) or UTF-32
+    with a byte-order mark, gives the reading it gives as UTF-8 (box rules are U+2500, `0` out of step is U+3000:
+    neither may count as text out of step)."""
+    for src in CORPUS:
+        raw = src.read_bytes()
+        if raw.startswith((b"\xff\xfe", b"\x1f\x8b")):
+            continue
+        text = raw.decode("utf-8")
+        want = _reading("logs", invoke("logs", src, "--json"))
+        for data in (text.encode("utf-16"), b"\xfe\xff" + text.encode("utf-16-be"), text.encode("utf-32")):
+            p = tmp_path / ("w" + src.suffix)
+            p.write_bytes(data)
+            assert _reading("logs", invoke("logs", p, "--json")) == want, src.name
+
+
+def test_cjk_text_and_box_rules_in_utf16_are_text(tmp_path):
+    """Lines of CJK text padded with U+3000, and box rules of U+2500 (what `0` and `%` read as, one byte out of step),
+    then an SGLang decode line: the decode line reads (4 / 200 tok/s = 20 ms)."""
+    lines = ["服务启动\u3000\u3000\u3000\u3000\u3000\u3000\u3000\u3000完成", "\u2500" * 60, "\u4e00\u4e8c\u4e09\u56db" * 8,
+             "[2026-04-02 09:15:02] Decode batch, #running-req: 4, #token: 4280, token usage: 0.02, cuda graph: True, "
+             "gen throughput (token/s): 200.00, #queue-req: 0, "]
+    p = tmp_path / "cjk.log"
+    p.write_bytes("\n".join(lines).encode("utf-16"))
+    r = invoke("logs", p, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)[0]["tpot_ms"] == pytest.approx(20.0, rel=2e-3)
+
+
 # --- 2. file outputs and engine presets: what the fuzz found -----------------------------------------------------
 @pytest.mark.parametrize("out, fragment", [
     (".", "names a folder"), ("..", "names a folder"), ("sub/..", "names a folder"), ("", "path is empty"),

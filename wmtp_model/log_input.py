@@ -134,9 +134,12 @@ def open_text(path: str | Path):
 
 
 # A wide text out of step by one byte (a byte inserted or lost: `sed` or `tr` run over a UTF-16 log) decodes without an
-# error, each ASCII character as the one whose high byte it is (`[` as U+5B00) and the line ends as U+0A00 / U+0D00;
-# UTF-32 out of step decodes as replacement characters. No log holds a run of them.
-_OUT_OF_STEP = re.compile("[%s\ufffd]{8,}" % "".join(chr(c << 8) for c in (9, 10, 13, *range(0x20, 0x7f))))
+# error, each ASCII character as the one whose high byte it is (`[` as U+5B00, `0` as U+3000, `%` as U+2500) and the
+# line ends as U+0A00 / U+0D00; UTF-32 out of step decodes as replacement characters. Six letters so decoded close
+# together are in no log (box rules, U+2500, and CJK text's U+3000 spaces are not letters); nor are 8 replacements.
+_SWAPPED = "".join(chr(c << 8) for c in (9, 10, 13, *range(0x20, 0x7f)))
+_LETTERS = "".join(chr(c << 8) for c in (*range(0x41, 0x5b), *range(0x61, 0x7b)))
+_OUT_OF_STEP = re.compile(f"(?:[{_LETTERS}][{_SWAPPED}]{{0,4}}){{6}}|\ufffd{{8}}")
 
 
 class InStep(FileView):
