@@ -14,6 +14,7 @@ What the fuzz found, each pinned below by a regression test whose expected value
 - a headline TPOT that is a quotient of corrupt numbers: `TPOT: inf ms` (TGI's sum / a count of 1e-320) and
   `TPOT: 0.00 ms` (a sum of 0, a request count of 1e-320) printed as results;
 - `engines --fit P --out .` (and `python -m wmtp.calibrate.engine_fit P --out .`): a ValueError traceback;
+- a profile whose `hardware` is 5000 characters: a 5100-character error line;
 - an engine preset with `verify_attn_factor` 2e-12 (or any factor below 1, which the fit never gives): a negative
   `verify.engine` component time priced and printed; a preset term of the wrong type or range was refused as
   'missing, unknown or non-numeric terms', naming no field.
@@ -296,6 +297,20 @@ def test_engine_preset_bad_term_names_it(tmp_path, term, value, fragment):
     assert_one_error(invoke("predict", "--model", "q35", "--framework", p), str(p), "per_model.q35", fragment)
 
 
+@pytest.mark.parametrize("hw", ["h" * 5000, "h200\x1b[2J", "", "h 200"])
+def test_profile_hardware_that_is_no_key_is_a_short_error(tmp_path, hw):
+    """A profile's `hardware` of 5000 characters was written whole into the error line (5100 characters: the key is
+    looked up to scale the profile); one with an escape sequence reached the table's header. A key is what
+    `wmtp hardware` lists: letters, digits, `_.+-`, at most 40."""
+    doc = json.loads((PROFILES_DIR / "h200.json").read_text())
+    doc["hardware"] = hw
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps(doc))
+    line = assert_one_error(invoke("predict", "--model", "q35", "--profile", p), str(p), "hardware must be a hardware "
+                            "key")
+    assert len(line) < len(str(p)) + 150, line
+
+
 # --- the fuzz, pinned: mutators ---------------------------------------------------------------------------------
 _NUM = re.compile(rb"\d+(?:\.\d+)?")
 _KINDS = ["flip", "flipmany", "trunc", "dup", "dupblock", "shuffle", "delline", "huge", "nan", "inf", "neg", "zero",
@@ -400,8 +415,8 @@ def _check_accept(doc: dict) -> None:
 
 
 def _reading(cmd: str, r):
-    if r.exit_code:
-        return r.output.strip().split(": ", 2)[-1]
+    if r.exit_code:  # (its counts aside: blank lines added at the end are lines read)
+        return re.sub(r"\d+", "N", r.output.strip().split(": ", 2)[-1])
     doc = json.loads(r.stdout)
     if cmd == "logs":
         return [(f["tpot_ms"], f["accept_length"], (f["tpot"] or {}).get("estimator")) for f in doc]
