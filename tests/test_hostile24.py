@@ -231,7 +231,7 @@ def test_every_corpus_log_reads_the_same_as_utf16_and_utf32(tmp_path):
 def test_cjk_text_and_box_rules_in_utf16_are_text(tmp_path):
     """Lines of CJK text padded with U+3000, and box rules of U+2500 (what `0` and `%` read as, one byte out of step),
     then an SGLang decode line: the decode line reads (4 / 200 tok/s = 20 ms)."""
-    lines = ["服务启动\u3000\u3000\u3000\u3000\u3000\u3000\u3000\u3000完成", "\u2500" * 60, "\u4e00\u4e8c\u4e09\u56db" * 8,
+    lines = ["服务启动" + "\u3000" * 8 + "完成", "\u2500" * 60, "\u4e00\u4e8c\u4e09\u56db" * 8,
              "[2026-04-02 09:15:02] Decode batch, #running-req: 4, #token: 4280, token usage: 0.02, cuda graph: True, "
              "gen throughput (token/s): 200.00, #queue-req: 0, "]
     p = tmp_path / "cjk.log"
@@ -511,7 +511,8 @@ def _mutated_doc(doc: dict, rng: random.Random) -> dict:
 
 
 _SOURCES = {"profile": PROFILES_DIR / "h200.json", "flashinfer": PROFILES_DIR / "h200-flashinfer.json",
-            "preset": engines_dir() / "sglang-b200-paper.json", "preset-v1": engines_dir() / "sglang-b200-paper-v1.json"}
+            "preset": engines_dir() / "sglang-b200-paper.json",
+            "preset-v1": engines_dir() / "sglang-b200-paper-v1.json"}
 _DOCS = {k: json.loads(p.read_text()) for k, p in _SOURCES.items()}
 
 
@@ -589,7 +590,8 @@ def _target(t: Path, kind: str) -> Path:
         pytest.skip("no folder this user cannot write into")
     ro = ro or t
     return {"a folder": t / "adir", "a link to a folder": t / "todir", "through a file": t / "afile" / "o.x",
-            "a device": Path("/dev/full"), "a read-only folder": ro / "o.x", "under a read-only folder": ro / "s" / "o.x",
+            "a device": Path("/dev/full"), "a read-only folder": ro / "o.x",
+            "under a read-only folder": ro / "s" / "o.x",
             "a folder with a trailing /.": t / "adir" / "."}[kind]
 
 
