@@ -9,6 +9,8 @@ What the fuzz found, each pinned below by a regression test whose expected value
 - a number of more than 4300 digits (int() refuses it) in a vLLM `Running:` column, `num_speculative_tokens`,
   `#retracted_reqs`, an MLC-LLM `step=`, LMDeploy's running count or a `DP` rank: a ValueError traceback;
 - a 2024 bench_latency step line with a 400-digit latency: an OverflowError traceback (round(inf));
+- a TensorRT-LLM iteration record with `avgNumDecodedTokensPerIter` 1e-320: an OverflowError (an infinite TPOT
+  binned);
 - a UTF-16 log one byte out of step (a byte-wise CRLF conversion): every other line read as mojibake and skipped,
   a different TPOT given, silently;
 - a headline TPOT that is a quotient of corrupt numbers: `TPOT: inf ms` (TGI's sum / a count of 1e-320) and
@@ -194,6 +196,22 @@ def test_bench_summary_tpot_of_zero_is_set_aside(tmp_path):
     assert_one_error(invoke("logs", p), "TPOT set aside", "gives 0 ms", "(Mean E2E - Mean TTFT)")
     ok = invoke("logs", src, "--json")  # the control: the same estimator over the file as shipped
     assert ok.exit_code == 0 and json.loads(ok.stdout)[0]["tpot_ms"] > 1, ok.output
+
+
+TRT_STATS = DATA / "real_v3" / "trtllm-serve-2026-metrics-iteration-stats-json-cut.json"
+
+
+def test_trt_iteration_with_fewer_than_one_decoded_token_per_iteration_is_garbled(tmp_path):
+    """`avgNumDecodedTokensPerIter` 1e-320 in one record (each request decodes at least one token an iteration; 0.0
+    is the PyTorch executor's 'not filled'): the step time / 1e-320 overflowed the TPOT bins, an OverflowError. Its
+    records share one line, which is garbled: nothing else in the file, one error."""
+    text = TRT_STATS.read_text()
+    assert text.count('"avgNumDecodedTokensPerIter":0.0') >= 2
+    p = tmp_path / "t.json"
+    p.write_text(text.replace('"avgNumDecodedTokensPerIter":0.0', '"avgNumDecodedTokensPerIter":1e-320', 1))
+    assert_one_error(invoke("logs", p), "1 lines read, 1 garbled")
+    ok = json.loads(invoke("logs", TRT_STATS, "--json").stdout)[0]  # the control: 30 / 2.5, 12, 36 / 2.5, ... 12 ms
+    assert ok["tpot_ms"] == pytest.approx(12.0, rel=2e-3)
 
 
 POWERSHELL = DATA / "real_v4" / "sglang-powershell-utf16le-bom-crlf-2026.log"

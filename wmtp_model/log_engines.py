@@ -99,6 +99,8 @@ def _trt_record(d: dict, n: int) -> Value:
     if not isinstance(ifb, dict) or not isinstance(sd, dict):
         raise ValueError("stats")
     gen, ctx, avg = _num(ifb, "numGenRequests"), _num(ifb, "numContextRequests"), _num(ifb, "avgNumDecodedTokensPerIter")
+    if 0 < avg < 1:  # a request decodes at least its own token an iteration (0: not filled); 1e-320 made TPOT inf
+        raise ValueError("avgNumDecodedTokensPerIter")
     acc, drafted = _num(sd, "numAcceptedTokens"), _num(sd, "numRequestsWithDraftTokens")
     lat, host = _num(d, "iterLatencyMS"), _num(d, "hostStepTimeMS")
     step = lat if avg > 0 else host if host > 0 else lat if d.get("schedulerMode") == "non_overlap" else -1.0
