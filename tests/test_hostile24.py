@@ -9,8 +9,8 @@ What the fuzz found, each pinned below by a regression test whose expected value
 - a number of more than 4300 digits (int() refuses it) in a vLLM `Running:` column, `num_speculative_tokens`,
   `#retracted_reqs`, an MLC-LLM `step=`, LMDeploy's running count or a `DP` rank: a ValueError traceback;
 - a 2024 bench_latency step line with a 400-digit latency: an OverflowError traceback (round(inf));
-- a TensorRT-LLM iteration record with `avgNumDecodedTokensPerIter` 1e-320: an OverflowError (an infinite TPOT
-  binned);
+- a TensorRT-LLM iteration record with `avgNumDecodedTokensPerIter` or `numGenRequests` 1e-320: an OverflowError
+  / ValueError (an infinite or zero TPOT binned);
 - a UTF-16 log one byte out of step (a byte-wise CRLF conversion): every other line read as mojibake and skipped,
   a different TPOT given, silently;
 - a headline TPOT that is a quotient of corrupt numbers: `TPOT: inf ms` (TGI's sum / a count of 1e-320) and
@@ -201,14 +201,19 @@ def test_bench_summary_tpot_of_zero_is_set_aside(tmp_path):
 TRT_STATS = DATA / "real_v3" / "trtllm-serve-2026-metrics-iteration-stats-json-cut.json"
 
 
-def test_trt_iteration_with_fewer_than_one_decoded_token_per_iteration_is_garbled(tmp_path):
+@pytest.mark.parametrize("old, new", [
+    ('"avgNumDecodedTokensPerIter":0.0', '"avgNumDecodedTokensPerIter":1e-320'),
+    ('"numGenRequests":4', '"numGenRequests":1e-320'),
+])
+def test_trt_iteration_record_of_impossible_counts_is_garbled(tmp_path, old, new):
     """`avgNumDecodedTokensPerIter` 1e-320 in one record (each request decodes at least one token an iteration; 0.0
-    is the PyTorch executor's 'not filled'): the step time / 1e-320 overflowed the TPOT bins, an OverflowError. Its
-    records share one line, which is garbled: nothing else in the file, one error."""
+    is the PyTorch executor's 'not filled'): the step time / 1e-320 overflowed the TPOT bins, an OverflowError;
+    `numGenRequests` 1e-320 (a count that is no whole number) made 1 + accepted / requests infinite, the TPOT 0, a
+    ValueError (log 0). Its records share one line, which is garbled: nothing else in the file, one error."""
     text = TRT_STATS.read_text()
-    assert text.count('"avgNumDecodedTokensPerIter":0.0') >= 2
+    assert old in text
     p = tmp_path / "t.json"
-    p.write_text(text.replace('"avgNumDecodedTokensPerIter":0.0', '"avgNumDecodedTokensPerIter":1e-320', 1))
+    p.write_text(text.replace(old, new, 1))
     assert_one_error(invoke("logs", p), "1 lines read, 1 garbled")
     ok = json.loads(invoke("logs", TRT_STATS, "--json").stdout)[0]  # the control: 30 / 2.5, 12, 36 / 2.5, ... 12 ms
     assert ok["tpot_ms"] == pytest.approx(12.0, rel=2e-3)
