@@ -221,6 +221,8 @@ def _check_outputs(out: Path, inputs) -> None:
 
     from wmtp.fileio import check_output_path
 
+    if out.name in ("", ".", ".."):  # `--out .`: Path('.').with_suffix was a ValueError traceback
+        raise WmtpError(f"--out {str(out)[:60]} names a folder; give the preset's file name, NAME.json")
     md = out.with_suffix(".md")
     if md == out:  # the summary goes beside the preset as NAME.md: it would replace it
         raise WmtpError(f"--out {out} ends in .md, the name of the preset's summary: give NAME.json")

@@ -55,9 +55,14 @@ def int_option(*decls, **kw):
 
 def file_to_write(text: str) -> Path:
     """A file output option as typed: a path ending in '/' names a folder, which `Path` would drop the slash of and
-    write a file of that name instead (`--out results/` made a file called `results`)."""
+    write a file of that name instead (`--out results/` made a file called `results`); so does one ending in '.' or
+    '..' (`engines --fit P --out .` was a ValueError traceback: `Path('.').with_suffix`)."""
     if str(text).endswith(("/", os.sep)):
         raise typer.BadParameter(f"{text!r} ends with '/', so it names a folder; give a file name")
+    if not str(text).strip():
+        raise typer.BadParameter("the path is empty; give a file name")
+    if Path(text).name in ("", ".", ".."):  # '.', '..', 'a/..': a folder too (`engines --out .`: a ValueError)
+        raise typer.BadParameter(f"{str(text)[:60]!r} names a folder ('.' or '..'); give a file name")
     return Path(text)
 
 

@@ -118,9 +118,13 @@ class EngineOverhead:
         if self.moe_tbps < 0:
             raise WmtpError(f"engine overhead ({self.source}): moe_call_ms and moe_tbps must be >= 0, got moe_tbps "
                             f"{self.moe_tbps!r}")
-        if self.verify_attn_factor <= 0 or self.draft_attn_factor <= 0 or self.index_ns_per_token < 0:
-            raise WmtpError(f"engine overhead ({self.source}): attention factors must be > 0 and "
-                            "index_ns_per_token >= 0")
+        for f in ("verify_attn_factor", "draft_attn_factor"):  # the fit's factor - 1 >= 0 (nnls): below 1 it priced
+            if getattr(self, f) < 1:  # a negative engine time, the engine's attention faster than the kernels' own
+                raise WmtpError(f"engine overhead ({self.source}): attention factors must be >= 1 (the engine's "
+                                f"attention over the measured kernel's), got {f} {getattr(self, f)!r}")
+        if self.index_ns_per_token < 0:
+            raise WmtpError(f"engine overhead ({self.source}): index_ns_per_token must be >= 0, got "
+                            f"{self.index_ns_per_token!r}")
         for f in COUNTS:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 64:
@@ -236,10 +240,12 @@ def check_preset(doc, p: Path) -> dict:
                 or not prof["per_model"]:  # a name is printed: no control characters (an ESC sequence)
             raise ValueError
         for key, per in prof["per_model"].items():
-            EngineOverhead(f"engine preset {p}, terms + per_model.{key}", **prof["terms"], **per)  # numeric, finite
-    except NegativeTime:  # a term of the right type below zero: the error names it and the preset
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError, WmtpError):
+            EngineOverhead(f"terms + per_model.{key}", **prof["terms"], **per)  # numeric, finite, in range
+    except NegativeTime as e:  # a term of the right type below zero: the error names it and the preset
+        raise NegativeTime(f"engine preset {p}: {e}") from None
+    except WmtpError as e:  # a term of the wrong type or range: named (it was 'missing, unknown or non-numeric terms')
+        raise WmtpError(f"engine preset {p} is corrupt: {e}") from None
+    except (KeyError, TypeError, ValueError, AttributeError):
         raise WmtpError(f"engine preset {p} is corrupt: missing, unknown or non-numeric terms (or no name, hardware or "
                         "per-model terms)") from None
     _check_complete(prof, p)

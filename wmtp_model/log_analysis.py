@@ -4,9 +4,12 @@ headline TPOT and AL, each naming its estimator and source lines, and the notes 
 
 from __future__ import annotations
 
+import math
+
 from wmtp.acceptance import check_accept_length
 from wmtp.errors import WmtpError
 from wmtp.log_blocks import stream_blocks
+from wmtp.log_records import MAX_VALUE
 from wmtp.log_sources import SpecLines, Summaries
 from wmtp.log_vllm_batch import VllmBatch
 from wmtp.logs import DecodeLine, Event, ParseStats, PrefillLine, Refused, Value, VllmSpecLine, VllmThroughput, stream
@@ -63,6 +66,27 @@ def refuse_undrafted(path, spec: SpecLines) -> None:
                         "no acceptance length in these counts")
 
 
+MIN_TPOT_MS = 1e-3  # 1 us per token (a million tokens a second for one request): below it no engine's TPOT
+
+
+_SET_ASIDE = "TPOT set aside: "
+
+
+def _sourced_tpot(tpot: dict, src: str, notes: list[str]) -> dict | None:
+    """`tpot` with its source (`src`:lines) if its value is a time per token (finite, at least MIN_TPOT_MS, at most
+    MAX_VALUE ms), else None and a note naming what was set aside: a quotient of a file's numbers (sum / count,
+    E2E - TTFT over tokens) whose divisor is 1e-320 or whose numerator is 0 printed `TPOT: inf ms` or `0.00 ms`."""
+    tpot["source"] = f"{src}:{tpot['lines'][0]}-{tpot['lines'][1]}"
+    v = tpot["value_ms"]
+    if isinstance(v, (int, float)) and math.isfinite(v) and MIN_TPOT_MS <= v <= MAX_VALUE:
+        return tpot
+    est = tpot["estimator"] if len(tpot["estimator"]) <= 90 else tpot["estimator"][:87] + "..."
+    got = f"{v:.4g} ms" if isinstance(v, (int, float)) and math.isfinite(v) else "no finite time"
+    notes.append(f"{_SET_ASIDE}{est} gives {got} ({tpot['source']}), not a time per token ({MIN_TPOT_MS:g} to "
+                 f"{MAX_VALUE:g} ms): its numbers are corrupt")
+    return None
+
+
 def damage_notes(stats: ParseStats, spec: SpecLines, summ: Summaries) -> list[str]:
     """What the reader says about damaged input it still read: vLLM spec lines that contradict themselves, lines that
     held several records (`wmtp.log_joined`), an AIPerf histogram set aside (`wmtp.log_aiperf`: its line, read as a
@@ -111,8 +135,7 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, refer
         tpot = summ.meta_tpot()
     if summ.note:
         notes.append(summ.note)
-    if tpot is not None:
-        tpot["source"] = f"{src}:{tpot['lines'][0]}-{tpot['lines'][1]}"
+    tpot = _sourced_tpot(tpot, src, notes) if tpot is not None else None
     if windows.idle:
         notes.append(f"{windows.idle} vLLM windows with Running: 0 reqs (no per-request TPOT)")
 
@@ -147,7 +170,8 @@ def analyse(path, requested_batch: int | None = None, gap_s: float = 60.0, refer
     if events["retraction"] or events["oom"] or retracted:
         notes.append(f"retractions: {events['retraction']} events (max #retracted-req per line {retracted}); "
                      f"out-of-memory: {events['oom']}")
-    if tpot is None and al is not None and al.get("value") is not None:
+    if tpot is None and al is not None and al.get("value") is not None and \
+            not any(n.startswith(_SET_ASIDE) for n in notes):
         notes.append("no TPOT in this file (acceptance only; `wmtp accept` gives the per-position profile)")
     notes += damage_notes(stats, spec, summ)
     if summ.repeated or summ.aiperf.repeated:

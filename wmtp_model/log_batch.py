@@ -21,7 +21,7 @@ from wmtp.logstats import BIN_WIDTH as _R, MAX_ROWS, PerBatch
 
 
 class Prefixes(dict):
-    """prefix text -> `wmtp.logs.prefix_fields` of it (bounded)."""
+    """prefix text -> `wmtp.log_prefix.prefix_fields` of it (bounded)."""
 
     def __init__(self, fn):
         super().__init__()
@@ -127,7 +127,10 @@ def decode_columns(run_t: list, tok_t: list, al_t: list, rate_t: list, thr_t: li
     try:
         tok = list(map(int, tok_t))  # int(float(text)) for a plain integer below 2**53
     except ValueError:
-        tok = list(map(int, map(float, tok_t)))
+        try:
+            tok = list(map(int, map(float, tok_t)))
+        except OverflowError:  # a count past any float (400 digits): the per-line parsers refuse it
+            return None
     thr = list(map(float, thr_t))
     if max(tok) > MAX_VALUE or max(thr) > MAX_VALUE:
         return None

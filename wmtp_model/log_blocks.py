@@ -26,20 +26,21 @@ from typing import Iterator
 
 from wmtp.errors import WmtpError
 from wmtp.log_batch import Lines, Prefixes, decode_columns, decode_fixed, feed, numpy
-from wmtp.log_records import DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput
+from wmtp.log_prefix import DP_RE, PID_RE, TIME_RE, prefix_fields
+from wmtp.log_records import DecodeLine, ParseStats, PrefillLine, VllmSpecLine, VllmThroughput, day_seconds
 from wmtp.log_vllm_batch import SPEC, numbers, numbers_fixed, records, texts
 from wmtp.log_input import open_text
 from wmtp.log_layout import (DEC as _DEC, GARBLED as _GARBLED, KINDS as _KINDS, PARSE as _PARSE,
                               PRE as _PRE, RETRACTING, SKELETONS as _SKELETONS, SKIP as _SKIP, V0S as _V0S,
                               V0T as _V0T, V1S as _V1S, V1T as _V1T, VKINDS as _VKINDS, ZERO as _ZERO,
                               ZERO_UTF8 as _ZERO_UTF8)
-from wmtp.logs import DP_RE, GENERAL, PID_RE, TIME_RE, day_seconds, decode_fast, prefix_fields, tally_line
+from wmtp.logs import GENERAL, decode_fast, tally_line
 
 BLOCK_CHARS = 1 << 21  # about 12,000 lines; the block's lists take about 10 MiB per MiB of it
 
 
 class _Plans(dict):
-    """A prefix's skeleton -> where `wmtp.logs.prefix_fields`' regexes match in it (the same places in every
+    """A prefix's skeleton -> where `wmtp.log_prefix.prefix_fields`' regexes match in it (the same places in every
     prefix of that skeleton: they read digits only through `\\d`): the spans of `TIME_RE`'s groups 0-8, of
     the pid and of the DP rank. Bounded."""
 
@@ -56,7 +57,7 @@ _PLANS = _Plans()
 
 
 def _prefix_planned(pre: str, skel: str | None = None) -> tuple:
-    """`wmtp.logs.prefix_fields(pre)`, its regexes' matches taken from the prefix's skeleton (`_PLANS`; "" stands
+    """`wmtp.log_prefix.prefix_fields(pre)`, its regexes' matches taken from the prefix's skeleton (`_PLANS`; "" stands
     for a group that took no part: it tests them for truth)."""
     tm, p, d = _PLANS[pre.translate(_ZERO) if skel is None else skel]
     ts = secs = None
@@ -72,7 +73,7 @@ def _prefix_planned(pre: str, skel: str | None = None) -> tuple:
 
 
 class _Days(dict):
-    """(year, month, day) texts -> `wmtp.logs.day_seconds` of them (bounded)."""
+    """(year, month, day) texts -> `wmtp.log_records.day_seconds` of them (bounded)."""
 
     def __missing__(self, key: tuple) -> int:
         if len(self) >= 4096:
@@ -104,7 +105,7 @@ _SECS: dict = {}  # the time text `TIME_RE` matched -> its seconds (the same tex
 
 
 def _seconds(y: str, mo: str, dd: str, mo2: str, d2: str, hh: str, mm: str, ss: str) -> int:
-    """`wmtp.logs.prefix_fields`' seconds from `TIME_RE`'s groups."""
+    """`wmtp.log_prefix.prefix_fields`' seconds from `TIME_RE`'s groups."""
     secs = int(hh) * 3600 + int(mm) * 60 + int(ss)
     if y or mo2:
         secs += day_seconds(y or "1970", mo or mo2, dd or d2)

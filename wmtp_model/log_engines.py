@@ -89,6 +89,14 @@ def _num(d: dict, key: str) -> float:
     return float(x)
 
 
+def _count(d: dict, key: str) -> float:
+    """`_num` of a count: a whole number (1e-320 requests made 1 + accepted / requests infinite)."""
+    x = _num(d, key)
+    if x != int(x):
+        raise ValueError(key)
+    return x
+
+
 def _trt_record(d: dict, n: int) -> Value:
     """One iteration-statistics record as an `engine_step`. Its step time: the C++ executor's `iterLatencyMS` (it
     fills `avgNumDecodedTokensPerIter`, the PyTorch executor leaves it 0), else `hostStepTimeMS` (2026), else
@@ -98,8 +106,11 @@ def _trt_record(d: dict, n: int) -> Value:
     sd = d.get("specDecodingStats") or {}
     if not isinstance(ifb, dict) or not isinstance(sd, dict):
         raise ValueError("stats")
-    gen, ctx, avg = _num(ifb, "numGenRequests"), _num(ifb, "numContextRequests"), _num(ifb, "avgNumDecodedTokensPerIter")
-    acc, drafted = _num(sd, "numAcceptedTokens"), _num(sd, "numRequestsWithDraftTokens")
+    gen, ctx, avg = _count(ifb, "numGenRequests"), _count(ifb, "numContextRequests"), \
+        _num(ifb, "avgNumDecodedTokensPerIter")
+    if 0 < avg < 1:  # a request decodes at least its own token an iteration (0: not filled); 1e-320 made TPOT inf
+        raise ValueError("avgNumDecodedTokensPerIter")
+    acc, drafted = _count(sd, "numAcceptedTokens"), _count(sd, "numRequestsWithDraftTokens")
     lat, host = _num(d, "iterLatencyMS"), _num(d, "hostStepTimeMS")
     step = lat if avg > 0 else host if host > 0 else lat if d.get("schedulerMode") == "non_overlap" else -1.0
     per = avg if avg > 0 else 1 + acc / gen if gen else 0.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import stat
 import tempfile
 import zlib
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from wmtp.errors import WmtpError
 from wmtp.fileio import check_lookup, open_without_waiting
-from wmtp.log_summary import ANSI, NoAnsi
+from wmtp.log_summary import ANSI, FileView, NoAnsi
 from wmtp.log_wrap import (ArraysJoined, BoxJoined, SoftJoined, Unwrapped, box_width, pretty_json, soft_wrapped,
                            wrap_width)
 
@@ -118,7 +119,7 @@ def open_text(path: str | Path):
             opener = lambda: open(path, encoding=enc, errors="replace")  # noqa: E731
     if enc == "utf-8-sig" and b"\x00" in head:
         raise WmtpError(f"{path}: binary data, not a text log")
-    f = NoAnsi(opener())  # colour codes may first appear anywhere (a chunk without ESC costs one scan)
+    f = NoAnsi(opener() if enc == "utf-8-sig" else InStep(opener(), path, enc))  # (colour codes may come anywhere)
     # (a wide head cut inside a character ends in one replacement character: only the wrap-width look sees it)
     text = head.decode("utf-8", "replace") if enc == "utf-8-sig" else head.decode(enc, "replace").lstrip("\ufeff")
     text = ANSI.sub("", text) if "\x1b" in text else text
@@ -130,3 +131,40 @@ def open_text(path: str | Path):
     soft = soft_wrapped(text)  # wrapped engine lines' lengths (then one full-width line continued shows no cut)
     width = wrap_width(text, len(head) < 65536, strict=bool(soft))
     return SoftJoined(f) if soft else Unwrapped(f, width) if width else f  # (engine lines: joined either way)
+
+
+# A wide text out of step by one byte (a byte inserted or lost: `sed` or `tr` run over a UTF-16 log) decodes without an
+# error, each ASCII character as the one whose high byte it is (`[` as U+5B00, `0` as U+3000, `%` as U+2500) and the
+# line ends as U+0A00 / U+0D00; UTF-32 out of step decodes as replacement characters. Six letters so decoded close
+# together are in no log (box rules, U+2500, and CJK text's U+3000 spaces are not letters); nor are 8 replacements.
+_SWAPPED = "".join(chr(c << 8) for c in (9, 10, 13, *range(0x20, 0x7f)))
+_LETTERS = "".join(chr(c << 8) for c in (*range(0x41, 0x5b), *range(0x61, 0x7b)))
+_OUT_OF_STEP = re.compile(f"(?:[{_LETTERS}][{_SWAPPED}]{{0,4}}){{6}}|\ufffd{{8}}")
+
+
+class InStep(FileView):
+    """A UTF-16 / UTF-32 text handle that raises WmtpError, naming the line, where the text is out of step with its
+    encoding (a line of byte-swapped ASCII: read on, the file gave every other line, silently)."""
+
+    def __init__(self, f, path, enc: str) -> None:
+        super().__init__(f)
+        self.path, self.enc, self.lines = path, enc, 0
+
+    def _checked(self, text: str) -> str:
+        m = _OUT_OF_STEP.search(text)
+        if m is not None:
+            at = self.lines + text.count("\n", 0, m.start()) + 1
+            raise WmtpError(f"{self.path}: {self.enc.upper()} text out of step at line {at} (a byte added or lost: "
+                            "edited as bytes?): it does not decode as text past there")
+        self.lines += text.count("\n")
+        return text
+
+    def read(self, size: int = -1) -> str:
+        return self._checked(self.f.read(size))
+
+    def readline(self) -> str:
+        return self._checked(self.f.readline())
+
+    def __iter__(self):
+        for line in self.f:
+            yield self._checked(line)

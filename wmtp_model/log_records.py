@@ -234,7 +234,7 @@ def nan_rates(pos: list[float], acc: float | None, dr: float | None) -> bool | s
     if len(nans) == len(pos) and acc == 0 and dr == 0:
         return True
     shown = ", ".join(str(i + 1) for i in nans[:4]) + (" ..." if len(nans) > 4 else "")
-    counts = "" if acc is None or dr is None else f" with Accepted: {int(acc)}, Drafted: {int(dr)}"
+    counts = "" if acc is None or dr is None else f" with Accepted: {acc:.12g}, Drafted: {dr:.12g}"
     return (f"vLLM per-position acceptance rate is nan at position {shown} of {len(pos)}{counts}; vLLM divides every "
             "position by the same drafts count, so nan (0 / 0) is at every position of an interval that drafted "
             "nothing, or at none: the rates cannot be read")

@@ -169,13 +169,16 @@ def parse_label(line: str, n: int):
 _STEP = re.compile(r"Decode\.\s+latency:\s*(\d+(?:\.\d+)?)\s*(ms|s)\b,\s*throughput:\s*(\d+(?:\.\d+)?)\s*token/s")
 
 
-def parse_step(line: str, n: int) -> Value | None:
+def parse_step(line: str, n: int) -> Value | bool | None:
     """A `Value` `one_batch_step` (the step's time per token in ms: batch size / throughput, one token per request a
-    step, the batch being throughput x latency) for a bench_latency decode-step line, else None."""
+    step, the batch being throughput x latency) for a bench_latency decode-step line, False for one whose numbers
+    are past MAX_VALUE (garbled), else None."""
     m = _STEP.match(line)
     if m is None:
         return None
-    lat, unit, thr = float(m.group(1)), m.group(2), float(m.group(3))
+    lat, unit, thr = finite(float(m.group(1))), m.group(2), finite(float(m.group(3)))
+    if lat is None or thr is None:  # past MAX_VALUE (a 400-digit latency is inf: round() of it an OverflowError)
+        return False
     if unit == "ms" and thr * lat / 1e3 >= 0.5:  # really milliseconds (a batch of at least one request)
         lat /= 1e3
     return Value(n, "one_batch_step", max(1, round(thr * lat)) / thr * 1e3) if thr > 0 else None

@@ -26,7 +26,14 @@ def numbers(kind: str, v: list) -> list | None:
     """The numbers of vLLM lines of one skeleton (`v`: a column of texts per field, the prefix first), as
     `parse_throughput` / `parse_vllm` read them, a column per field: throughput (prompt, generation, running),
     V1 spec (mean AL, accepted, drafted, then a column per position), V0 spec (rate, k, accepted, drafted,
-    emitted); None when one of them is out of those parsers' range."""
+    emitted); None when one of them is out of those parsers' range (or past what int() reads: 4300 digits)."""
+    try:
+        return _numbers(kind, v)
+    except ValueError:  # an integer of more than 4300 digits: the per-line parsers refuse the line
+        return None
+
+
+def _numbers(kind: str, v: list) -> list | None:
     if kind in THROUGHPUT:
         prompt, gen, running = list(map(float, v[-3])), list(map(float, v[-2])), list(map(int, v[-1]))
         if max(prompt) > MAX_VALUE or max(gen) > MAX_VALUE or max(running) > 1e7:

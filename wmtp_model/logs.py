@@ -37,19 +37,17 @@ from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_tr
 from wmtp.log_input import open_text
 from wmtp.log_joined import split_joined
 from wmtp.log_llama import SKIP, parse_llama, number_list as _number_list
+from wmtp.log_prefix import prefix_fields as _prefix
 from wmtp.log_aiperf import parse_aiperf
 from wmtp.log_tables import parse_mlc_metric, parse_table_line
 from wmtp.log_summary import (PROM_OTHER, parse_label, parse_prometheus, parse_spec_k, parse_step,
                                parse_lmdeploy, parse_table_row, strip_collector)
 from wmtp.log_records import (MAX_VALUE, CheckedField, DecodeLine, Event, ParseStats, PrefillLine, Refused,  # noqa: F401
-                              Value, VllmSpecLine, VllmThroughput, after, day_seconds, finite, nan_rates, num,
+                              Value, VllmSpecLine, VllmThroughput, after, finite, nan_rates, num,
                               rates_list, strict_float, ungroup, vllm_field_name, whole_num)
 
 _MAX, _num, _finite, _after, _flt = MAX_VALUE, num, finite, after, strict_float  # the parsers' short local names
 
-_TIME = re.compile(r"(?:(\d{4})-(\d\d)-(\d\d)[ T]|(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)")
-_PID = re.compile(r"pid=(\d+)|INFO (\d+) \[")
-_DP = re.compile(r"DP(\d+)")
 _ENGINE = re.compile(r"Engine (\d+):|(\d+) Engines Aggregated")
 _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length|spec_num_correct_drafts|"""
                    r"""spec_accept_token_num|spec_correct_drafts_histogram|spec_accept_histogram|"""
@@ -61,28 +59,6 @@ _META = re.compile(r"""['"]?(spec_verify_ct|completion_tokens|spec_accept_length
                    r"""draft_count|accept_count)"""  # (MLC-LLM's engine metrics: its `spec_decode` object)
                    r"""['"]?\s*:\s*"""
                    r"""(\[[^\]]*\]|\{\s*"\d[^{}]*\}|[-+0-9.eE]+|nan|NaN|Infinity)""")  # ({"j": n}: a sparse histogram)
-
-
-_prefix_cache: list = [None, (None, None, None, None)]
-
-
-def _prefix(prefix: str) -> tuple[str | None, float | None, str | None, int | None]:
-    """(timestamp text, seconds, pid, DP rank) from what precedes the message; consecutive lines share it."""
-    if prefix == _prefix_cache[0]:
-        return _prefix_cache[1]
-    m = _TIME.search(prefix)
-    ts = secs = None
-    if m:
-        y, mo, d, mo2, d2, hh, mm, ss = m.groups()
-        secs = int(hh) * 3600 + int(mm) * 60 + int(ss)
-        if y or mo2:
-            secs += day_seconds(y or "1970", mo or mo2, d or d2)
-        ts = m.group(0)
-    p = _PID.search(prefix)
-    dp = _DP.search(prefix)
-    out = (ts, secs, (p.group(1) or p.group(2)) if p else None, int(dp.group(1)) if dp else None)
-    _prefix_cache[0], _prefix_cache[1] = prefix, out
-    return out
 
 
 def _opt(v: str | None) -> float | None:
@@ -209,8 +185,7 @@ def _parse_sglang_general(line: str, line_no: int) -> DecodeLine | Refused | Non
 
 
 # what the block reader (`wmtp.log_blocks`) shares with the per-line one
-TIME_RE, PID_RE, DP_RE, GENERAL = _TIME, _PID, _DP, _GENERAL
-prefix_fields, decode_fast, parse_sglang_general = _prefix, _decode_fast, _parse_sglang_general
+GENERAL, decode_fast, parse_sglang_general = _GENERAL, _decode_fast, _parse_sglang_general
 
 
 _VLLM_NAMES: dict = {}  # key text -> vllm_field_name(key)
@@ -397,7 +372,23 @@ def tally_other(rec, stats: ParseStats) -> tuple | list:
 
 def tally_line(line: str, n: int, stats: ParseStats) -> tuple | list:
     """The records of a line the decode fast path did not take (`tally_decode` / `tally_other`); a line holding several
-    records with no line end between them (`wmtp.log_joined`) gives each one's, and is counted in `stats.joined`."""
+    records with no line end between them (`wmtp.log_joined`) gives each one's, and is counted in `stats.joined`. A
+    number of more than 4300 digits, which int() refuses (a ValueError the parsers' range checks never saw), makes its
+    line garbled."""
+    try:
+        return _tally_line(line, n, stats)
+    except ValueError:
+        if len(line) > _INT_DIGITS and _HUGE_INT.search(line):
+            stats.garbled += 1
+            return ()
+        raise
+
+
+_INT_DIGITS = 4300  # Python's sys.get_int_max_str_digits() default
+_HUGE_INT = re.compile(r"\d{%d}" % (_INT_DIGITS + 1))
+
+
+def _tally_line(line: str, n: int, stats: ParseStats) -> tuple | list:
     parts = split_joined(line)
     if parts is None:
         return tally_decode(_parse_sglang_general(line, n), stats, line) if "Decode batch" in line else \

@@ -25,8 +25,12 @@ def check_profile(prof: dict, p: Path) -> dict:
         why = _component_problem(c, kind)
         if why:
             raise ProfileError(f"profile {p} is corrupt: component {kind!r} {why}")
-    if not isinstance(prof.get("hardware"), str):
+    hw = prof.get("hardware")
+    if not isinstance(hw, str):
         raise ProfileError(f"profile {p} is corrupt: no hardware key")
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]{1,40}", hw):  # a name every header prints: 5000 characters made one line
+        raise ProfileError(f"profile {p} is corrupt: hardware must be a hardware key (see `wmtp hardware`), got "
+                           f"{repr(hw)[:40]}")
     ceilings = prof.get("ceilings", {})  # measured copy bandwidth and GEMM rate: the floors of --headroom
     if not isinstance(ceilings, dict) or not all(_is_num(v, 0.0) for v in ceilings.values()):
         raise ProfileError(f"profile {p} is corrupt: ceilings must map names to finite non-negative numbers")
