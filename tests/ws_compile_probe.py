@@ -1,7 +1,6 @@
 """Compile the ws kernel for sm_90 with the installed Triton (no GPU needed) and print what the PTX holds as JSON:
 `python tests/ws_compile_probe.py ROWS HEAD_DIM DECODE CONSUMERS [MAX_ROWS [TRIGGER [KV8 [LOOP]]]]` (run by
-tests/test_kernels_ws.py in a process
-without Triton's interpreter, which cannot compile Gluon)."""
+tests/test_kernels_ws.py in a process without Triton's interpreter, which cannot compile Gluon)."""
 
 import inspect
 import re
@@ -37,7 +36,8 @@ def main(rows: int, head_dim: int, decode: bool, consumers: int, max_rows: int =
             or "cp.async.ca" in ptx, "wgmma": "wgmma.mma_async" in ptx,
             "arrive_noinc": "cp.async.mbarrier.arrive.noinc" in ptx,
             "launch_dependents": ptx.count("griddepcontrol.launch_dependents"),
-            "cvt_fp8": "cvt.rn.f16x2.e4m3x2" in ptx, "named_barriers": sorted(set(re.findall(r"bar.sync \t?(\d+, \d+)", ptx))),
+            "cvt_fp8": "cvt.rn.f16x2.e4m3x2" in ptx,
+            "named_barriers": sorted(set(re.findall(r"bar.sync \t?(\d+, \d+)", ptx))),
             **_ptxas_usage(ptx)}
 
 
