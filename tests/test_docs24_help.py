@@ -105,7 +105,7 @@ def _model_row_dtypes():
 def _profile_for_hw():
     assert _json("predict", "--model", "q35")["cost_model"] == "measured profile h200 (shipped)"
     b200 = _json("predict", "--model", "q35", "--hw", "b200")  # no shipped b200 profile: the H200's, scaled
-    assert b200["cost_model"] == "measured profile h200 (shipped)"
+    assert b200["cost_model"] == "measured profile h200 (shipped), scaled to b200 by bandwidth and flop ratios"
     parts = b200["methods"]["native"]["source"].split(": ", 1)[1].split(" + ")  # 'mixed: a + b + ...'
     assert all(s.startswith("scaled from h200") for s in parts), parts
 

@@ -13,6 +13,7 @@ test whose expected value is worked out by hand from the file it edits:
   a different TPOT given, silently;
 - a headline TPOT that is a quotient of corrupt numbers: `TPOT: inf ms` (TGI's sum / a count of 1e-320) and
   `TPOT: 0.00 ms` (a sum of 0, a request count of 1e-320) printed as results;
+- `Mean TPOT (ms): 0.00` in a bench summary: its Mean ITL read, the estimator saying '(no TPOT section)';
 - `engines --fit P --out .` (and `python -m wmtp.calibrate.engine_fit P --out .`): a ValueError traceback;
 - a profile whose `hardware` is 5000 characters: a 5100-character error line;
 - an engine preset with `verify_attn_factor` 2e-12 (or any factor below 1, which the fit never gives): a negative
@@ -185,6 +186,19 @@ def test_bench_summary_tpot_of_zero_is_set_aside(tmp_path):
     assert_one_error(invoke("logs", p), "TPOT set aside", "gives 0 ms", "(Mean E2E - Mean TTFT)")
     ok = invoke("logs", src, "--json")  # the control: the same estimator over the file as shipped
     assert ok.exit_code == 0 and json.loads(ok.stdout)[0]["tpot_ms"] > 1, ok.output
+
+
+VLLM_BENCH = DATA / "real" / "vllm-bench-serve-draft-model-mm-35714.log"
+
+
+def test_bench_summary_mean_tpot_of_zero_says_so(tmp_path):
+    """`Mean TPOT (ms): 0.00` (line 19; a bench whose requests each gave one token prints it) is no decode time per
+    token: the summary's Mean ITL (line 23, 21.54 ms) is read, as before, but its estimator said '(no TPOT section)'
+    of a file that has one. The control: as shipped, Mean TPOT 21.80 ms."""
+    p = _edit(VLLM_BENCH, tmp_path / "b.log", 19, "21.80", "0.00")
+    tpot = json.loads(invoke("logs", p, "--json").stdout)[0]["tpot"]
+    assert tpot["value_ms"] == pytest.approx(21.54) and "its Mean TPOT 0, set aside" in tpot["estimator"], tpot
+    assert json.loads(invoke("logs", VLLM_BENCH, "--json").stdout)[0]["tpot_ms"] == pytest.approx(21.80)
 
 
 TRT_STATS = DATA / "real_v3" / "trtllm-serve-2026-metrics-iteration-stats-json-cut.json"

@@ -264,13 +264,15 @@ class Summaries:
         if (old := evalscope_old_tpot(g, self.line)) is not None:  # (its TPOT row: no decode time per token)
             out, self.note = old
             return out
+        itl = "bench summary Mean ITL (" + ("its Mean TPOT 0, set aside)" if g("tpot_mean_ms") == 0 else
+                                            "no TPOT section)")  # (a TPOT of 0, as printed, is none)
         for key, est in (("tpot_mean_ms", "bench summary Mean TPOT"), ("metric_tpot_ms", "[METRIC] tpot"),
                          ("table_tpot_ms", "bench results table: mean_tpot_ms of its first row"),
                          ("guidellm_itl_ms", "guidellm Benchmarks Stats: ITL (ms) mean of its first benchmark row (its "
                           "TPOT column is request latency / output tokens, the first token's wait included)"),
                          ("guidellm_itl_mdn_ms", "guidellm Request Latency Statistics: ITL ms Mdn of its first "
                           "benchmark row (its TPOT column is request latency / output tokens, first token included)"),
-                         ("itl_mean_ms", "bench summary Mean ITL (no TPOT section)"),
+                         ("itl_mean_ms", itl),
                          ("table_itl_ms", "bench results table: ITL (ms) of its first row "
                                           "(sglang.bench_one_batch_server: batch size / output throughput)"),
                          ("llama_decoded_s", ""),
