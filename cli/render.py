@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from wmtp.cli.common import echo_json
-from wmtp.provenance import WEAKEST_FIRST, Origin, Source, source
+from wmtp.provenance import Origin, Source, source, weakest_of
 from wmtp.units import format_bytes, format_tokens, printable
 
 
@@ -67,12 +67,8 @@ def short_tag(src: str) -> str:
 def weakest_tag(sources) -> str:
     """One tag for numbers priced from several sources (a sweep row's methods): the weakest origin among them,
     starred when they or their parts differ."""
-    srcs = [s if isinstance(s, Source) else source(s) for s in sources]
-    origins = {s.weakest() for s in srcs} - {Origin.NONE}
-    if not origins:
-        return "-"
-    weakest = next(o for o in WEAKEST_FIRST if o in origins)
-    return _ORIGIN_TAGS.get(weakest, "-") + ("*" if len(origins) > 1 or any(s.mixed for s in srcs) else "")
+    weakest, mixed = weakest_of(sources)
+    return "-" if weakest is Origin.NONE else _ORIGIN_TAGS.get(weakest, "-") + ("*" if mixed else "")
 
 
 def accept_tag(sources) -> str:

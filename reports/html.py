@@ -18,7 +18,7 @@ from wmtp import __version__
 from wmtp import decisions as dec
 from wmtp.acceptance import AcceptanceProfile, alpha_intervals
 from wmtp.predict import Prediction
-from wmtp.provenance import WEAKEST_FIRST, Origin, source
+from wmtp.provenance import Origin, weakest_of
 from wmtp.units import format_bytes, format_tokens
 from wmtp import defaults
 
@@ -291,12 +291,8 @@ def _times(k: int) -> str:
 def origin_of(*sources) -> str:
     """The weakest origin among `sources` in words (`wmtp.provenance`: 'interpolated', 'speed-of-light', 'engine
     preset'), '(mixed)' where they or their parts differ: the tag of an HTML cell."""
-    srcs = [source(s) for s in sources]
-    origins = {s.weakest() for s in srcs} - {Origin.NONE}
-    if not origins:
-        return "-"
-    weakest = next(o for o in WEAKEST_FIRST if o in origins)
-    return weakest.value + (" (mixed)" if len(origins) > 1 or any(s.mixed for s in srcs) else "")
+    weakest, mixed = weakest_of(sources)
+    return "-" if weakest is Origin.NONE else weakest.value + (" (mixed)" if mixed else "")
 
 
 def _tagged(ms: float, *sources, low: bool = False) -> str:

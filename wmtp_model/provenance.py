@@ -74,3 +74,13 @@ def combine(sources: Iterable[str]) -> Source:
         return parts[texts[0]]
     flat = tuple(parts[t] for t in texts)
     return Source("mixed: " + " + ".join(texts), Origin.NONE, flat)
+
+
+def weakest_of(sources: Iterable[str]) -> tuple[Origin, bool]:
+    """The weakest origin among `sources` (their parts' included; `Origin.NONE` when none has one), and whether
+    they or their parts differ: what one tag for several priced numbers shows."""
+    srcs = [source(s) for s in sources]
+    origins = {s.weakest() for s in srcs} - {Origin.NONE}
+    if not origins:
+        return Origin.NONE, False
+    return next(o for o in WEAKEST_FIRST if o in origins), len(origins) > 1 or any(s.mixed for s in srcs)
