@@ -14,7 +14,7 @@ from wmtp.cli.common import (DEFAULT_DEPTH, DEFAULT_SINK, DEFAULT_TASK, DEFAULT_
                              SinkOpt, SolOpt, TaskOpt, TpOpt, WdOpt, WindowOpt, decimal_number, echo_json,
                              handles_errors, int_option, parse_accept, refuse_overwriting_inputs, resolve_model, warn)
 from wmtp.engine import label as engine_label
-from wmtp.predict import cost_label
+from wmtp.latency import cost_label
 from wmtp.errors import WmtpError
 from wmtp.units import format_tokens
 

@@ -65,6 +65,14 @@ class SpeedOfLight:
         return Priced(work, t_s * 1e3 * work.count, Source("speed-of-light", Origin.SPEED_OF_LIGHT))
 
 
+def cost_label(cost, hw: HardwareSpec) -> str:
+    """A cost model's name as a header prints it: where a profile measured on another GPU prices this one, it says
+    so (the per-component tags did; the header did not)."""
+    measured_on = getattr(cost, "hw_key", None)
+    return cost.name + (f", scaled to {hw.key} by bandwidth and flop ratios"
+                        if measured_on and measured_on != hw.key else "")
+
+
 def price_allreduce(work: Work, hw: HardwareSpec) -> Priced:
     """Ring all-reduce from the hardware row: alpha + 2 (tp - 1) / tp * bytes / link bandwidth."""
     tp = int(work.shape.get("tp", 1))

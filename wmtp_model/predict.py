@@ -12,7 +12,7 @@ from wmtp.engine import memory_config
 from wmtp.engine import resolve as resolve_engine
 from wmtp.errors import WmtpError
 from wmtp.hardware import HardwareSpec
-from wmtp.latency import CostModel, SpeedOfLight, StepCost, combine_sources
+from wmtp.latency import CostModel, SpeedOfLight, StepCost, combine_sources, cost_label
 from wmtp.memory import MemoryReport, memory_report, weights_overflow_warning
 from wmtp.profile import framework_warnings
 from wmtp.provenance import Origin
@@ -245,10 +245,3 @@ def depths_that_fit(gpu_spec: ModelSpec, hw: HardwareSpec, ctx: int, window: int
             window_ring_slots(window, sink, d, ctx)).fits}
     return out
 
-
-def cost_label(cost, hw) -> str:
-    """The cost model's name, and where a profile measured on another GPU prices this one, that it is scaled (the
-    per-component tags said so; the header did not)."""
-    measured_on = getattr(cost, "hw_key", None)
-    return cost.name + (f", scaled to {hw.key} by bandwidth and flop ratios"
-                        if measured_on and measured_on != hw.key else "")
