@@ -81,11 +81,11 @@ def fastest_stream(profile: dict, l2_bytes: float) -> tuple[float, str]:
 def ceilings(own_cost, engine_cost, hw: HardwareSpec) -> Ceilings:
     """The measured ceilings of both profiles' runs (the own profile's copy and GEMM rows, the fastest HBM stream
     of either run), scaled to `hw` by the bandwidth and flop ratios where they were measured on another GPU."""
-    c = own_cost.profile.get("ceilings", {})
-    copy, gemm = float(c.get("copy_tbps") or 0) * 1e12, float(c.get("gemm_bf16_tflops") or 0) * 1e12
+    ref = get_hardware(own_cost.hw_key)
+    copy = float(own_cost.profile.get("ceilings", {}).get("copy_tbps") or 0) * 1e12
+    gemm = own_cost.gemm_flops_per_s(ref)
     if copy <= 0 or gemm <= 0:
         raise WmtpError("the own-kernel profile has no measured ceilings (copy_tbps, gemm_bf16_tflops)")
-    ref = get_hardware(own_cost.hw_key)
     streams = [fastest_stream(cm.profile, ref.l2_bytes) for cm in (own_cost, engine_cost)]
     stream, what = max(streams)
     rate = max(copy, stream)
@@ -94,7 +94,7 @@ def ceilings(own_cost, engine_cost, hw: HardwareSpec) -> Ceilings:
             "TFLOP/s (the bf16 GEMM, other compute dtypes by the datasheet ratio), L2-resident draft reads at "
             f"{hw.l2_bw_tbps:g} TB/s (the hardware row's L2 estimate)")
     if ref.key != hw.key:
-        rate, gemm = rate * hw.hbm_bw_tbps / ref.hbm_bw_tbps, gemm * hw.bf16_tflops / ref.bf16_tflops
+        rate, gemm = rate * hw.hbm_bw_tbps / ref.hbm_bw_tbps, own_cost.gemm_flops_per_s(hw)
         text = f"scaled from {ref.key} by bandwidth and flop ratios: " + text
     return Ceilings(rate, hw.l2_bw_tbps * 1e12, gemm, hw, text)
 

@@ -276,18 +276,20 @@ class ProfileCostModel:
             t = floor
         return Priced(work, t * work.count, tag)
 
-    def _flops_floor_ms(self, work: Work, hw: HardwareSpec, dtype: str) -> float:
-        """One instance's flops at the profile's measured bf16 GEMM peak (`ceilings`), at the compute dtype's
-        datasheet ratio to bf16 and scaled to `hw` by its bf16 rate; 0 where the profile has no measured peak."""
+    def gemm_flops_per_s(self, hw: HardwareSpec, dtype: str = "bf16") -> float:
+        """The profile's measured bf16 GEMM peak (`ceilings`) in flop/s, scaled to `hw` by the datasheets' bf16
+        ratio where it was measured on another GPU, at `dtype`'s datasheet ratio to bf16 on `hw`; 0 without one."""
         from wmtp.hardware import get_hardware
 
-        peak = float(self.profile.get("ceilings", {}).get("gemm_bf16_tflops") or 0.0)
-        if peak <= 0 or work.flops <= 0:
-            return 0.0
+        peak = float(self.profile.get("ceilings", {}).get("gemm_bf16_tflops") or 0.0) * 1e12
         if hw.key != self.hw_key:
             peak *= hw.bf16_tflops / (self._hw_ref or get_hardware(self.hw_key)).bf16_tflops
-        return work.flops / (peak * 1e12 * hw.tflops_for(dtype) / hw.bf16_tflops) * 1e3
+        return peak * hw.tflops_for(dtype) / hw.bf16_tflops
 
+    def _flops_floor_ms(self, work: Work, hw: HardwareSpec, dtype: str) -> float:
+        """One instance's flops at `gemm_flops_per_s` (0 where the profile has no measured peak)."""
+        rate = self.gemm_flops_per_s(hw, dtype)
+        return work.flops / rate * 1e3 if rate > 0 and work.flops > 0 else 0.0
 
 def cost_model_for(hw: HardwareSpec, profile_path: str | Path | None, speed_of_light: bool = False,
                    frameworks=None):
