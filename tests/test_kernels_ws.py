@@ -206,6 +206,9 @@ def test_an_unknown_loop_order_is_refused_before_any_launch():
     ind = torch.zeros(4, dtype=torch.int32)
     with pytest.raises(ValueError, match="loop must be one of serial, paired, pingpong"):
         ws.ws_attention(q, k, k, torch.tensor([0, 4], dtype=torch.int32), ind, None, 1, 4, loop="fa3")
+    with pytest.raises(ValueError, match="fp8 K/V runs the serial loop only"):  # the other orders: bf16 measured only
+        k8 = k.to(torch.float8_e4m3fn)
+        ws.ws_attention(q, k8, k8, torch.tensor([0, 4], dtype=torch.int32), ind, None, 1, 4, loop="paired")
 
 
 @pytest.mark.parametrize("rows, head_dim, consumers, max_rows", [(112, 128, 2, 128), (144, 128, 3, 192),
