@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -384,7 +385,7 @@ def tally_line(line: str, n: int, stats: ParseStats) -> tuple | list:
         raise
 
 
-_INT_DIGITS = 4300  # Python's sys.get_int_max_str_digits() default
+_INT_DIGITS = sys.get_int_max_str_digits() or 4300  # the digits int() reads (0: no limit set; 4300 is the default)
 _HUGE_INT = re.compile(r"\d{%d}" % (_INT_DIGITS + 1))
 
 
