@@ -65,6 +65,8 @@ CANDIDATES = {
 KERNEL_NOTES = {
     "wmtp_fp8_block": "wmtp Triton W8A8, 128x128 fp32 weight-block scales, activations quantized per 1x128 in the call",
     "wmtp_fp8_block_gemm": "wmtp Triton W8A8, 128x128 weight blocks, activations pre-quantized (not timed)",
+    "wmtp_fp8_block_auto": "wmtp Triton W8A8, 128x128 weight blocks, path=auto: GEMV at 1 row, swap-AB at 2..16, "
+                           "tensor-core tiles above (activations quantized in the call)",
     "torch_scaled_mm_tensor": "torch._scaled_mm, per-tensor scales (activations pre-quantized, not timed)",
     "torch_scaled_mm_rowwise": "torch._scaled_mm, row-wise scales (activations pre-quantized, not timed)",
     "wmtp_fp8_moe": "wmtp Triton grouped W8A8 MoE (routing sort and activation quantization in the call)",
@@ -80,8 +82,9 @@ TIE_REL = 0.01
 # last. `split_m` never merges a regime across them, so each kernel's rows get a fit of their own. path='auto' of
 # int4 (`quant_gemm.int4_gemm`): one row takes a GEMV kernel, 2..8 rows the tensor-core kernel (`quant_mma_i4.AUTO_MAX_ROWS`,
 # given repacked weights) or swap-AB, more rows swap-AB (`INT4_SWAP_AUTO_M`) (tests/test_quant_fit_regimes.py checks
-# these against the constants).
-KERNEL_SWITCH_M = {"wmtp_int4_group_auto": (1, 8)}
+# these against the constants). fp8 path='auto' (`quant_gemm.fp8_gemm`): the GEMV for `GEMV_MAX_M` rows, swap-AB over
+# `SWAP_AUTO_M`, the tensor-core tiles above.
+KERNEL_SWITCH_M = {"wmtp_int4_group_auto": (1, 8), "wmtp_fp8_block_auto": (1, 16)}
 FORMAT_NOTES = {"fp8": "fp8 e4m3 weights (W8A8)", "int4": "4-bit weight-only (W4A16, group 128)",
                 "bf16": "bf16 weights: the reference a quantized item's bytes are priced at where its kernel is slower"}
 # Column names of the benchmark CSV (v1) and of later runs: the first one present is used.

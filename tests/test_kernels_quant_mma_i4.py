@@ -90,6 +90,35 @@ def test_mma_fewer_warps_more_programs(m, n, k, num_warps, ctas, sub_mma):
     assert rel(_run(x, packed, s, num_warps=num_warps, ctas=ctas, sub_mma=sub_mma), ref) < TOL
 
 
+@pytest.mark.parametrize("num_warps, sub_mma, split_k", [(1, False, None), (4, True, 3), (2, False, 1)])
+@pytest.mark.parametrize("m, n, k", [(1, 40, 264), (5, 33, 1160), (13, 70, 392), (2, 16, 128)])
+def test_mma_prefetch_same_sums(m, n, k, num_warps, sub_mma, split_k):
+    """The register prefetch (next group's words and scales loaded a group ahead, the last group's twice) changes when
+    loads are issued, not what is summed: its output equals the kernel's without it bit for bit, and both match the
+    fp64 reference; one group (K 128) and splits of one group hit the prefetch's clamp at the split's end."""
+    x, packed, s, ref = _case(m, n, k, 5300 * m + n + k + num_warps)
+    groups = -(-k // 128)
+    split_k = None if split_k is None else min(split_k, groups)
+    kw = dict(num_warps=num_warps, sub_mma=sub_mma, split_k=split_k, ctas=16)
+    plain, ahead = _run(x, packed, s, **kw), _run(x, packed, s, prefetch=True, **kw)
+    assert torch.equal(plain, ahead)
+    assert rel(ahead, ref) < TOL
+
+
+@pytest.mark.parametrize("n, k, warps, ctas", [(20480, 3072, 4, 9), (18560, 4096, 4, 10), (4096, 8192, 1, 16),
+                                                (2048, 3072, 4, 9), (248320, 3072, 1, 16)])
+def test_plan_fit_is_one_wave(n, k, warps, ctas):
+    """fit=True: the grid never exceeds ctas programs an SM (one wave where they are resident) unless the programs
+    of one split alone do, the splits still cover every K group once, and it never splits more than the default."""
+    sm, groups = 132, -(-k // 128)
+    progs, split, per = mma_plan(1, n, k, sm, warps, None, ctas, fit=True)
+    d_progs, d_split, _ = mma_plan(1, n, k, sm, warps, None, ctas)
+    assert progs == -(-(-(-n // 16)) // warps) == d_progs
+    assert (split - 1) * per < groups <= split * per
+    assert progs * split <= max(ctas * sm, progs)
+    assert split <= d_split
+
+
 def test_one_hot_picks_every_nibble_position():
     """x = unit rows at 8 columns covering every (q, c, e) class of a chunk and both chunks of a group and two
     groups: output row i is exactly column col_i of the dequantized weight (bf16-exact scales), rows g and g + 8."""
@@ -110,6 +139,9 @@ def test_plan_and_errors():
     assert mma_plan(1, 12288, 3072, 132) == (192, 3, 8)
     assert mma_plan(1, 248320, 3072, 132) == (3880, 1, 24)  # enough programs: no split
     assert mma_plan(8, 2048, 512, 132) == (32, 1, 4)  # partial cap: K // (64 M) = 1
+    # q122 lin_in: 1280 programs of 4 warps; 9 an SM x 132 = 1188 resident -> fit: floor(1188 / 320) = 3 splits of 8
+    assert mma_plan(1, 20480, 3072, 132, 4, None, 9) == (320, 4, 6)
+    assert mma_plan(1, 20480, 3072, 132, 4, None, 9, fit=True) == (320, 3, 8)
     with pytest.raises(ValueError, match="split_k must be in"):
         mma_plan(1, 64, 256, 132, split_k=3)
     with pytest.raises(ValueError, match="K % 8"):

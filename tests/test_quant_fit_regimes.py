@@ -119,13 +119,16 @@ def test_a_kernel_switch_splits_one_winners_m(monkeypatch):
 
 def test_shipped_switch_points_are_the_dispatchers():
     """`KERNEL_SWITCH_M` of int4 path='auto' against `quant_gemm.int4_gemm`'s constants: a GEMV for one row, swap-AB
-    from INT4_SWAP_AUTO_M's first row, the tensor-core kernel up to its AUTO_MAX_ROWS."""
+    from INT4_SWAP_AUTO_M's first row, the tensor-core kernel up to its AUTO_MAX_ROWS; fp8's against `fp8_gemm`'s."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     from wmtp.measure.kernels import quant_gemm as qg
     from wmtp.measure.kernels import quant_mma_i4 as qm
 
     assert SHIPPED_SWITCH["wmtp_int4_group_auto"] == (qg.INT4_SWAP_AUTO_M[0] - 1, qm.AUTO_MAX_ROWS)
+    # fp8 path='auto': the GEMV up to GEMV_MAX_M rows, swap-AB right after it up to SWAP_AUTO_M's last row
+    assert qg.SWAP_AUTO_M[0] == qg.GEMV_MAX_M["fp8_block"] + 1
+    assert SHIPPED_SWITCH["wmtp_fp8_block_auto"] == (qg.GEMV_MAX_M["fp8_block"], qg.SWAP_AUTO_M[1])
 
 
 # ------------------------------------------------------------------------------------ fits per regime, merged

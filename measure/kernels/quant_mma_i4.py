@@ -34,27 +34,10 @@ import triton
 import triton.language as tl
 
 from wmtp.measure.kernels.quant_formats import GROUP
-from wmtp.measure.kernels.quant_gemv_int4 import DEQ_ASM, int4_code
 from wmtp.measure.kernels.quant_kernels import finish_at
+from wmtp.measure.kernels.quant_mma_frag import mma, quarters
 from wmtp.measure.kernels.quant_moe import MOE_PAIR_AUTO, MOE_PAIR_AUTO_MIN_EXPERTS
 
-_MMA_ASM = tl.constexpr("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                        "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
-# SUB_MMA: dequantize to the bf16 pairs 128 + code (lop3 only) and subtract 136 x by a second MMA with A = -136
-# (both products exact, the sums in fp32), instead of code - 8 by a packed FMA per pair
-_DEQ_MMA2_ASM = tl.constexpr("""{
-.reg .b32 a0, a1, a2, a3, t1, t2, t3, k;
-shr.b32 t1, $4, 4;
-shr.b32 t2, $4, 8;
-shr.b32 t3, $4, 12;
-lop3.b32 a0, $4, 0x000F000F, 0x43004300, 0xEA;
-lop3.b32 a1, t1, 0x000F000F, 0x43004300, 0xEA;
-lop3.b32 a2, t2, 0x000F000F, 0x43004300, 0xEA;
-lop3.b32 a3, t3, 0x000F000F, 0x43004300, 0xEA;
-mov.b32 k, 0xC308C308;
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {a0, a1, a2, a3}, {$5, $6}, {$7, $8, $9, $10};
-mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, {k, k, k, k}, {$5, $6}, {$0, $1, $2, $3};
-}""")
 MAX_ROWS = 16  # tokens: two MMA N tiles of 8 (`TOK2` above 8)
 # `quant_gemm.int4_gemm`, path='auto' with repacked weights, from measure/results/h200-quant-v11 (run2): this kernel
 # (the -136 MMA, split-K for AUTO_CTAS programs per SM) for bf16 rows M <= AUTO_MAX_ROWS, >= AUTO_BYTES of codes
@@ -91,68 +74,6 @@ def pack_int4_mma(packed: torch.Tensor) -> torch.Tensor:
 
 
 @triton.jit
-def _quarters(v):
-    """[R, 4] -> its 4 columns, each [R]."""
-    v = tl.reshape(v, [v.shape[0], 2, 2])
-    a, b = tl.split(v)  # columns 0, 2 / 1, 3
-    c0, c2 = tl.split(a)
-    c1, c3 = tl.split(b)
-    return c0, c1, c2, c3
-
-
-@triton.jit
-def _bf_lo(v):
-    return (v << 16).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _bf_hi(v):
-    return (v & -65536).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _emu_rows(a0, a1, a2, a3, b0, b1, b2, b3, c_lo, c_hi, NW: tl.constexpr):
-    """Interpreter: one fragment row's part of an MMA: for each lane (g, q) and token t, the sum over the 4 lanes
-    (g, q') of a0 b0 + a1 b1 + a2 b2 + a3 b3 with b* of lane (t, q'); returns c_lo / c_hi plus the sums for tokens
-    2 q / 2 q + 1. a*: the lane's 4 fp32 k values of the row, b*: its 4 activations (as the token-g lane)."""
-    a = tl.reshape(tl.join(tl.join(a0, a1), tl.join(a2, a3)), [NW, 8, 1, 4, 4])
-    b = tl.reshape(tl.join(tl.join(b0, b1), tl.join(b2, b3)), [NW, 1, 8, 4, 4])
-    p = tl.sum(tl.sum(a * b, 4), 3)  # [NW, 8 (g), 8 (token)]
-    q2 = tl.reshape(tl.arange(0, 4) * 2, [1, 1, 4, 1])
-    tok = tl.reshape(tl.arange(0, 8), [1, 1, 1, 8])
-    p = tl.reshape(p, [NW, 8, 1, 8])
-    d0 = tl.sum(tl.where(tok == q2, p, 0.0), 3)  # [NW, 8, 4]
-    d1 = tl.sum(tl.where(tok == q2 + 1, p, 0.0), 3)
-    return c_lo + tl.reshape(d0, [NW * 32]), c_hi + tl.reshape(d1, [NW * 32])
-
-
-@triton.jit
-def _mma(wd, xa, xb, c0, c1, c2, c3, NW: tl.constexpr, EMU: tl.constexpr, SUB_MMA: tl.constexpr):
-    """D = A (the dequantized word wd of each lane) . B (xa, xb: the lane's two bf16-pair registers) + C."""
-    if EMU:
-        b0, b1, b2, b3 = _bf_lo(xa), _bf_hi(xa), _bf_lo(xb), _bf_hi(xb)
-        o = 136.0 if SUB_MMA else 0.0  # 128 + code, then the -136 MMA
-        n0, n1, n2, n3 = int4_code(wd, 0) + o, int4_code(wd, 1) + o, int4_code(wd, 2) + o, int4_code(wd, 3) + o
-        n4, n5, n6, n7 = int4_code(wd, 4) + o, int4_code(wd, 5) + o, int4_code(wd, 6) + o, int4_code(wd, 7) + o
-        c0, c1 = _emu_rows(n0, n4, n2, n6, b0, b1, b2, b3, c0, c1, NW)  # row g: a0 a1 / a4 a5
-        c2, c3 = _emu_rows(n1, n5, n3, n7, b0, b1, b2, b3, c2, c3, NW)  # row g + 8: a2 a3 / a6 a7
-        if SUB_MMA:
-            k = tl.full(wd.shape, -136.0, tl.float32)
-            c0, c1 = _emu_rows(k, k, k, k, b0, b1, b2, b3, c0, c1, NW)
-            c2, c3 = _emu_rows(k, k, k, k, b0, b1, b2, b3, c2, c3, NW)
-        return c0, c1, c2, c3
-    if SUB_MMA:
-        return tl.inline_asm_elementwise(_DEQ_MMA2_ASM, "=f,=f,=f,=f,r,r,r,f,f,f,f", [wd, xa, xb, c0, c1, c2, c3],
-                                         dtype=(tl.float32, tl.float32, tl.float32, tl.float32), is_pure=True,
-                                         pack=1)
-    d0, d1, d2, d3 = tl.inline_asm_elementwise(DEQ_ASM, "=r,=r,=r,=r,r", [wd],
-                                               dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
-    return tl.inline_asm_elementwise(_MMA_ASM, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
-                                     [d0, d1, d2, d3, xa, xb, c0, c1, c2, c3],
-                                     dtype=(tl.float32, tl.float32, tl.float32, tl.float32), is_pure=True, pack=1)
-
-
-@triton.jit
 def _lanes(tp, N, NW: tl.constexpr):
     """Per lane of program tile group tp: (lane, g, q, its row tile clamped to the last, row0, row-g ok, row-g+8 ok)."""
     i = tl.arange(0, NW * 32)
@@ -167,7 +88,7 @@ def _lanes(tp, N, NW: tl.constexpr):
 
 @triton.jit
 def _tiles(W, W_s, lane, q, tile, row0, x_base, x_base2, N, K2, n_groups, g_lo, g_hi, stride_wsn, NW: tl.constexpr,
-           EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr, TOK2: tl.constexpr):
+           EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr, TOK2: tl.constexpr, PF: tl.constexpr):
     """The fp32 accumulators of each lane (D fragment rows g / g + 8, tokens 2 q / 2 q + 1; with TOK2 also tokens
     8 + 2 q / 9 + 2 q) over 128-groups [g_lo, g_hi) of the lane's row tile (W, W_s: this matrix's words and group
     scales; x_base / x_base2: the lane's token rows, pairs 8 q ..). Loads unmasked: a tile past the last reads the
@@ -184,29 +105,48 @@ def _tiles(W, W_s, lane, q, tile, row0, x_base, x_base2, N, K2, n_groups, g_lo, 
     acc5 = tl.zeros(q.shape, tl.float32)
     acc6 = tl.zeros(q.shape, tl.float32)
     acc7 = tl.zeros(q.shape, tl.float32)
+    if PF:  # group g_lo's words and scales, ahead of the loop (a program's split is never empty)
+        wa = tl.load(w_base[:, None] + 2 * g_lo * 128 + j4)
+        wb = tl.load(w_base[:, None] + (2 * g_lo + 1) * 128 + j4)
+        sl = tl.load(s_lo + g_lo)
+        sh = tl.load(s_hi + g_lo)
     for grp in range(g_lo, g_hi):
-        c0, c1, c2, c3, c4, c5, c6, c7 = _group_chunk(w_base, x_base, x_base2, 2 * grp, q, K2, j4, NW, EMU, SUB_MMA,
+        if PF:  # the next group's loads issued before this group's MMAs wait on theirs (the last group: itself again)
+            nxt = tl.minimum(grp + 1, g_hi - 1)
+            na = tl.load(w_base[:, None] + 2 * nxt * 128 + j4)
+            nb = tl.load(w_base[:, None] + (2 * nxt + 1) * 128 + j4)
+            nsl = tl.load(s_lo + nxt)
+            nsh = tl.load(s_hi + nxt)
+        else:
+            wa = tl.load(w_base[:, None] + 2 * grp * 128 + j4)
+            wb = tl.load(w_base[:, None] + (2 * grp + 1) * 128 + j4)
+            sl = tl.load(s_lo + grp)
+            sh = tl.load(s_hi + grp)
+        c0, c1, c2, c3, c4, c5, c6, c7 = _group_chunk(wa, x_base, x_base2, 2 * grp, q, K2, j4, NW, EMU, SUB_MMA,
                                                       EVEN_K, TOK2)
-        e0, e1, e2, e3, e4, e5, e6, e7 = _group_chunk(w_base, x_base, x_base2, 2 * grp + 1, q, K2, j4, NW, EMU,
+        e0, e1, e2, e3, e4, e5, e6, e7 = _group_chunk(wb, x_base, x_base2, 2 * grp + 1, q, K2, j4, NW, EMU,
                                                       SUB_MMA, EVEN_K, TOK2)
-        sl = tl.load(s_lo + grp).to(tl.float32)
-        sh = tl.load(s_hi + grp).to(tl.float32)
-        acc0 += (c0 + e0) * sl
-        acc1 += (c1 + e1) * sl
-        acc2 += (c2 + e2) * sh
-        acc3 += (c3 + e3) * sh
+        fl = sl.to(tl.float32)
+        fh = sh.to(tl.float32)
+        acc0 += (c0 + e0) * fl
+        acc1 += (c1 + e1) * fl
+        acc2 += (c2 + e2) * fh
+        acc3 += (c3 + e3) * fh
         if TOK2:
-            acc4 += (c4 + e4) * sl
-            acc5 += (c5 + e5) * sl
-            acc6 += (c6 + e6) * sh
-            acc7 += (c7 + e7) * sh
+            acc4 += (c4 + e4) * fl
+            acc5 += (c5 + e5) * fl
+            acc6 += (c6 + e6) * fh
+            acc7 += (c7 + e7) * fh
+        if PF:
+            wa, wb, sl, sh = na, nb, nsl, nsh
     return acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7
 
 
 @triton.jit(do_not_specialize=["M"])
 def int4_mma_kernel(A32, W, W_s, Out, Part, Count, M, N, K2, n_groups, g_per_split, n_split,
                     stride_am, stride_wsn, stride_ps, stride_om, NW: tl.constexpr, SPLIT: tl.constexpr,
-                    EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr, TOK2: tl.constexpr):
+                    EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr, TOK2: tl.constexpr,
+                    PF: tl.constexpr):
     """Out [M, N] = A [M, K] @ dequant(W, W_s)^T for M <= 8 (TOK2: M <= 16, a second MMA N tile on the same
     dequantized words; A32: A's bf16 pairs as int32, K2 = K / 2 of them per row); program (pid, pid_k): row tiles
     NW pid .. + NW - 1, 128-groups [pid_k g_per_split, ..)."""
@@ -217,7 +157,7 @@ def int4_mma_kernel(A32, W, W_s, Out, Part, Count, M, N, K2, n_groups, g_per_spl
     x_base2 = A32 + tl.minimum(g + 8, M - 1).to(tl.int64) * stride_am + q * 8
     g_lo = pid_k * g_per_split
     acc = _tiles(W, W_s, lane, q, tile, row0, x_base, x_base2, N, K2, n_groups, g_lo,
-                 tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU, SUB_MMA, EVEN_K, TOK2)
+                 tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU, SUB_MMA, EVEN_K, TOK2, PF)
     _finish(Out, Part, Count, acc, row0, 2 * q, r_lo_ok, r_hi_ok, M, pid, pid_k, n_split, stride_ps, stride_om, SPLIT,
             TOK2)
 
@@ -226,7 +166,7 @@ def int4_mma_kernel(A32, W, W_s, Out, Part, Count, M, N, K2, n_groups, g_per_spl
 def int4_mma_moe_kernel(A32, W, W_s, Out, Part, Count, route_w, ids, P, N, K2, n_groups, g_per_split, n_split, top_k,
                         stride_am, stride_we, stride_wse, stride_wsn, stride_ps, stride_om, NW: tl.constexpr,
                         SPLIT: tl.constexpr, EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr,
-                        A_IS_PAIRS: tl.constexpr, SCALE: tl.constexpr):
+                        A_IS_PAIRS: tl.constexpr, SCALE: tl.constexpr, PF: tl.constexpr):
     """Grouped, one program per (token-expert pair p, tile group, K split) as `quant_moe`'s 'pair' mode: Out row p =
     A[p // top_k] (A[p] if A_IS_PAIRS) @ dequant(W[ids[p]])^T (times route_w[p] if SCALE); W: [E, tiles, chunks, 32,
     4] words. Every lane's B fragment is row p's (only token 0 is stored)."""
@@ -240,7 +180,7 @@ def int4_mma_moe_kernel(A32, W, W_s, Out, Part, Count, route_w, ids, P, N, K2, n
     x_base = A32 + a_row.to(tl.int64) * stride_am + q * 8
     g_lo = pid_k * g_per_split
     acc = _tiles(W + e * stride_we, W_s + e * stride_wse, lane, q, tile, row0, x_base, x_base, N, K2, n_groups, g_lo,
-                 tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU, SUB_MMA, EVEN_K, False)
+                 tl.minimum(g_lo + g_per_split, n_groups), stride_wsn, NW, EMU, SUB_MMA, EVEN_K, False, PF)
     if SCALE:
         rw = tl.load(route_w + pair).to(tl.float32)
         acc = acc[0] * rw, acc[1] * rw, acc[2] * rw, acc[3] * rw, acc[4], acc[5], acc[6], acc[7]
@@ -259,16 +199,17 @@ def _x_pairs(x_base, kc, q, K2, j4, EVEN_K: tl.constexpr):
         p0 = kc * 32 + q * 8
         xa = tl.load(x_base[:, None] + kc * 32 + j4, mask=(p0 < K2)[:, None], other=0)
         xb = tl.load(x_base[:, None] + kc * 32 + 4 + j4, mask=(p0 + 4 < K2)[:, None], other=0)
-    x0, x1, x2, x3 = _quarters(xa)  # pairs 2c, 2c + 1 of sub-tile c: (x0, x1) c = 0, (x2, x3) c = 1
-    x4, x5, x6, x7 = _quarters(xb)
+    x0, x1, x2, x3 = quarters(xa)  # pairs 2c, 2c + 1 of sub-tile c: (x0, x1) c = 0, (x2, x3) c = 1
+    x4, x5, x6, x7 = quarters(xb)
     return x0, x1, x2, x3, x4, x5, x6, x7
 
 
 @triton.jit
-def _group_chunk(w_base, x_base, x_base2, kc, q, K2, j4, NW: tl.constexpr, EMU: tl.constexpr, SUB_MMA: tl.constexpr,
+def _group_chunk(wd, x_base, x_base2, kc, q, K2, j4, NW: tl.constexpr, EMU: tl.constexpr, SUB_MMA: tl.constexpr,
                  EVEN_K: tl.constexpr, TOK2: tl.constexpr):
-    """One chunk of 64 k (a group's half) into fresh fp32 D fragments (tokens 0..7; with TOK2 also 8..15 from
-    x_base2, on the same dequantized words): a group's two chunks' MMA chains are independent."""
+    """Chunk kc of 64 k (a group's half; wd [R, 4]: the lane's words of its 4 sub-tiles) into fresh fp32 D fragments
+    (tokens 0..7; with TOK2 also 8..15 from x_base2, on the same dequantized words): a group's two chunks' MMA chains
+    are independent."""
     c0 = tl.zeros(q.shape, tl.float32)
     c1 = tl.zeros(q.shape, tl.float32)
     c2 = tl.zeros(q.shape, tl.float32)
@@ -277,19 +218,18 @@ def _group_chunk(w_base, x_base, x_base2, kc, q, K2, j4, NW: tl.constexpr, EMU: 
     c5 = tl.zeros(q.shape, tl.float32)
     c6 = tl.zeros(q.shape, tl.float32)
     c7 = tl.zeros(q.shape, tl.float32)
-    wd = tl.load(w_base[:, None] + kc * 128 + j4)  # [R, 4]: sub-tiles 0..3
-    w0, w1, w2, w3 = _quarters(wd)
+    w0, w1, w2, w3 = quarters(wd)
     x0, x1, x2, x3, x4, x5, x6, x7 = _x_pairs(x_base, kc, q, K2, j4, EVEN_K)
-    c0, c1, c2, c3 = _mma(w0, x0, x1, c0, c1, c2, c3, NW, EMU, SUB_MMA)
-    c0, c1, c2, c3 = _mma(w1, x2, x3, c0, c1, c2, c3, NW, EMU, SUB_MMA)
-    c0, c1, c2, c3 = _mma(w2, x4, x5, c0, c1, c2, c3, NW, EMU, SUB_MMA)
-    c0, c1, c2, c3 = _mma(w3, x6, x7, c0, c1, c2, c3, NW, EMU, SUB_MMA)
+    c0, c1, c2, c3 = mma(w0, x0, x1, c0, c1, c2, c3, NW, EMU, SUB_MMA)
+    c0, c1, c2, c3 = mma(w1, x2, x3, c0, c1, c2, c3, NW, EMU, SUB_MMA)
+    c0, c1, c2, c3 = mma(w2, x4, x5, c0, c1, c2, c3, NW, EMU, SUB_MMA)
+    c0, c1, c2, c3 = mma(w3, x6, x7, c0, c1, c2, c3, NW, EMU, SUB_MMA)
     if TOK2:
         y0, y1, y2, y3, y4, y5, y6, y7 = _x_pairs(x_base2, kc, q, K2, j4, EVEN_K)
-        c4, c5, c6, c7 = _mma(w0, y0, y1, c4, c5, c6, c7, NW, EMU, SUB_MMA)
-        c4, c5, c6, c7 = _mma(w1, y2, y3, c4, c5, c6, c7, NW, EMU, SUB_MMA)
-        c4, c5, c6, c7 = _mma(w2, y4, y5, c4, c5, c6, c7, NW, EMU, SUB_MMA)
-        c4, c5, c6, c7 = _mma(w3, y6, y7, c4, c5, c6, c7, NW, EMU, SUB_MMA)
+        c4, c5, c6, c7 = mma(w0, y0, y1, c4, c5, c6, c7, NW, EMU, SUB_MMA)
+        c4, c5, c6, c7 = mma(w1, y2, y3, c4, c5, c6, c7, NW, EMU, SUB_MMA)
+        c4, c5, c6, c7 = mma(w2, y4, y5, c4, c5, c6, c7, NW, EMU, SUB_MMA)
+        c4, c5, c6, c7 = mma(w3, y6, y7, c4, c5, c6, c7, NW, EMU, SUB_MMA)
     return c0, c1, c2, c3, c4, c5, c6, c7
 
 
@@ -323,14 +263,15 @@ def _finish(Out, Part, Count, acc, row0, tok0, r_lo_ok, r_hi_ok, M, tile, pid_k,
         finish_at(a, Out, Part, Count, off, ok, tile, pid_k, n_split, stride_ps, SPLIT)
 
 
-def mma_plan(m, n, k, sm, num_warps=4, split_k=None, ctas=4):
+def mma_plan(m, n, k, sm, num_warps=4, split_k=None, ctas=4, fit=False):
     """(programs, split, groups per split): num_warps row tiles of 16 per program; split-K (automatic) until about
-    `ctas` programs per SM while the fp32 partials (4 B per output and split) stay under an eighth of the weight
-    bytes (K / 2 per row)."""
+    `ctas` programs per SM (`fit`: at most, so that a grid of `ctas` resident programs an SM runs in one wave) while
+    the fp32 partials (4 B per output and split) stay under an eighth of the weight bytes (K / 2 per row)."""
     groups = triton.cdiv(k, GROUP)
     progs = triton.cdiv(triton.cdiv(n, 16), num_warps)
     if split_k is None:
-        split_k = max(1, min(triton.cdiv(ctas * sm, progs), groups, k // (64 * m)))
+        want = ctas * sm // progs if fit else triton.cdiv(ctas * sm, progs)
+        split_k = max(1, min(want, groups, k // (64 * m)))
     elif not 1 <= split_k <= groups:
         raise ValueError(f"split_k must be in [1, {groups}] (K blocks of {GROUP}), got {split_k}")
     per = triton.cdiv(groups, split_k)
@@ -338,9 +279,11 @@ def mma_plan(m, n, k, sm, num_warps=4, split_k=None, ctas=4):
 
 
 def int4_mma_gemm(x, w_mma, w_scale, n, out=None, split_k=None, num_warps=4, ctas=4, sm=None, counters=None,
-                  emulate=None, sub_mma=True):
+                  emulate=None, sub_mma=True, prefetch=False, fit=False):
     """y [M, N] = x [M, K] (bf16, M <= 16, K % 8 == 0) @ dequant(w)^T with w in `pack_int4_mma`'s layout (w_mma) and its
-    group scales w_scale [N, ceil(K / 128)]; out bf16. `counters(n)`: zeroed int32 split-K semaphores (default: new)."""
+    group scales w_scale [N, ceil(K / 128)]; out bf16. `counters(n)`: zeroed int32 split-K semaphores (default: new).
+    `prefetch`: each warp loads the next group's words and scales before this group's MMAs (two groups in flight);
+    `fit`: `mma_plan`'s one-wave split."""
     m, k = x.shape
     if x.dtype != torch.bfloat16 or not 1 <= m <= MAX_ROWS or k % 8 or x.stride(1) != 1 or x.stride(0) % 8:
         raise ValueError(f"int4_mma_gemm takes bf16 x [1..{MAX_ROWS}, K % 8 == 0] with contiguous, 16-byte aligned "
@@ -353,7 +296,7 @@ def int4_mma_gemm(x, w_mma, w_scale, n, out=None, split_k=None, num_warps=4, cta
         raise ValueError("w_scale must be contiguous along K's groups")
     if sm is None:
         sm = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
-    progs, split, per = mma_plan(m, n, k, sm, num_warps, split_k, ctas)
+    progs, split, per = mma_plan(m, n, k, sm, num_warps, split_k, ctas, fit)
     out = torch.empty((m, n), dtype=torch.bfloat16, device=x.device) if out is None else out
     part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else out
     count = (counters(progs) if counters else torch.zeros(progs, dtype=torch.int32, device=x.device)) if split > 1 \
@@ -362,7 +305,7 @@ def int4_mma_gemm(x, w_mma, w_scale, n, out=None, split_k=None, num_warps=4, cta
     int4_mma_kernel[(progs, split)](
         x.view(torch.int32), w_mma, w_scale, out, part, count, m, n, k // 2, kc // 2, per, split,
         x.stride(0) // 2, w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
-        NW=num_warps, SPLIT=split > 1, EMU=emu, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0, TOK2=m > 8,
+        NW=num_warps, SPLIT=split > 1, EMU=emu, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0, TOK2=m > 8, PF=prefetch,
         num_warps=num_warps)
     return out
 
@@ -381,13 +324,14 @@ def mma_call(x, w_mma, w_scale, n, out, split_k, sm, counters):
                          ctas=AUTO_W1_CTAS if one else AUTO_CTAS, sm=sm, counters=counters, sub_mma=not one)
 
 
-def moe_plan(pairs, n, k, sm, num_warps=4, split_k=None, ctas=AUTO_CTAS):
+def moe_plan(pairs, n, k, sm, num_warps=4, split_k=None, ctas=AUTO_CTAS, fit=False):
     """(programs per pair, split, groups per split) of `int4_mma_moe_kernel`, as `mma_plan` over the pairs' programs
     (partials under an eighth of the routed weight bytes: split <= K / 64)."""
     groups = triton.cdiv(k, GROUP)
     progs = triton.cdiv(triton.cdiv(n, 16), num_warps)
     if split_k is None:
-        split_k = max(1, min(triton.cdiv(ctas * sm, max(1, pairs) * progs), groups, k // 64))
+        live = max(1, pairs) * progs
+        split_k = max(1, min(ctas * sm // live if fit else triton.cdiv(ctas * sm, live), groups, k // 64))
     elif not 1 <= split_k <= groups:
         raise ValueError(f"split_k must be in [1, {groups}] (K blocks of {GROUP}), got {split_k}")
     per = triton.cdiv(groups, split_k)
@@ -395,10 +339,11 @@ def moe_plan(pairs, n, k, sm, num_warps=4, split_k=None, ctas=AUTO_CTAS):
 
 
 def int4_mma_moe(x, w_mma, w_scale, ids, route_w, a_is_pairs, n, out=None, split_k=None, num_warps=4,
-                 ctas=AUTO_CTAS, sm=None, counters=None, emulate=None, sub_mma=True):
+                 ctas=AUTO_CTAS, sm=None, counters=None, emulate=None, sub_mma=True, prefetch=False, fit=False):
     """Grouped W4A16 over token-expert pairs (`int4_mma_moe_kernel`): out [T*k, N] bf16, row p = x[p // k] (x[p] if
     a_is_pairs) @ dequant(expert ids[p])^T (times route_w[p]); x bf16 [T or T*k, K], K % 8 == 0; w_mma =
-    `pack_int4_mma(w [E, N, K/2])`, w_scale [E, N, ceil(K/128)]; ids [T, k] int32 / int64."""
+    `pack_int4_mma(w [E, N, K/2])`, w_scale [E, N, ceil(K/128)]; ids [T, k] int32 / int64; prefetch, fit: as
+    `int4_mma_gemm`'s."""
     k = x.shape[1]
     if x.dtype != torch.bfloat16 or x.dim() != 2 or k % 8 or x.stride(1) != 1 or x.stride(0) % 8:
         raise ValueError(f"int4_mma_moe takes bf16 x [rows, K % 8 == 0] with contiguous, 16-byte aligned rows, got "
@@ -415,7 +360,7 @@ def int4_mma_moe(x, w_mma, w_scale, ids, route_w, a_is_pairs, n, out=None, split
     pairs = ids.numel()
     if sm is None:
         sm = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
-    progs, split, per = moe_plan(pairs, n, k, sm, num_warps, split_k, ctas)
+    progs, split, per = moe_plan(pairs, n, k, sm, num_warps, split_k, ctas, fit)
     out = torch.empty((pairs, n), dtype=torch.bfloat16, device=x.device) if out is None else out
     if pairs == 0 or n == 0:
         return out
@@ -428,7 +373,7 @@ def int4_mma_moe(x, w_mma, w_scale, ids, route_w, a_is_pairs, n, out=None, split
         n, k // 2, kc // 2, per, split, ids.shape[1], x.stride(0) // 2, w_mma.stride(0), w_scale.stride(0),
         w_scale.stride(1), part.stride(0) if split > 1 else 0, out.stride(0), NW=num_warps, SPLIT=split > 1,
         EMU=(not x.is_cuda) if emulate is None else emulate, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0,
-        A_IS_PAIRS=a_is_pairs, SCALE=route_w is not None, num_warps=num_warps)
+        A_IS_PAIRS=a_is_pairs, SCALE=route_w is not None, PF=prefetch, num_warps=num_warps)
     return out
 
 

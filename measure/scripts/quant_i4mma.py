@@ -35,6 +35,15 @@ OURS = {"[sub-w4-c8]": dict(sub_mma=True, ctas=8), "[fma-w4-c8]": dict(sub_mma=F
 OURS.update({f"[{dq}-w{w}-c{c}]": dict(sub_mma=dq == "sub", ctas=c, num_warps=w)
              for dq, w, c in (("fma", 1, 16), ("fma", 1, 32), ("sub", 1, 16), ("sub", 1, 32), ("fma", 2, 16),
                               ("sub", 2, 16), ("sub", 4, 16))})
+# session 25: `-pf` each warp's next group's words and scales loaded before this group's MMAs (two groups in flight a
+# warp, `int4_mma_gemm(prefetch=True)`); `cCf` split-K planned for at most C programs per SM (`fit`: one wave where C
+# are resident; 4 warps of <= 48 registers: 10 an SM)
+OURS.update({f"[{dq}-w{w}-c{c}{'f' if fit else ''}{'-pf' if pf else ''}]":
+             dict(sub_mma=dq == "sub", ctas=c, num_warps=w, prefetch=pf, fit=fit)
+             for dq, w, c, fit, pf in (("fma", 1, 16, False, True), ("sub", 4, 8, False, True),
+                                       ("fma", 4, 8, False, True), ("fma", 4, 10, True, True), ("sub", 4, 9, True, False),
+                                       ("sub", 4, 9, True, True), ("fma", 2, 16, False, True),
+                                       ("fma", 1, 16, True, True), ("fma", 1, 24, True, True))})
 PEERS = ("torch_bf16", "torch_int4pack_mm")
 
 
@@ -95,6 +104,10 @@ MOE = ("wmtp_int4_moe", "wmtp_int4_moe_auto", "wmtp_int4_moe_mma[sub-c8]")
 # split-K counters were allocated in each call until h200-quant-v12 run2 (a zero-fill each replay), cached since
 MOE_OURS = {f"[fma-w{w}-c{c}]": dict(sub_mma=False, num_warps=w, ctas=c) for w, c in ((1, 8), (1, 16), (1, 32), (2, 16),
                                                                                     (4, 16), (4, 8))}
+# session 25: the prefetch and one-wave plan (as OURS)
+MOE_OURS.update({f"[fma-w{w}-c{c}{'f' if fit else ''}-pf]": dict(sub_mma=False, num_warps=w, ctas=c, prefetch=True,
+                                                                 fit=fit)
+                 for w, c, fit in ((1, 16, False), (1, 16, True), (4, 8, False))})
 
 
 def run_moe(b, model, comp, n, k, n_exp, top_k, keep):

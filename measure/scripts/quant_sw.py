@@ -9,6 +9,8 @@ kernels against fp32 torch on the first dense shape of each model at every M and
 `quant_bench`'s method (CUDA-graph replay over copies of the weights exceeding 3x the L2, L2 flushed by a read
 before each replay, the 2 GiB copy ceiling of the same run), writing quant_bench's outputs.
 Kernel names: `wmtp_fp8_block` the tensor-core kernel (path 'dot', activations quantized by a separate launch);
+`_auto` path='auto' (the GEMV at one row, swap-AB at `quant_gemm.SWAP_AUTO_M`, else 'dot': what an engine calling
+`fp8_gemm` runs);
 `_gemv` the GEMV kernel (M <= 16, one launch; `[bnB]` B-wide tiles, `[w32]` the 32 / 16-wide plan before
 h200-quant-v10, `[w8]` 8 warps; `[g8]` / `[g2]`, 8 / 2 groups per step, were timed at d69f66a); `_swap[...]` the
 swap-AB kernel with the launcher's plan and:
@@ -36,7 +38,7 @@ from wmtp.measure.scripts.quant_shapes import dense_shapes
 MS = (1, 2, 4, 8, 16, 64)
 PEERS = ("torch_bf16", "torch_scaled_mm_rowwise")
 _SW = dict(path="swap")
-FP8 = {"": dict(path="dot"), "_gemv": dict(path="gemv"), "_gemv[sk1]": dict(path="gemv", split_k=1),
+FP8 = {"": dict(path="dot"), "_auto": dict(path="auto"), "_gemv": dict(path="gemv"), "_gemv[sk1]": dict(path="gemv", split_k=1),
        "_gemv[w32]": dict(path="gemv", fp8_wide=False), "_gemv[w8]": dict(path="gemv", num_warps=8),
        "_gemv[bn64]": dict(path="gemv", block_n=64),
        "_gemv[bn64-w8]": dict(path="gemv", block_n=64, num_warps=8), "_gemv[bn128]": dict(path="gemv", block_n=128),
