@@ -172,16 +172,16 @@ def test_int4_gemm_path_mma_and_auto_dispatch(monkeypatch):
         qg.int4_gemm(x, packed, s, path="mma")
     log = []
     real = qm.int4_mma_gemm
-    monkeypatch.setattr(qm, "int4_mma_gemm", lambda *a, **kw: log.append(kw["ctas"]) or real(*a, **kw))
+    monkeypatch.setattr(qm, "int4_mma_gemm", lambda *a, **kw: log.append((kw["ctas"], kw["fit"])) or real(*a, **kw))
     monkeypatch.setattr(qm, "AUTO_BYTES", 48 * 128)  # this weight's codes: 48 x 128 bytes
     qg.int4_gemm(x, packed, s, w_mma=wm)
-    assert log == [qm.AUTO_CTAS]
+    assert log == [(qm.AUTO_FIT_CTAS, True)]
     qg.int4_gemm(x, packed, s)  # no repacked weights
     qg.int4_gemm(x.to(torch.float16), packed, s, w_mma=wm)  # fp16 rows
     qg.int4_gemm(torch.cat([x] * 3), packed, s, w_mma=wm)  # 9 rows > AUTO_MAX_ROWS
     monkeypatch.setattr(qm, "AUTO_BYTES", 48 * 128 + 1)
     qg.int4_gemm(x, packed, s, w_mma=wm)  # one byte under the size rule
-    assert log == [qm.AUTO_CTAS]
+    assert log == [(qm.AUTO_FIT_CTAS, True)]
 
 
 @pytest.mark.parametrize("t, top_k, n_exp, a_is_pairs, split_k", [
@@ -266,7 +266,7 @@ def test_moe_dispatch(monkeypatch):
 
 def test_auto_plans_by_size_and_tokens(monkeypatch):
     """path='auto': the dense kernel runs 1 warp a program at AUTO_W1_CTAS from AUTO_W1_BYTES of codes (4 warps at
-    AUTO_CTAS below), the grouped one 1 warp at MOE_W1_CTAS from MOE_W1_MIN_TOKENS tokens (4 warps below);
+    most AUTO_FIT_CTAS an SM below), the grouped one 1 warp at MOE_W1_CTAS from MOE_W1_MIN_TOKENS tokens (4 warps below);
     results equal the fp64 reference either way."""
     from test_kernels_quant import ref_moe_gemm
 
@@ -279,13 +279,13 @@ def test_auto_plans_by_size_and_tokens(monkeypatch):
     log = []
     real = qm.int4_mma_gemm
     monkeypatch.setattr(qm, "int4_mma_gemm",
-                        lambda *a, **kw: log.append((kw["num_warps"], kw["ctas"])) or real(*a, **kw))
+                        lambda *a, **kw: log.append((kw["num_warps"], kw["ctas"], kw["fit"])) or real(*a, **kw))
     monkeypatch.setattr(qm, "AUTO_BYTES", 48 * 128)
     monkeypatch.setattr(qm, "AUTO_W1_BYTES", 48 * 128 + 1)  # one byte over these codes: 4 warps
     assert rel(qg.int4_gemm(x, packed, s, w_mma=wm), ref) < TOL
     monkeypatch.setattr(qm, "AUTO_W1_BYTES", 48 * 128)  # the fma dequantization there
     assert rel(qg.int4_gemm(x, packed, s, w_mma=wm), ref) < TOL
-    assert log == [(4, qm.AUTO_CTAS), (1, qm.AUTO_W1_CTAS)]
+    assert log == [(4, qm.AUTO_FIT_CTAS, True), (1, qm.AUTO_W1_CTAS, False)]
 
     gen = torch.Generator().manual_seed(5)
     n_exp, n, k = 4, 32, 256
@@ -305,3 +305,47 @@ def test_auto_plans_by_size_and_tokens(monkeypatch):
         y = qg.int4_moe_gemm(xt.to(DEV), pk, sc, ids.to(DEV), w_mma=wmoe)
         assert rel(y, ref_moe_gemm(xt, w_deq, ids.long(), None, False)) < TOL
     assert seen == [(4, qm.AUTO_CTAS), (1, qm.MOE_W1_CTAS)]
+
+
+def _i4_probe(*args) -> dict:
+    """`i4_compile_probe.py ARGS` in a process without Triton's interpreter: the sm_90 build's registers and fit."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    probe = Path(__file__).with_name("i4_compile_probe.py")
+    run = subprocess.run([sys.executable, str(probe), *map(str, args)], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_resident_programs_by_hand():
+    """The probe's occupancy arithmetic: 54 registers round to 56, 56 x 32 x 4 = 7168 of 65536 -> 9 programs of 4
+    warps; 64 registers, 1 warp -> 32 (the program limit); 65 -> 72 x 128 = 9216 -> 7; shared memory can bind."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from i4_compile_probe import resident
+
+    assert resident(54, 4, 4096) == 9
+    assert resident(64, 1, 0) == 32
+    assert resident(65, 4, 0) == 7
+    assert resident(32, 4, 100 * 1024) == 2
+
+
+def test_auto_plans_fit_the_resident_programs():
+    """The plans path='auto' launches assume that many programs reside on an SM at once (`AUTO_FIT_CTAS` for the
+    4-warp dense kernel, AUTO_W1_CTAS / MOE_W1_CTAS for the 1-warp ones): the sm_90 builds' registers allow it, with
+    no spills (checked with this Triton; the device runs print the lent GPU's)."""
+    pytest.importorskip("triton.backends.nvidia")
+    from wmtp.measure.kernels import quant_mma_i4 as qm
+
+    for (kind, warps, sub), need in ((("dense", 4, True), qm.AUTO_FIT_CTAS), (("dense", 1, False), qm.AUTO_W1_CTAS),
+                                     (("moe", 1, qm.MOE_SUB_MMA), qm.MOE_W1_CTAS)):
+        got = _i4_probe(kind, warps, int(sub), 0)
+        assert got["spill_stores"] == 0 and got["resident"] >= need, (kind, warps, got)

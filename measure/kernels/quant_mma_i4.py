@@ -42,6 +42,11 @@ MAX_ROWS = 16  # tokens: two MMA N tiles of 8 (`TOK2` above 8)
 # `quant_gemm.int4_gemm`, path='auto' with repacked weights, from measure/results/h200-quant-v11 (run2): this kernel
 # (the -136 MMA, split-K for AUTO_CTAS programs per SM) for bf16 rows M <= AUTO_MAX_ROWS, >= AUTO_BYTES of codes
 AUTO_CTAS, AUTO_BYTES, AUTO_MAX_ROWS = 8, 8 << 20, 8
+# ... planned (`mma_plan(fit=True)`) for at most AUTO_FIT_CTAS programs per SM: the 4-warp kernel's <= 56 registers
+# (ptxas for sm_90, tests/i4_compile_probe.py) let 9 reside on an SM, so the grid runs in one wave; the plan above had
+# q122 lin_in at 1280 programs, 1.08 waves (h200-quant-v13 run1: 0.87x the time at M = 1..8, the other shapes alike)
+AUTO_FIT_CTAS = 9
+# the register prefetch (`int4_mma_gemm(prefetch=True)`) is not taken: h200-quant-v13 run1, 1.03-1.15x geomean
 # >= AUTO_W1_BYTES of codes: 1 warp a program, AUTO_W1_CTAS per SM (h200-quant-v12 run1: lm_heads 0.77-0.86x)
 AUTO_W1_BYTES, AUTO_W1_CTAS = 64 << 20, 16
 # grouped experts: code - 8 by the packed FMA, not the -136 MMA (h200-quant-v11 run4: faster at 4-16 tokens; run5: 1-2)
@@ -321,7 +326,8 @@ def mma_call(x, w_mma, w_scale, n, out, split_k, sm, counters):
         raise ValueError("path 'mma' needs the weights in its layout: w_mma = quant_mma_i4.pack_int4_mma(w)")
     one = n * (x.shape[1] // 2) >= AUTO_W1_BYTES
     return int4_mma_gemm(x, w_mma, w_scale, n, out=out, split_k=split_k, num_warps=1 if one else 4,  # 1 warp: fma
-                         ctas=AUTO_W1_CTAS if one else AUTO_CTAS, sm=sm, counters=counters, sub_mma=not one)
+                         ctas=AUTO_W1_CTAS if one else AUTO_FIT_CTAS, sm=sm, counters=counters, sub_mma=not one,
+                         fit=not one)
 
 
 def moe_plan(pairs, n, k, sm, num_warps=4, split_k=None, ctas=AUTO_CTAS, fit=False):
