@@ -338,7 +338,7 @@ def fit_v2(points: list[dict], hw: HardwareSpec, cost: CostModel, name: str, str
                   "kernels_ms": float(base[i]), "fitted_ms": float(pred[i]), "rel_error": float(pred[i] / y[i] - 1),
                   **{k: v.get(i) for k, v in held.items()}} for i, p in enumerate(points)]
     return {"schema_version": SCHEMA_VERSION, "kind": KIND, "name": name, "engine": structure.get("engine", ""),
-            "hardware": hw.key, "cost_model": cost.name, "kernel_profile": structure["kernel_profile"],
+            "hardware": hw.key, "cost_model": _portable(cost.name), "kernel_profile": structure["kernel_profile"],
             "window": defaults.WINDOW, "sink": defaults.SINK, "batch": 1,
             "terms": {**structure["counts"], **{t: value[t] for t in structure.get("shared", [])}},
             "per_model": {m: {**{t: value[f"{m}.{t}"] for t in structure.get("per_model", [])},

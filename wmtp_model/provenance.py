@@ -7,6 +7,7 @@ measured as its least measured part.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Iterable
 
@@ -49,11 +50,16 @@ class Source(str):
         return next(o for o in WEAKEST_FIRST if o in origins)
 
 
+# an origin's word, not a part of a name: "interpolated (torch_scaled_mm_tensor ...)" is not scaled
+_WORDS = {o: re.compile(rf"(?<![\w-]){re.escape(o.value)}(?![\w-])") for o in Origin}
+
+
 def classify(text: str) -> Origin:
-    """The origin of a source text written before sources were values (presets, framework profiles)."""
+    """The origin of a source text written before sources were values (presets, framework profiles): the first of
+    the origins below whose word it holds (a kernel name such as `torch_scaled_mm_tensor` holds none)."""
     for origin in (Origin.ENGINE, Origin.FRAMEWORK, Origin.SCALED, Origin.SPEED_OF_LIGHT, Origin.EXTRAPOLATED,
                    Origin.INTERPOLATED, Origin.MEASURED, Origin.ANALYTICAL):
-        if origin.value in text or (origin is Origin.SCALED and text.startswith("scaled from")):
+        if _WORDS[origin].search(text):
             return origin
     return Origin.NONE
 
