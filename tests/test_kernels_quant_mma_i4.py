@@ -266,8 +266,8 @@ def test_moe_dispatch(monkeypatch):
 
 def test_auto_plans_by_size_and_tokens(monkeypatch):
     """path='auto': the dense kernel runs 1 warp a program at AUTO_W1_CTAS from AUTO_W1_BYTES of codes (4 warps at
-    most AUTO_FIT_CTAS an SM below), the grouped one 1 warp at MOE_W1_CTAS from MOE_W1_MIN_TOKENS tokens (4 warps below);
-    results equal the fp64 reference either way."""
+    most AUTO_FIT_CTAS an SM below), the grouped one 1 warp at MOE_W1_CTAS from MOE_W1_MIN_TOKENS tokens (4 warps
+    below); results equal the fp64 reference either way."""
     from test_kernels_quant import ref_moe_gemm
 
     from wmtp.measure.kernels import quant_gemm as qg

@@ -41,9 +41,10 @@ OURS.update({f"[{dq}-w{w}-c{c}]": dict(sub_mma=dq == "sub", ctas=c, num_warps=w)
 OURS.update({f"[{dq}-w{w}-c{c}{'f' if fit else ''}{'-pf' if pf else ''}]":
              dict(sub_mma=dq == "sub", ctas=c, num_warps=w, prefetch=pf, fit=fit)
              for dq, w, c, fit, pf in (("fma", 1, 16, False, True), ("sub", 4, 8, False, True),
-                                       ("fma", 4, 8, False, True), ("fma", 4, 10, True, True), ("sub", 4, 9, True, False),
-                                       ("sub", 4, 9, True, True), ("fma", 2, 16, False, True),
-                                       ("fma", 1, 16, True, True), ("fma", 1, 24, True, True))})
+                                       ("fma", 4, 8, False, True), ("fma", 4, 10, True, True),
+                                       ("sub", 4, 9, True, False), ("sub", 4, 9, True, True),
+                                       ("fma", 2, 16, False, True), ("fma", 1, 16, True, True),
+                                       ("fma", 1, 24, True, True))})
 PEERS = ("torch_bf16", "torch_int4pack_mm")
 
 

@@ -38,7 +38,8 @@ from wmtp.measure.scripts.quant_shapes import dense_shapes
 MS = (1, 2, 4, 8, 16, 64)
 PEERS = ("torch_bf16", "torch_scaled_mm_rowwise")
 _SW = dict(path="swap")
-FP8 = {"": dict(path="dot"), "_auto": dict(path="auto"), "_gemv": dict(path="gemv"), "_gemv[sk1]": dict(path="gemv", split_k=1),
+FP8 = {"": dict(path="dot"), "_auto": dict(path="auto"), "_gemv": dict(path="gemv"),
+       "_gemv[sk1]": dict(path="gemv", split_k=1),
        "_gemv[w32]": dict(path="gemv", fp8_wide=False), "_gemv[w8]": dict(path="gemv", num_warps=8),
        "_gemv[bn64]": dict(path="gemv", block_n=64),
        "_gemv[bn64-w8]": dict(path="gemv", block_n=64, num_warps=8), "_gemv[bn128]": dict(path="gemv", block_n=128),

@@ -55,6 +55,7 @@ if Path("run2/mma/quant.csv.gz").exists():
     print("run2 path='auto' (one-wave plan) / [sub-w4-c8] (the plan before)\n",
           ratio(r2, "wmtp_int4_group_auto", "wmtp_int4_mma[sub-w4-c8]").round(3))
     a2 = r2[r2.kernel == "wmtp_int4_group_auto"]
-    print("run2 path='auto' % of copy\n", a2.pivot_table(index=["model", "component"], columns="M", values="pct").round(0))
+    print("run2 path='auto' % of copy\n",
+          a2.pivot_table(index=["model", "component"], columns="M", values="pct").round(0))
     a1 = r1[r1.kernel == "wmtp_int4_group_auto"].set_index(["model", "component", "M"]).ms
     print("path='auto': run2 / run1\n", (a2.set_index(["model", "component", "M"]).ms / a1).round(3).unstack("M"))
