@@ -309,18 +309,9 @@ def test_auto_plans_by_size_and_tokens(monkeypatch):
 
 def _i4_probe(*args) -> dict:
     """`i4_compile_probe.py ARGS` in a process without Triton's interpreter: the sm_90 build's registers and fit."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from probe_proc import run_probe
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    probe = Path(__file__).with_name("i4_compile_probe.py")
-    run = subprocess.run([sys.executable, str(probe), *map(str, args)], capture_output=True, text=True, env=env,
-                         timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return run_probe("i4_compile_probe.py", *args)
 
 
 def test_resident_programs_by_hand():

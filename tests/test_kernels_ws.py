@@ -232,18 +232,9 @@ def test_the_paired_loops_compile_without_new_spills(rows, head_dim, consumers, 
 def _probe(*args) -> dict:
     """`ws_compile_probe.py ARGS` in a process without Triton's interpreter (which cannot compile Gluon): what the
     sm_90 PTX holds."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from probe_proc import run_probe
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    probe = Path(__file__).with_name("ws_compile_probe.py")
-    run = subprocess.run([sys.executable, str(probe), *map(str, args)], capture_output=True, text=True, env=env,
-                         timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return run_probe("ws_compile_probe.py", *args)
 
 
 @pytest.mark.parametrize("rows, head_dim, decode, consumers, max_rows", [
