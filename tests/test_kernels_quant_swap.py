@@ -75,6 +75,13 @@ def test_swap_plan():
     # M = 64: want ceil(4 * 132 / 160 tiles) = 4 splits, cap K / (16 M) = 3 at K = 3072
     assert swap_plan(64, 20480, 3072, 132) == (64, 128, 3, 8)
     assert swap_plan(2, 200, 392, 4, split_k=3) == (16, 64, 2, 2)  # 4 groups: splits of 2, no empty third split
+    # fit: at most C programs an SM. 160 tiles, C = 2: floor(264 / 160) = 1 split; C = 4: floor(528 / 160) = 3 of 8
+    assert swap_plan(1, 20480, 3072, 132, ctas_per_sm=2, fit=True) == (16, 128, 1, 24)
+    assert swap_plan(1, 20480, 3072, 132, ctas_per_sm=4, fit=True) == (16, 128, 3, 8)
+    for n, k, c in ((18560, 4096, 2), (4096, 8192, 3), (17408, 3072, 6), (131072, 4096, 2)):
+        _, bn, split, per = swap_plan(2, n, k, 132, ctas_per_sm=c, fit=True)
+        tiles, groups = -(-n // bn), -(-k // 128)
+        assert tiles * split <= max(c * 132, tiles) and (split - 1) * per < groups <= split * per
 
 
 def test_swap_errors():

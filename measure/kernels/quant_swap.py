@@ -91,10 +91,11 @@ def fp8_swap_kernel(A, A_s, Aq, Aq_s, W, W_s, Out, Part, Count, M, N, K, g_per_s
                 stride_ps, stride_om, SPLIT)
 
 
-def swap_plan(m, n, k, sm, block_n=None, split_k=None, ctas_per_sm=4):
+def swap_plan(m, n, k, sm, block_n=None, split_k=None, ctas_per_sm=4, fit=False):
     """(block_m, block_n, split, groups per split): BLOCK_M the power of two >= M (>= 16); BLOCK_N 128 where that
     gives a tile per SM, else 64; split-K (automatic) until about `ctas_per_sm` programs per SM, while the fp32
-    partials (written and read once) stay under half the weight bytes."""
+    partials (written and read once) stay under half the weight bytes; `fit`: at most `ctas_per_sm` programs per SM
+    (one wave where that many reside)."""
     if n == 0 or k == 0:
         raise ValueError(f"empty problem: M, N, K = {m}, {n}, {k}")
     if not 1 <= m <= SWAP_MAX_M:
@@ -106,7 +107,7 @@ def swap_plan(m, n, k, sm, block_n=None, split_k=None, ctas_per_sm=4):
     groups = triton.cdiv(k, GROUP)
     n_tiles = triton.cdiv(n, block_n)
     if split_k is None:
-        want = triton.cdiv(ctas_per_sm * sm, n_tiles)
+        want = ctas_per_sm * sm // n_tiles if fit else triton.cdiv(ctas_per_sm * sm, n_tiles)
         cap = max(1, (n * k) // (2 * 8 * m * n))  # partials 8 B per output and split <= half the weight bytes
         split_k = max(1, min(want, groups, cap))
     elif not 1 <= split_k <= groups:
@@ -116,13 +117,13 @@ def swap_plan(m, n, k, sm, block_n=None, split_k=None, ctas_per_sm=4):
 
 
 def launch_swap(x, x_scale, w, w_scale, out, act, sm, counters, block_n=None, split_k=None, num_warps=None,
-                num_stages=4, ctas_per_sm=4, upcast=False):
+                num_stages=4, ctas_per_sm=4, upcast=False, fit=False):
     """Plan and launch `fp8_swap_kernel` once; act 'pre' (x fp8 with x_scale), 'loop' or 'prologue' (x bf16 / fp16 /
     fp32, quantized in the kernel: `ACT_MODES`); `counters(n)` gives the split-K semaphores (zeroed, re-armed by each
     launch). Returns `out`."""
     m, k = x.shape
     n = w.shape[0]
-    block_m, block_n, split, per = swap_plan(m, n, k, sm, block_n, split_k, ctas_per_sm)
+    block_m, block_n, split, per = swap_plan(m, n, k, sm, block_n, split_k, ctas_per_sm, fit)
     n_tiles = triton.cdiv(n, block_n)
     part = torch.empty((split, m, n), dtype=torch.float32, device=x.device) if split > 1 else out
     count = counters(n_tiles) if split > 1 else out

@@ -53,6 +53,10 @@ FP8 = {"": dict(path="dot"), "_auto": dict(path="auto"), "_gemv": dict(path="gem
        "_swap[pro-st3-bn64]": dict(_SW, act="prologue", num_stages=3, block_n=64),
        "_swap[pro-st3-c2]": dict(_SW, act="prologue", num_stages=3, ctas=2),
        "_swap[loop-st3]": dict(_SW, act="loop", num_stages=3)}
+# session 25: split-K planned for at most C programs an SM (`swap_plan(fit=True)`); the 128-wide build uses 243
+# registers a thread (ptxas, sm_90): 2 reside on an SM, where the default plan asks for about 4 (`[pre-c4]`: 2+ waves)
+FP8.update({f"_swap[pre-c{c}{'f' if fit else ''}]": dict(_SW, act="pre", num_stages=4, ctas=c, fit=fit)
+            for c, fit in ((2, True), (2, False), (3, True), (4, True), (6, True), (1, False))})
 INT4 = {"_gemv[pk]": dict(path="gemv"), "_gemv[pk-c2]": dict(path="gemv", ctas=2),
         "_gemv[pk-sk1]": dict(path="gemv", split_k=1)}
 TINY = {"n128k128": (128, 128), "n1024k1024": (1024, 1024)}
@@ -61,14 +65,14 @@ TINY = {"n128k128": (128, 128), "n1024k1024": (1024, 1024)}
 def call(launch, args, cfg):
     """launch(*args, **cfg) with the swap kernel's activation quantization and the programs per SM set for the call."""
     cfg = dict(cfg)
-    saved = qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE  # a named ctas holds for every M
+    saved = qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE, qg.SWAP_FIT  # a named ctas: every M
     qg.INT4_GEMV_CTAS = None if "ctas" in cfg else saved[2]
     qg.SWAP_ACT, qg._CTAS_PER_SM = cfg.pop("act", saved[0]), cfg.pop("ctas", saved[1])
-    qg.GEMV_FP8_WIDE = cfg.pop("fp8_wide", saved[3])
+    qg.GEMV_FP8_WIDE, qg.SWAP_FIT = cfg.pop("fp8_wide", saved[3]), cfg.pop("fit", saved[4])
     try:
         return launch(*args, **cfg)
     finally:
-        qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE = saved
+        qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE, qg.SWAP_FIT = saved
 
 
 def dense_calls(x, m):
