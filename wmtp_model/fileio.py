@@ -180,7 +180,8 @@ def json_int(text: str) -> int:
     with a message about `sys.set_int_max_str_digits`, is a ValueError in wmtp's words."""
     digits = len(text) - text.startswith("-")
     if digits > INT_DIGITS:
-        raise ValueError(f"a number of {digits} digits: too long to be a count or any other value wmtp reads")
+        raise ValueError(f"a number of {digits} digits (more than {INT_DIGITS} digits): too long to be a count or any "
+                         "other value wmtp reads")
     return int(text)
 
 
