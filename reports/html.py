@@ -1,6 +1,8 @@
 """`wmtp report`: one self-contained HTML file (plotly.js inlined, no external requests) built from a
 prediction, the decision curves, the profile's validation data and, where given, acceptance
-histograms. Every axis carries its unit; hovering shows exact values."""
+histograms. Every axis carries its unit; hovering shows exact values, each with where it came from (as the tables'
+cells: a time by its cost's weakest origin, an alpha or AL by its acceptance source), point by point where the
+points' origins differ (`customdata`); a line drawn at a value says its origin in its label."""
 
 from __future__ import annotations
 
@@ -36,11 +38,15 @@ def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
 def step_decomposition(p: Prediction) -> go.Figure:
     fig = go.Figure()
     names = ["dense", "native", "window"]
-    parts = [("t_verify", lambda c: c.t_verify.time_ms), ("t_ctx", lambda c: c.t_ctx.time_ms),
-             ("gamma x t_fwd", lambda c: c.gamma * c.t_fwd.time_ms)]
+    costs = [p.methods[n].cost for n in names]
+    parts = [("t_verify", lambda c: (c.t_verify, 1)), ("t_ctx", lambda c: (c.t_ctx, 1)),
+             ("gamma x t_fwd", lambda c: (c.t_fwd, c.gamma))]
     for label, get in parts:
-        fig.add_bar(name=label, x=names, y=[get(p.methods[n].cost) for n in names],
-                    hovertemplate="%{x}: %{y:.3f} ms<extra>" + label + "</extra>")
+        phases = [get(c) for c in costs]
+        drawn = [label == "t_verify" or c.gamma > 0 for c in costs]  # dense drafts nothing: no draft bars
+        fig.add_bar(name=label, x=names, y=[ph.time_ms * k if ok else None for (ph, k), ok in zip(phases, drawn)],
+                    customdata=[origin_of(ph.source) if ok else "-" for (ph, _), ok in zip(phases, drawn)],
+                    hovertemplate="%{x}: %{y:.3f} ms, %{customdata}<extra>" + label + "</extra>")
     fig.update_layout(barmode="stack")
     return _layout(fig, f"Decode step at {format_tokens(p.ctx)}: where the time goes", "method", "ms per step")
 
@@ -51,7 +57,8 @@ def tpot_vs_context(sc: dec.Scenario, acc) -> go.Figure:
     fig = go.Figure()
     for m in ("dense", "native", "window"):
         fig.add_scatter(x=ctxs, y=[r[f"{m}_tpot_ms"] for r in rows], name=m, mode="lines+markers",
-                        line=dict(color=COLORS[m]), hovertemplate="S=%{x}: %{y:.3f} ms<extra>" + m + "</extra>")
+                        line=dict(color=COLORS[m]), customdata=[origin_of(r[f"{m}_step_source"]) for r in rows],
+                        hovertemplate="S=%{x}: %{y:.3f} ms, %{customdata}<extra>" + m + "</extra>")
     fig.update_xaxes(type="log")
     return _layout(fig, "TPOT against context (the widening wedge)", "context S (tokens, log scale)", "TPOT (ms)")
 
@@ -59,13 +66,17 @@ def tpot_vs_context(sc: dec.Scenario, acc) -> go.Figure:
 def tpot_vs_depth(p: Prediction) -> go.Figure:
     fig = go.Figure()
     for m in ("native", "window"):
-        curve = p.tpot_by_depth[m]
+        curve, srcs = p.tpot_by_depth[m], p.source_by_depth[m]
         fig.add_scatter(x=list(curve), y=list(curve.values()), name=m, mode="lines+markers",
-                        line=dict(color=COLORS[m]), hovertemplate="d=%{x}: %{y:.3f} ms<extra>" + m + "</extra>")
+                        line=dict(color=COLORS[m]), customdata=[origin_of(srcs[d]) for d in curve],
+                        hovertemplate="d=%{x}: %{y:.3f} ms, %{customdata}<extra>" + m + "</extra>")
         best = p.best_depth[m]
         fig.add_scatter(x=[best], y=[curve[best]], name=f"{m} best d={best}", mode="markers",
-                        marker=dict(symbol="star", size=16, color=COLORS[m]))
-    fig.add_hline(y=p.methods["dense"].tpot_ms, line_dash="dot", line_color=COLORS["dense"], annotation_text="dense")
+                        marker=dict(symbol="star", size=16, color=COLORS[m]), customdata=[origin_of(srcs[best])],
+                        hovertemplate="best d=%{x}: %{y:.3f} ms, %{customdata}<extra>" + m + "</extra>")
+    dense = p.methods["dense"]
+    fig.add_hline(y=dense.tpot_ms, line_dash="dot", line_color=COLORS["dense"],
+                  annotation_text=f"dense TPOT {dense.tpot_ms:.3f} ms, {origin_of(dense.cost.source)}")
     return _layout(fig, "TPOT against draft depth d", "d = gamma + 1 (draft tokens per step)", "TPOT (ms)")
 
 
@@ -80,11 +91,14 @@ def batch_frontier(sc: dec.Scenario, acc) -> go.Figure:
         rs = [r for r in rows if r["method"] == m]
         fig.add_scatter(x=[r["per_gpu_tok_s"] for r in rs], y=[r["per_user_tok_s"] for r in rs], name=m,
                         mode="lines+markers", line=dict(color=COLORS[m]), marker=dict(color=COLORS[m], **style[m]),
-                        text=[f"B={r['batch']}" for r in rs],
-                        hovertemplate="%{text}: %{x:.1f} tok/s/GPU, %{y:.1f} tok/s/user<extra>" + m + "</extra>")
+                        text=[f"B={r['batch']}" for r in rs], customdata=[origin_of(r["step_source"]) for r in rs],
+                        hovertemplate="%{text}: %{x:.1f} tok/s/GPU, %{y:.1f} tok/s/user, %{customdata}<extra>" + m
+                        + "</extra>")
     par = [r for r in rows if r["pareto"]]
     fig.add_scatter(x=[r["per_gpu_tok_s"] for r in par], y=[r["per_user_tok_s"] for r in par], name="Pareto-optimal",
-                    mode="markers", marker=dict(symbol="circle-open", size=14, color="black"))
+                    mode="markers", marker=dict(symbol="circle-open", size=14, color="black"),
+                    customdata=[f"{r['method']} B={r['batch']}: {origin_of(r['step_source'])}" for r in par],
+                    hovertemplate="%{x:.1f} tok/s/GPU, %{y:.1f} tok/s/user, %{customdata}<extra>Pareto-optimal</extra>")
     return _layout(fig, f"Throughput-latency frontier at {format_tokens(sc.ctx)} (B up to the memory limit)",
                    "per-GPU throughput (tokens/s)", "per-user speed (tokens/s)")
 
@@ -108,6 +122,23 @@ def _short_source(prof: AcceptanceProfile) -> str:
     return f"{label}, {prof.kind}"
 
 
+def _with_origin(prof: AcceptanceProfile, text: str) -> str:
+    """`text` (a source of `prof`'s acceptance) with its origin word first where the text names none, as `wmtp
+    accept` says a file's: a paper preset's text names it ('preset q35/...', 'generic (mean of paper presets)');
+    measured: a file's counts or the per-position rates it prints; analytical: a geometric or deep-shift profile
+    through one AL (--accept-length, a log's mean)."""
+    word = "preset" if "preset" in prof.source else \
+        "measured" if prof.counts or prof.kind == "per-position" else f"analytical, {prof.kind} profile"
+    return text if word in text else f"{word}: {text}"
+
+
+def _position_sources(prof: AcceptanceProfile, n: int, tail: str = "") -> list[str]:
+    """Where each of alpha_1 .. alpha_n comes from: the profile's, extrapolated past the positions it holds."""
+    src = _with_origin(prof, prof.source) + tail
+    return [html.escape(src + (f", extrapolated past d={prof.measured_depth}" if j >= prof.measured_depth else ""))
+            for j in range(1, n + 1)]
+
+
 def acceptance_figure(profiles: dict[str, AcceptanceProfile], depth: int) -> go.Figure:
     fig = go.Figure()
     for m, prof in profiles.items():
@@ -115,16 +146,16 @@ def acceptance_figure(profiles: dict[str, AcceptanceProfile], depth: int) -> go.
             iv = alpha_intervals(prof)
             xs = list(range(1, len(iv) + 1))
             fig.add_scatter(x=xs, y=[a for a, _, _ in iv], name=f"{m} (histogram)", mode="lines+markers",
-                            line=dict(color=COLORS[m]),
+                            line=dict(color=COLORS[m]), customdata=_position_sources(prof, len(iv)),
                             error_y=dict(type="data", symmetric=False, array=[hi - a for a, _, hi in iv],
                                          arrayminus=[a - lo for a, lo, _ in iv]),
-                            hovertemplate="alpha_%{x} = %{y:.3f}<extra>" + m + " (95 % Wilson)</extra>")
+                            hovertemplate="alpha_%{x} = %{y:.3f}, %{customdata}<extra>" + m + " (95 % Wilson)</extra>")
         else:
             al = prof.alphas_at(depth)
             fig.add_scatter(x=list(range(1, len(al) + 1)), y=al, name=f"{m} ({_short_source(prof)})",
                             mode="lines+markers", line=dict(color=COLORS[m], dash="dash"),
-                            hovertemplate="alpha_%{x} = %{y:.3f}<extra>" + html.escape(m + ": " + prof.source)
-                            + " (no intervals)</extra>")
+                            customdata=_position_sources(prof, len(al), f" ({prof.kind})"),
+                            hovertemplate="alpha_%{x} = %{y:.3f}, %{customdata}<extra>" + m + " (no intervals)</extra>")
     fig.update_yaxes(range=[0, 1.05])
     return _layout(fig, "Conditional acceptance per draft position", "draft position j", "alpha_j (probability)")
 
@@ -138,8 +169,18 @@ def model_rel_error(sc: dec.Scenario) -> tuple[float, str]:
                 if isinstance(c.get("heldout"), dict)]
         meds = [m for m in meds if isinstance(m, (int, float)) and 0 < m < 1]
         if meds:
-            return max(meds), "largest held-out median error of the profile's fits"
-    return 0.05, "assumed (no held-out error for this cost model)"
+            return max(meds), "measured: the largest held-out median error of the profile's fits"
+    return 0.05, "assumed: no held-out error for this cost model"
+
+
+def _window_al_source(src: str, acc, depth: int) -> str:
+    """A window-curve row's acceptance source (`decisions.window_curve`) with its origin: the AL(W) model's tag names
+    it (a preset's dose-response, interpolated or not); the native draft's or the held-fixed profile's is said."""
+    if src.startswith("the native draft's"):
+        return f"{src}: {_with_origin(acc.native, acc.native.tag(depth))}"
+    if src.startswith("held fixed"):
+        return f"held fixed (no AL(W) model): {_with_origin(acc.window, acc.window.tag(depth))}"
+    return src
 
 
 def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
@@ -148,15 +189,19 @@ def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
     fig = go.Figure()
     ws = [r["window"] for r in rows]
     fig.add_scatter(x=ws, y=[r["window_tpot_ms"] for r in rows], name="window TPOT (ms)", mode="lines+markers",
-                    line=dict(color=COLORS["window"]), hovertemplate="W=%{x}: %{y:.3f} ms<extra></extra>")
+                    line=dict(color=COLORS["window"]), customdata=[origin_of(r["window_step_source"]) for r in rows],
+                    hovertemplate="W=%{x}: %{y:.3f} ms, %{customdata}<extra></extra>")
     fig.add_scatter(x=ws, y=[r["accept_length"] for r in rows], name="window AL (tokens/step)", yaxis="y2",
                     mode="lines+markers", line=dict(color="#2ca02c", dash="dot"),
-                    hovertemplate="W=%{x}: AL %{y:.2f}<extra></extra>")
+                    customdata=[html.escape(_window_al_source(r["accept_source"], acc, sc.depth)) for r in rows],
+                    hovertemplate="W=%{x}: AL %{y:.2f}, %{customdata}<extra></extra>")
     native = rows[0]["native_tpot_ms"]
     err, err_src = model_rel_error(sc)
-    fig.add_hline(y=native, line_dash="dash", line_color=COLORS["native"], annotation_text="native TPOT")
+    fig.add_hline(y=native, line_dash="dash", line_color=COLORS["native"],
+                  annotation_text=f"native TPOT {native:.3f} ms, {origin_of(rows[0]['native_step_source'])}")
     fig.add_hrect(y0=native * (1 - err), y1=native * (1 + err), fillcolor="rgba(214,39,40,0.07)", line_width=0,
-                  annotation_text=f"native +/- model error ({100 * err:.1f} %)", annotation_position="bottom left")
+                  annotation_text=f"native +/- model error ({100 * err:.1f} %, {err_src})",
+                  annotation_position="bottom left")
     clear = [r["window"] for r in rows if r["window_tpot_ms"] < native * (1 - err)]
     be["model_rel_error"], be["model_error_source"] = err, err_src
     be["beats_native_beyond_error"] = [min(clear), max(clear)] if clear else None
@@ -167,11 +212,12 @@ def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
         lo, hi = clear[0], clear[-1]
         fig.add_scatter(x=[lo, hi, hi, lo, lo], y=[y0, y0, y1, y1, y0], fill="toself", mode="lines",
                         line=dict(width=0), fillcolor="rgba(31,119,180,0.10)",
-                        name=f"W {lo}-{hi} beats native beyond the model error", hoverinfo="skip")
+                        name=f"W {lo}-{hi} beats native beyond the model error ({be['cost_origin']} TPOTs)",
+                        hoverinfo="skip")
     else:
-        fig.add_annotation(text=f"window and native TPOT differ by less than the model's error ({100 * err:.1f} %) "
-                                "at every W", showarrow=False, x=0.5, y=1.0, xref="paper", yref="paper",
-                           yanchor="bottom")
+        fig.add_annotation(text=f"window and native TPOT ({be['cost_origin']}) differ by less than the model's error "
+                                f"({100 * err:.1f} %, {err_src}) at every W", showarrow=False, x=0.5, y=1.0,
+                           xref="paper", yref="paper", yanchor="bottom")
     fig.update_layout(yaxis=dict(range=[y0, y1]))
     fig.update_xaxes(type="log")
     fig.update_layout(yaxis2=dict(title="AL (tokens per step)", overlaying="y", side="right"))
@@ -187,10 +233,12 @@ def memory_figure(p: Prediction) -> go.Figure:
     for label, get in (("target KV", lambda r: r.target_kv_bytes), ("draft KV", lambda r: r.draft_kv_bytes),
                        ("recurrent state", lambda r: r.state_bytes)):
         fig.add_bar(name=label, x=names, y=[get(m.per_request[n]) / gib for n in names],
-                    hovertemplate="%{x}: %{y:.3f} GiB<extra>" + label + "</extra>")
-    fig.add_scatter(x=names, y=[m.max_batch[n] for n in names], name="max concurrent requests", yaxis="y2",
-                    mode="markers+text", text=[str(m.max_batch[n]) for n in names], textposition="top center",
-                    marker=dict(size=14, color="black"))
+                    hovertemplate="%{x}: %{y:.3f} GiB, analytical<extra>" + label + "</extra>")
+    seats = f"engine accounting: {m.engine_source}" if m.engine else "analytical"  # as the memory table's title
+    fig.add_scatter(x=names, y=[m.max_batch[n] for n in names], name=f"max concurrent requests ({html.escape(seats)})",
+                    yaxis="y2", mode="markers+text", text=[str(m.max_batch[n]) for n in names],
+                    textposition="top center", marker=dict(size=14, color="black"),
+                    hovertemplate="%{x}: %{y} requests seated, " + html.escape(seats) + "<extra></extra>")
     top = max(m.max_batch.values()) or 1
     fig.update_layout(barmode="stack", yaxis2=dict(title="requests seated", overlaying="y", side="right",
                                                    rangemode="tozero", range=[0, top * 1.25 + 1], tickformat="d",
@@ -240,10 +288,13 @@ def validation_figure(validation_csv: Path | None) -> go.Figure:
             fig.add_scatter(x=[r["measured_ms"] for r in rs], y=[r["predicted_ms"] for r in rs], name=m,
                             mode="markers", marker=dict(color=COLORS[m], size=9),
                             text=[f"{r['model']} S={r['ctx']} d={r['d']}" for r in rs],
-                            hovertemplate="%{text}: measured %{x:.3f} ms, predicted %{y:.3f} ms<extra></extra>")
+                            customdata=[html.escape(r.get("predicted_source") or "its source not recorded")
+                                        for r in rs],  # the table's predicted_source: the profile's fits
+                            hovertemplate="%{text}: measured %{x:.3f} ms, predicted %{y:.3f} ms (%{customdata})"
+                                          "<extra></extra>")
         top = max([r["measured_ms"] for r in rows] + [1.0]) * 1.1
         fig.add_scatter(x=[0, top], y=[0, top], name="prediction = measurement", mode="lines",
-                        line=dict(color="black", dash="dot"))
+                        line=dict(color="black", dash="dot"), hoverinfo="skip")  # a guide, not a value
     else:
         fig.add_annotation(text="no validation data for this profile", showarrow=False, x=0.5, y=0.5,
                            xref="paper", yref="paper")
@@ -272,7 +323,7 @@ def _summary_table(p: Prediction) -> str:
 def _window_sentence(be: dict) -> str:
     """The window curve's finding in words (the figure's data, not a dict): one clause, the model error's source
     said (the TPOTs' origin follows it in the report)."""
-    err = f"{100 * be.get('model_rel_error', 0.05):.1f} %: {be.get('model_error_source', 'assumed')}"
+    err = f"{100 * be.get('model_rel_error', 0.05):.1f} %, {be.get('model_error_source', 'assumed')}"
     text = f"TPOT-optimal window W={be['optimal_window']} ({be['optimal_tpot_ms']:.3f} ms, {be['acceptance']})"
     clear = be.get("beats_native_beyond_error")
     if clear:

@@ -232,3 +232,92 @@ def untagged_html(doc: str) -> list[str]:
             if _is_priced(clause) and not line_tagged(clause) and not clause.startswith(("warning:", "! ")):
                 bad.append(clause)
     return bad
+
+
+# --- the report's figures (plotly's JSON in the HTML) -----------------------------------------------------------------
+# A figure's numbers show in its hover boxes (and, for `markers+text` traces, written on the plot); a line drawn at a
+# value (a shape in data coordinates) shows one through its label. Their tags are words: TAG_WORDS, the bare origin
+# an HTML cell's <small> shows for another GPU's profile ('scaled'), the CLI's tag of the generic acceptance profile
+# ('generic': the mean of the paper presets), and 'assumed' (the report's 5 % model error where none was held out).
+FIGURE_TAG = re.compile(TAG_WORDS.pattern + r"|\b(?:scaled|generic|assumed)\b")
+
+
+def report_figures(doc: str) -> dict[str, dict]:
+    """div id -> {"data": traces, "layout": layout} of each `Plotly.newPlot("ID", DATA, LAYOUT, CONFIG)` call in a
+    report (plotly writes both as JSON literals)."""
+    import json
+
+    dec, figs = json.JSONDecoder(), {}
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"([^"]+)",\s*', doc):
+        data, end = dec.raw_decode(doc, m.end())
+        layout, _ = dec.raw_decode(doc, re.compile(r"\s*,\s*").match(doc, end).end())
+        figs[m.group(1)] = {"data": data, "layout": layout}
+    return figs
+
+
+def _fig_tagged(text) -> bool:
+    return isinstance(text, str) and bool(FIGURE_TAG.search(_html_text(text)))
+
+
+def _in_data(ref) -> bool:
+    """A `yref` that places a shape or label at a data value ('y', 'y2'), not on the paper or an axis's domain."""
+    return str(ref or "y").startswith("y") and not str(ref).endswith("domain")
+
+
+def _trace_untagged(t: dict) -> list[str]:
+    """Why one trace's numbers lack a tag (empty when they have one). With a hovertemplate, the box shows what it
+    says: a tag in its fixed text, or, where it shows `%{customdata}` (a source per point), in every drawn point's
+    customdata; without one, the box shows the trace's name and text. A trace drawn with no hover (a guide, a
+    shaded range) needs a tag only for a priced number in its name."""
+    name, ht = t.get("name") or "", t.get("hovertemplate")
+    if t.get("hoverinfo") in ("skip", "none"):
+        return [f"trace {name!r}: priced name, no tag"] if _is_priced(name) and not _fig_tagged(name) else []
+    ys = t.get("y")
+    points = [i for i, y in enumerate(ys) if isinstance(y, (int, float)) and not isinstance(y, bool)] \
+        if isinstance(ys, list) else None  # (a typed array: every point drawn)
+    if points == []:
+        return []
+    bad = []
+    text = t.get("text")
+    if "text" in (t.get("mode") or "") and re.search(r"\d", str(text)) and not _fig_tagged(name):
+        bad.append(f"trace {name!r}: numbers written on the plot, no tag in its legend name")
+    if ht is None:
+        shown = t.get("hovertext") or text
+        each = isinstance(shown, list) and all(i < len(shown) and _fig_tagged(shown[i])
+                                               for i in (points if points is not None else range(len(shown))))
+        if not (_fig_tagged(name) or each):
+            bad.append(f"trace {name!r}: its hover shows the numbers and the name, no tag")
+    elif "%{customdata" in ht:
+        cd = t.get("customdata")
+        cd = cd if isinstance(cd, list) else []
+        missing = [i for i in (points if points is not None else range(max(len(cd), 1)))
+                   if not (i < len(cd) and _fig_tagged(cd[i]))]
+        if missing:
+            bad.append(f"trace {name!r}: point(s) {missing[:5]} with no tag in their customdata")
+    elif not _fig_tagged(re.sub(r"%\{[^}]*\}", " ", ht)):
+        bad.append(f"trace {name!r}: hovertemplate {ht!r} holds no tag")
+    return bad
+
+
+def untagged_figures(figs: dict[str, dict]) -> list[str]:
+    """What in a report's figures (`report_figures`) shows a number without a tag: a trace (`_trace_untagged`), an
+    annotation at a data value or holding a priced number, a line or band drawn at a value with no tagged label at
+    its y, a priced title."""
+    bad = []
+    for fid, fig in figs.items():
+        layout = fig["layout"]
+        bad += [f"{fid}: {why}" for t in fig["data"] for why in _trace_untagged(t)]
+        notes = layout.get("annotations", [])
+        for a in notes:
+            text = a.get("text", "")
+            if (_in_data(a.get("yref")) or _is_priced(_html_text(text))) and not _fig_tagged(text):
+                bad.append(f"{fid}: annotation {text!r}")
+        for s in layout.get("shapes", []):
+            at = {s.get("y0"), s.get("y1")}
+            labelled = any(_fig_tagged(a.get("text", "")) and a.get("y") in at for a in notes)
+            if _in_data(s.get("yref")) and not labelled:
+                bad.append(f"{fid}: a {s.get('type')} at y={sorted(at)} with no tagged label")
+        title = (layout.get("title") or {}).get("text", "")
+        if _is_priced(_html_text(title)) and not _fig_tagged(title):
+            bad.append(f"{fid}: title {title!r}")
+    return bad

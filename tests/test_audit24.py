@@ -6,7 +6,9 @@ tok/s, speed-ups, memory sizes, ratios, acceptance lengths and alphas, best dept
 points); an input echoed back (ctx, d, W, sink, B the user gave) or a count (lines, steps, runs) needs no tag. In
 text, a priced number's tag is in its table cell, in its row's source column, in its table's title (one source for
 the whole table), or on its line; in --json, in its record (the dict holding it) or an enclosing one, and an
-acceptance number needs an acceptance source there, not only a cost one. Each command runs through typer's
+acceptance number needs an acceptance source there, not only a cost one; in `wmtp report`'s figures (their plotly
+JSON parsed from the HTML, review 25), in each drawn point's hover box, in the label of a line drawn at a value, and
+in the legend of numbers written on the plot. Each command runs through typer's
 CliRunner at 400 columns (no wrapped lines), its text and its --json parsed; the checkers are shown to catch a
 stripped tag (the synthetic cases below).
 
@@ -24,7 +26,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tag_checks import priced_numbers, untagged_html, untagged_json, untagged_text
+from tag_checks import priced_numbers, report_figures, untagged_figures, untagged_html, untagged_json, untagged_text
 from wmtp.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,6 +205,98 @@ def test_html_checker_finds_a_stripped_tag(tmp_path):
     head = doc.index("<h2>Headroom")
     assert untagged_html(doc[:head] + re.sub(r" <small>[^<]*</small>", "", doc[head:], count=1))
     assert untagged_html(doc.replace(" <small>analytical</small>;", ";", 1))
+
+
+# --- the report's figures: every number a hover box, a label or the plot shows carries its tag ----------------------
+
+REPORTS = [
+    ("--model", "q122"),
+    ("--model", "dsv3", "--ctx", "128K", "--batch", "8"),
+    ("--model", "q35", "--hw", "b200"),  # the H200 profile scaled: 'scaled'
+    ("--model", "q35", "--speed-of-light"),  # no held-out error: the 5 % model error 'assumed'
+    ("--model", "q122", "--hw", "b200", "--framework", "sglang-b200-paper"),  # engine preset, engine accounting
+    ("--model", "q35", "--accept-length", "4.5:4.0"),  # geometric profiles through the flag's ALs: 'analytical'
+    ("--model", "q35", "--histogram", f"window={DATA / 'real' / 'sglang-meta-info-dspark-histogram-33518.json'}",
+     "--logs", f"native={DATA / 'sglang_decode.log'}"),  # a measured histogram; a log's mean AL
+]
+
+
+def _figures(tmp_path: Path, *args) -> tuple[dict, str]:
+    out = tmp_path / "r.html"
+    run("report", *args, "--out", out)
+    doc = out.read_text()
+    return report_figures(doc), doc
+
+
+@pytest.mark.parametrize("args", REPORTS, ids=lambda a: " ".join(map(str, a))[:60])
+def test_report_figures_are_tagged(tmp_path, args):
+    pytest.importorskip("plotly")
+    from wmtp.reports.html import FIGURES
+
+    figs, _ = _figures(tmp_path, *args)
+    assert set(figs) == {f"plot-{k}" for k in FIGURES}
+    drawn = [t for f in figs.values() for t in f["data"] if any(isinstance(y, (int, float)) for y in t.get("y", []))]
+    assert len(drawn) >= 15, "the checker saw no figure data"
+    assert untagged_figures(figs) == []
+
+
+def _small(doc: str, row: str) -> list[str]:
+    """The <small> origins of the summary table's row `row` (dense, native, window; '' where the cell is '-')."""
+    cells = re.findall(r"<td>(.*?)</td>", re.search(rf"<tr><td>{re.escape(row)}</td>(.*?)</tr>", doc).group(1))
+    return [(re.findall(r"<small>(.*?)</small>", c) or [""])[0] for c in cells]
+
+
+def test_report_figures_tags_agree_with_the_tables(tmp_path):
+    """The figures' per-point origins are the summary table's for the same numbers: each bar of the step figure is
+    its t_* cell's, the depth curves at the report's d = 7 are the TPOT cells'."""
+    pytest.importorskip("plotly")
+    figs, doc = _figures(tmp_path, "--model", "q122")
+    bars = {t["name"]: t for t in figs["plot-step-decomposition"]["data"]}
+    for name, row in (("t_verify", "t_verify (ms)"), ("t_ctx", "t_ctx (ms)")):
+        shown = [c for c, y in zip(bars[name]["customdata"], bars[name]["y"]) if y is not None]
+        assert shown == [t for t in _small(doc, row) if t], name
+    tpot = dict(zip(("dense", "native", "window"), _small(doc, "TPOT (ms)")))
+    for t in figs["plot-tpot-vs-depth"]["data"]:
+        if t["name"] in ("native", "window"):
+            assert t["customdata"][t["x"].index(7)] == tpot[t["name"]]
+
+
+def test_figure_checker_finds_a_stripped_tag(tmp_path):
+    """Each way a tag can go missing, one at a time: one point's source, a hover's fixed tag, a value line's label,
+    the legend of numbers written on the plot, a priced annotation's source; and the HTML's own text edited."""
+    pytest.importorskip("plotly")
+    figs, doc = _figures(tmp_path, "--model", "q122")
+    assert untagged_figures(figs) == []
+
+    def trace(f, fid, name):
+        return next(t for t in f[fid]["data"] if t["name"] == name)
+
+    def note(f, fid, start):
+        return next(a for a in f[fid]["layout"]["annotations"] if a["text"].startswith(start))
+
+    edits = [
+        ("plot-step-decomposition", lambda f: trace(f, "plot-step-decomposition", "t_verify")["customdata"]
+         .__setitem__(1, "")),
+        ("plot-tpot-vs-context", lambda f: trace(f, "plot-tpot-vs-context", "window")["customdata"]
+         .__setitem__(0, "14.757")),
+        ("plot-memory", lambda f: trace(f, "plot-memory", "draft KV").update(
+            hovertemplate=trace(f, "plot-memory", "draft KV")["hovertemplate"].replace(", analytical", ""))),
+        ("plot-tpot-vs-depth", lambda f: note(f, "plot-tpot-vs-depth", "dense TPOT").update(text="dense")),
+        ("plot-memory", lambda f: trace(f, "plot-memory", "max concurrent requests (analytical)").update(
+            name="max concurrent requests", hovertemplate="%{x}: %{y} requests<extra></extra>")),
+        ("plot-window-curve", lambda f: note(f, "plot-window-curve", "window and native").update(
+            text="window and native TPOT differ by less than the model's error (7.9 %) at every W")),
+        ("plot-acceptance-per-position", lambda f: f["plot-acceptance-per-position"]["data"][0]["customdata"]
+         .__setitem__(2, "Windowed-MTP paper, Table 2")),
+    ]
+    for fid, edit in edits:
+        broken = copy.deepcopy(figs)
+        edit(broken)
+        found = untagged_figures(broken)
+        assert found and all(x.startswith(fid + ":") for x in found), (fid, found)
+    stripped = doc.replace(r"ms, %{customdata}\u003cextra\u003et_ctx", r"ms\u003cextra\u003et_ctx", 1)  # (JSON's <)
+    assert stripped != doc
+    assert [x.split(":")[0] for x in untagged_figures(report_figures(stripped))] == ["plot-step-decomposition"]
 
 
 # --- predict --headroom: no own-kernel component below its floor unsaid ---------------------------------------------

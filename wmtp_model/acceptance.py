@@ -316,7 +316,10 @@ def histogram_count(value, where: str) -> float:
     not a bool, not a string). `where` (the bin) leads the ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{where}: a count must be a number, got {value!r}"[:100])
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an integer of 400 digits: no float holds it (Python's message said only that)
+        raise ValueError(f"{where}: a count above 1e308 is too large to be a number of verify steps") from None
     if not math.isfinite(x) or x < 0:
         raise ValueError(f"{where}: a count must be finite and >= 0, got {value!r}")
     if x != math.floor(x):
@@ -326,11 +329,14 @@ def histogram_count(value, where: str) -> float:
 
 def _bin(value) -> int:
     """One histogram bin index n (accepted draft tokens): an integer in [0, MAX_DEPTH); as text, plain ASCII digits
-    (int() also read '1_0' as bin 10, '+1' and other scripts' digits such as '٣')."""
+    (int() also read '1_0' as bin 10, '+1' and other scripts' digits such as '٣') of which int() reads every one."""
     if isinstance(value, str):
         if not (value.strip().isascii() and value.strip().isdigit()):
             raise ValueError(f"bin {value[:20]!r} is not a count of accepted draft tokens in plain digits")
-        value = value.strip()
+        value = value.strip().lstrip("0") or "0"
+        if len(value) > 4:  # int() of more than 4300 digits is a ValueError naming sys.set_int_max_str_digits
+            shown = value if len(value) <= 20 else f"{value[:17]}... ({len(value)} digits)"
+            raise ValueError(f"bin {shown} is outside 0..{MAX_DEPTH - 1} (accepted draft tokens per step)")
     n = int(value)
     if isinstance(value, float) and n != value:
         raise ValueError(f"a bin must be an integer, got {value!r}")
@@ -353,7 +359,7 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
     import json
     from pathlib import Path
 
-    from wmtp.fileio import read_text
+    from wmtp.fileio import json_int, read_text
     from wmtp.units import ascii_number
 
     p = Path(path)
@@ -361,9 +367,11 @@ def load_histogram(path, source: str | None = None) -> AcceptanceProfile:
     counts: dict[int, float] = {}
     shape = f"{p}: a histogram is a JSON list, a JSON object n -> count, or CSV lines n,count"
     try:
-        data = json.loads(text, parse_constant=lambda c: float("nan"))
-    except (json.JSONDecodeError, RecursionError, ValueError):
+        data = json.loads(text, parse_constant=lambda c: float("nan"), parse_int=json_int)
+    except (json.JSONDecodeError, RecursionError):
         data = None
+    except ValueError as e:  # JSON holding a number too long to read (`json_int`): not CSV lines
+        raise WmtpError(f"{p}: not a usable histogram ({e})") from None
     try:
         if isinstance(data, list):
             if len(data) > MAX_DEPTH:

@@ -27,7 +27,7 @@ from pathlib import Path
 from wmtp.acceptance import (MAX_DEPTH, AcceptanceProfile, check_accept_length, from_histogram, geometric,
                              histogram_count, is_chain, load_histogram, wilson_interval)
 from wmtp.errors import WmtpError
-from wmtp.fileio import check_lookup
+from wmtp.fileio import check_lookup, json_int
 from wmtp.log_input import is_stream, open_text, spool
 from wmtp.log_records import v1_drafts
 from wmtp.log_meta import HIST_KEYS, add_histogram
@@ -59,8 +59,8 @@ def _json_content(path: Path) -> tuple[object, list, list[int]]:
     numbers of the lines that are not JSON)."""
     with open_text(path) as f:
         text = f.read()
-    try:
-        return json.loads(text), [], []
+    try:  # (a number too long for int() is `json_int`'s ValueError: the file's error, not a garbled line)
+        return json.loads(text, parse_int=json_int), [], []
     except (json.JSONDecodeError, RecursionError):
         pass
     out, garbled = [], []
@@ -68,7 +68,7 @@ def _json_content(path: Path) -> tuple[object, list, list[int]]:
         line = line.strip()
         if line:
             try:
-                out.append((n, json.loads(line)))
+                out.append((n, json.loads(line, parse_int=json_int)))
             except (json.JSONDecodeError, RecursionError):
                 garbled.append(n)  # skipped (a line cut short by an interrupted write), and said so
     return None, out, garbled
@@ -84,8 +84,8 @@ def _garbled_note(info: dict, garbled: list[int]) -> None:
 def _step_length(n: int, value, p: Path) -> int:
     """One per-step accept length (tokens a verify step emitted): a whole number in 1..MAX_DEPTH; 3.9 was read as 3,
     and 0, 5000 or "4" dropped, silently."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or value != int(value) or not 1 <= value <= MAX_DEPTH):
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_DEPTH
+            or value != int(value)):  # (the range first: isfinite() of 400 digits is an OverflowError; NaN fails it)
         raise WmtpError(f"{p}: line {n}: accept_length {str(value)[:40]!r} is not a per-step accept length (a whole "
                         f"number of tokens in 1..{MAX_DEPTH})")
     return int(value)

@@ -16,12 +16,14 @@ import json
 import math
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
 from wmtp.errors import WmtpError
 
 MAX_READ_BYTES = 64 * 1024 * 1024  # a config, profile or preset is kilobytes; refuse anything absurd
+INT_DIGITS = sys.get_int_max_str_digits() or 4300  # the digits int() reads (0: no limit set; 4300 is the default)
 
 
 class WriteError(WmtpError, OSError):
@@ -173,6 +175,16 @@ def read_text(path: str | Path, what: str, error: type[Exception], max_bytes: in
         raise error(f"{what} {p} is not UTF-8 text (a binary file?)") from None
 
 
+def json_int(text: str) -> int:
+    """A JSON integer literal (json.loads' `parse_int`): one of more than `INT_DIGITS` digits, which int() refuses
+    with a message about `sys.set_int_max_str_digits`, is a ValueError in wmtp's words."""
+    digits = len(text) - text.startswith("-")
+    if digits > INT_DIGITS:
+        raise ValueError(f"a number of {digits} digits (more than {INT_DIGITS} digits): too long to be a count or any "
+                         "other value wmtp reads")
+    return int(text)
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
@@ -195,7 +207,7 @@ def read_json(path: str | Path, what: str, error: type[Exception]):
     if not text.strip():
         raise error(f"{what} {p} is empty")
     try:
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys, parse_int=json_int)
     except json.JSONDecodeError as e:
         raise error(f"{what} {p} is corrupt: not valid JSON ({e.msg} at line {e.lineno})") from None
     except (ValueError, RecursionError) as e:  # NaN/Infinity, a 5000-digit integer, absurd nesting

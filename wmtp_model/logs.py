@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 import zlib
 from pathlib import Path
 from typing import Iterator
 
 from wmtp.acceptance import MAX_DEPTH
 from wmtp.errors import WmtpError
+from wmtp.fileio import INT_DIGITS
 from wmtp.log_engines import parse_bench_al, parse_tgi, parse_trt_iter, parse_trt_stats
 from wmtp.log_input import open_text
 from wmtp.log_joined import split_joined
@@ -379,14 +379,13 @@ def tally_line(line: str, n: int, stats: ParseStats) -> tuple | list:
     try:
         return _tally_line(line, n, stats)
     except ValueError:
-        if len(line) > _INT_DIGITS and _HUGE_INT.search(line):
+        if len(line) > INT_DIGITS and _HUGE_INT.search(line):
             stats.garbled += 1
             return ()
         raise
 
 
-_INT_DIGITS = sys.get_int_max_str_digits() or 4300  # the digits int() reads (0: no limit set; 4300 is the default)
-_HUGE_INT = re.compile(r"\d{%d}" % (_INT_DIGITS + 1))
+_HUGE_INT = re.compile(r"\d{%d}" % (INT_DIGITS + 1))
 
 
 def _tally_line(line: str, n: int, stats: ParseStats) -> tuple | list:

@@ -58,6 +58,7 @@ class Prediction:
     draft_prefill: dict = field(default_factory=dict)
     tree_width: int = 1
     overheads: dict = field(default_factory=dict)  # method -> EngineOverhead (wmtp.engine)
+    source_by_depth: dict = field(default_factory=dict)  # method -> {d: step source}, beside tpot_by_depth
 
     @property
     def engine_overhead(self) -> str:
@@ -217,7 +218,8 @@ def predict(
                         + "; memory is per GPU")
     return Prediction(spec, hw, cost_label(cost, hw), ctx, "auto" if auto else depth, window, sink, batch,
                       methods, memory, best, tpot_by_depth, ratio, warnings, tp,
-                      draft_prefill_saving(gpu_spec, hw, ctx, window, sink), tree_width, overheads)
+                      draft_prefill_saving(gpu_spec, hw, ctx, window, sink), tree_width, overheads,
+                      {m: {d: r.cost.source for d, r in rs.items()} for m, rs in by_depth.items()})
 
 
 def engine_memory_json(e) -> dict:

@@ -22,12 +22,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from wmtp.acceptance import MAX_DEPTH
 from wmtp.errors import WmtpError
 from wmtp.units import ascii_number, parse_whole, split_list
 from wmtp import defaults
 
 MAX_TOKENS = 1_000_000  # output tokens one simulation decodes (about 2 s in pure Python)
-MAX_DEPTH = 64
 Phase = tuple[int, Sequence[float]]  # (tokens this phase lasts, alphas per position)
 
 
