@@ -98,3 +98,25 @@ def test_swap_errors():
         qg.int4_moe_gemm(x, torch.zeros(1, 64, 128, dtype=torch.uint8, device=DEV),
                          torch.ones(1, 64, 2, dtype=torch.bfloat16, device=DEV),
                          torch.zeros(2, 1, dtype=torch.int64, device=DEV), path="swap")
+
+
+def test_fp8_swap_runs_the_one_wave_plan(monkeypatch):
+    """fp8_gemm's 'auto' at SWAP_AUTO_M rows takes swap-AB planned for SWAP_CTAS programs an SM with fit=True
+    (`launch_swap` records its stages, programs an SM and fit, then runs), and matches the fp64 reference."""
+    x, wq, ws, ref = fp8_case(3, 200, 392, 4242)
+    seen = []
+    real = qg.launch_swap
+    monkeypatch.setattr(qg, "launch_swap", lambda *a: seen.append((a[11], a[12], a[14])) or real(*a))
+    assert rel(fp8_gemm(x.to(DEV), wq.to(DEV), ws.to(DEV)), ref) < TOL
+    assert seen == [(qg.SWAP_STAGES, qg.SWAP_CTAS, qg.SWAP_FIT)] and qg.SWAP_FIT
+
+
+def test_swap_plan_fits_the_resident_programs():
+    """The fp8 swap-AB build (128-wide tiles, 16 rows, SWAP_STAGES stages) lets SWAP_CTAS programs reside on an SM
+    (ptxas for sm_90 with this Triton; the device run printed the lent GPU's), so the one-wave plan is one wave."""
+    pytest.importorskip("triton.backends.nvidia")
+    from probe_proc import run_probe
+    from wmtp.measure.kernels import quant_gemm as qg
+
+    got = run_probe("swap_compile_probe.py", 128, 16, qg.SWAP_STAGES)
+    assert got["spill_stores"] == 0 and got["resident"] >= qg.SWAP_CTAS, got

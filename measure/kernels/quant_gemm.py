@@ -73,7 +73,10 @@ _GEMV_ROWS_MAX, _PATHS = 16, ("auto", "gemv", "dot", "swap")  # the most rows pa
 # 2 % of 'pre' at M = 1..8, 6 % faster at 16) / 'prologue' (slower): in the kernel); SWAP_STAGES: pipeline stages
 # (with 'pre', 4 fastest of 2 / 3 / 4)
 SWAP_AUTO_M, SWAP_ACT, SWAP_STAGES = (2, 16), "pre", 4
-SWAP_FIT = False  # the fp8 swap-AB split planned for at most _CTAS_PER_SM programs an SM (`quant_swap.swap_plan`)
+# the fp8 swap-AB split planned for at most SWAP_CTAS programs an SM (`quant_swap.swap_plan(fit=True)`): the 128-wide
+# build's 223-243 registers a thread let 2 reside (tests/swap_compile_probe.py), where about 4 rounded up (the plan
+# before) ran 2+ waves; h200-quant-v13 run3: 0.91-0.97x geomean at 2-16 rows, 64-71 % of copy on the large projections
+SWAP_CTAS, SWAP_FIT = 2, True
 # (block_k, prefetch) of the tensor-core kernel unless named (`_dot_config`): 128, no prefetch (h200-quant-v4's best)
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
 
@@ -343,7 +346,7 @@ def fp8_gemm(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, x_scale: t
         out = _output(out, (x.shape[0], w.shape[0]), out_dtype, x.device)
         return launch_swap(x, x_scale, w, w_scale, out, (SWAP_ACT if SWAP_ACT != "pre" else "loop") if quant_a else
                            "pre", _sm_count(x.device), lambda n: _counters(x.device, n), block_n, split_k, num_warps,
-                           num_stages or SWAP_STAGES, _CTAS_PER_SM, not _fp8_dot_ok(x.device), SWAP_FIT)
+                           num_stages or SWAP_STAGES, SWAP_CTAS, not _fp8_dot_ok(x.device), SWAP_FIT)
     x, x_scale, quant_a = _fp8_inputs(x, x_scale, fuse_act_quant or gemv)
     return _dense(x, x_scale, w, w_scale, out, out_dtype, "fp8_block", block_m, block_n, split_k, num_warps,
                   num_stages or 4, quant_a, gemv, (block_k, None))

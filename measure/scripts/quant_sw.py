@@ -36,7 +36,7 @@ from wmtp.measure.scripts.quant_peers import dense_format, dense_fns, dense_ref,
 from wmtp.measure.scripts.quant_shapes import dense_shapes
 
 MS = (1, 2, 4, 8, 16, 64)
-PEERS = ("torch_bf16", "torch_scaled_mm_rowwise")
+PEERS = ("torch_bf16", "torch_scaled_mm_rowwise", "torch_scaled_mm_tensor")
 _SW = dict(path="swap")
 FP8 = {"": dict(path="dot"), "_auto": dict(path="auto"), "_gemv": dict(path="gemv"),
        "_gemv[sk1]": dict(path="gemv", split_k=1),
@@ -53,10 +53,11 @@ FP8 = {"": dict(path="dot"), "_auto": dict(path="auto"), "_gemv": dict(path="gem
        "_swap[pro-st3-bn64]": dict(_SW, act="prologue", num_stages=3, block_n=64),
        "_swap[pro-st3-c2]": dict(_SW, act="prologue", num_stages=3, ctas=2),
        "_swap[loop-st3]": dict(_SW, act="loop", num_stages=3)}
-# session 25: split-K planned for at most C programs an SM (`swap_plan(fit=True)`); the 128-wide build uses 243
-# registers a thread (ptxas, sm_90): 2 reside on an SM, where the default plan asks for about 4 (`[pre-c4]`: 2+ waves)
+# session 25: split-K planned for at most C programs an SM (`swap_plan(fit=True)`); the 128-wide build uses 223-243
+# registers a thread (ptxas, sm_90): 2 reside on an SM, where the plan before asked for about 4 (2+ waves). Adopted
+# from h200-quant-v13 run3: `[pre-c2f]` is `[pre]` (path 'swap', and 'auto' at 2-16 rows) since; `[pre-c4]` the plan before
 FP8.update({f"_swap[pre-c{c}{'f' if fit else ''}]": dict(_SW, act="pre", num_stages=4, ctas=c, fit=fit)
-            for c, fit in ((2, True), (2, False), (3, True), (4, True), (6, True), (1, False))})
+            for c, fit in ((2, True), (2, False), (3, True), (4, True), (6, True), (1, False), (4, False))})
 INT4 = {"_gemv[pk]": dict(path="gemv"), "_gemv[pk-c2]": dict(path="gemv", ctas=2),
         "_gemv[pk-sk1]": dict(path="gemv", split_k=1)}
 TINY = {"n128k128": (128, 128), "n1024k1024": (1024, 1024)}
@@ -65,14 +66,17 @@ TINY = {"n128k128": (128, 128), "n1024k1024": (1024, 1024)}
 def call(launch, args, cfg):
     """launch(*args, **cfg) with the swap kernel's activation quantization and the programs per SM set for the call."""
     cfg = dict(cfg)
-    saved = qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE, qg.SWAP_FIT  # a named ctas: every M
-    qg.INT4_GEMV_CTAS = None if "ctas" in cfg else saved[2]
-    qg.SWAP_ACT, qg._CTAS_PER_SM = cfg.pop("act", saved[0]), cfg.pop("ctas", saved[1])
-    qg.GEMV_FP8_WIDE, qg.SWAP_FIT = cfg.pop("fp8_wide", saved[3]), cfg.pop("fit", saved[4])
+    saved = (qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE, qg.SWAP_FIT,  # a named ctas: every M
+             qg.SWAP_CTAS)
+    named = "ctas" in cfg  # the plans named by a program count were timed rounding up (fit only where named)
+    qg.INT4_GEMV_CTAS = None if named else saved[2]
+    qg.SWAP_ACT, qg._CTAS_PER_SM = cfg.pop("act", saved[0]), cfg.get("ctas", saved[1])
+    qg.SWAP_CTAS = cfg.pop("ctas", saved[5])
+    qg.GEMV_FP8_WIDE, qg.SWAP_FIT = cfg.pop("fp8_wide", saved[3]), cfg.pop("fit", False if named else saved[4])
     try:
         return launch(*args, **cfg)
     finally:
-        qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE, qg.SWAP_FIT = saved
+        (qg.SWAP_ACT, qg._CTAS_PER_SM, qg.INT4_GEMV_CTAS, qg.GEMV_FP8_WIDE, qg.SWAP_FIT, qg.SWAP_CTAS) = saved
 
 
 def dense_calls(x, m):
