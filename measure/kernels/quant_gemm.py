@@ -30,8 +30,7 @@ import triton
 from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2d,  # noqa: F401  (re-exported)
                                                 check_fp8_weight, check_int4_weight, check_routing, same_device,
                                                 dequantize_fp8_block, dequantize_int4_group, interpreting,
-                                                quantize_act_fp8, quantize_fp8_block, quantize_int4_group,
-                                                weight_bytes)
+                                                quantize_act_fp8, quantize_fp8_block, quantize_int4_group, weight_bytes)
 from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
@@ -71,12 +70,9 @@ _GEMV_ROWS_MAX, _PATHS = 16, ("auto", "gemv", "dot", "swap")  # the most rows pa
 # tile for every M <= 16), slower on 13 of 15 at M = 64 and than the GEMV kernel on 13 of 15 at M = 1. SWAP_ACT: where
 # it quantizes bf16 / fp16 / fp32 activations ('pre': `quantize_act_fp8` first, a second launch; 'loop' (3 stages: within
 # 2 % of 'pre' at M = 1..8, 6 % faster at 16) / 'prologue' (slower): in the kernel); SWAP_STAGES: pipeline stages
-# (with 'pre', 4 fastest of 2 / 3 / 4)
-SWAP_AUTO_M, SWAP_ACT, SWAP_STAGES = (2, 16), "pre", 4
-# the fp8 swap-AB split planned for at most SWAP_CTAS programs an SM (`quant_swap.swap_plan(fit=True)`): the 128-wide
-# build's 223-243 registers a thread let 2 reside (tests/swap_compile_probe.py), where about 4 rounded up (the plan
-# before) ran 2+ waves; h200-quant-v13 run3: 0.91-0.97x geomean at 2-16 rows, 64-71 % of copy on the large projections
-SWAP_CTAS, SWAP_FIT = 2, True
+# (with 'pre', 4 fastest of 2 / 3 / 4); split-K for at most SWAP_CTAS programs an SM (SWAP_FIT: `swap_plan(fit=True)`;
+# 2 reside, tests/swap_compile_probe.py; ~4 rounded up ran 2+ waves: h200-quant-v13 run3, 0.91-0.97x at 2-16 rows)
+SWAP_AUTO_M, SWAP_ACT, SWAP_STAGES, SWAP_CTAS, SWAP_FIT = (2, 16), "pre", 4, 2, True
 # (block_k, prefetch) of the tensor-core kernel unless named (`_dot_config`): 128, no prefetch (h200-quant-v4's best)
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}
 

@@ -55,7 +55,8 @@ FP8 = {"": dict(path="dot"), "_auto": dict(path="auto"), "_gemv": dict(path="gem
        "_swap[loop-st3]": dict(_SW, act="loop", num_stages=3)}
 # session 25: split-K planned for at most C programs an SM (`swap_plan(fit=True)`); the 128-wide build uses 223-243
 # registers a thread (ptxas, sm_90): 2 reside on an SM, where the plan before asked for about 4 (2+ waves). Adopted
-# from h200-quant-v13 run3: `[pre-c2f]` is `[pre]` (path 'swap', and 'auto' at 2-16 rows) since; `[pre-c4]` the plan before
+# from h200-quant-v13 run3: `[pre-c2f]` is `[pre]` (path 'swap', and 'auto' at 2-16 rows) since; `[pre-c4]` the
+# plan before
 FP8.update({f"_swap[pre-c{c}{'f' if fit else ''}]": dict(_SW, act="pre", num_stages=4, ctas=c, fit=fit)
             for c, fit in ((2, True), (2, False), (3, True), (4, True), (6, True), (1, False), (4, False))})
 INT4 = {"_gemv[pk]": dict(path="gemv"), "_gemv[pk-c2]": dict(path="gemv", ctas=2),
