@@ -59,3 +59,17 @@ if Path("run2/mma/quant.csv.gz").exists():
           a2.pivot_table(index=["model", "component"], columns="M", values="pct").round(0))
     a1 = r1[r1.kernel == "wmtp_int4_group_auto"].set_index(["model", "component", "M"]).ms
     print("path='auto': run2 / run1\n", (a2.set_index(["model", "component", "M"]).ms / a1).round(3).unstack("M"))
+r3, c3 = medians("run3/fp8/quant.csv.gz")
+r4, c4 = medians("run4/fp8/quant.csv.gz")
+print(f"copy ceiling run3 {c3:.0f} GB/s, run4 {c4:.0f} GB/s")
+print("run3 fp8 swap-AB plans, time / `[pre]` (the plan then), geomean over the 15 shapes\n",
+      geomean_ratio(r3[r3.M >= 2], "wmtp_fp8_block_swap[pre]", False).round(3))
+print("run3 `[pre-c2f]` / `[pre]` per shape\n", ratio(r3[r3.M >= 2], "wmtp_fp8_block_swap[pre-c2f]",
+                                                       "wmtp_fp8_block_swap[pre]").round(3))
+print("run4 path='auto' / `[pre-c4]` (the plan before)\n",
+      ratio(r4, "wmtp_fp8_block_auto", "wmtp_fp8_block_swap[pre-c4]").round(3))
+print("run4 % of copy\n", r4.pivot_table(index=["model", "component"], columns=["kernel", "M"], values="pct").round(0)
+      .T.to_string())
+a4 = r4[r4.kernel == "wmtp_fp8_block_auto"].set_index(["model", "component", "M"]).ms
+c2f = r3[r3.kernel == "wmtp_fp8_block_swap[pre-c2f]"].set_index(["model", "component", "M"]).ms
+print("run4 path='auto' / run3 `[pre-c2f]`\n", (a4 / c2f).round(3).unstack("M"))
