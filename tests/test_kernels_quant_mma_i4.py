@@ -94,8 +94,10 @@ def test_mma_fewer_warps_more_programs(m, n, k, num_warps, ctas, sub_mma):
 @pytest.mark.parametrize("m, n, k", [(1, 40, 264), (5, 33, 1160), (13, 70, 392), (2, 16, 128)])
 def test_mma_prefetch_same_sums(m, n, k, num_warps, sub_mma, split_k):
     """The register prefetch (next group's words and scales loaded a group ahead, the last group's twice) changes when
-    loads are issued, not what is summed: its output equals the kernel's without it bit for bit, and both match the
-    fp64 reference; one group (K 128) and splits of one group hit the prefetch's clamp at the split's end."""
+    loads are issued, not what is summed: its output equals the kernel's without it bit for bit (a wrong rotation of
+    the loaded registers would not), and both match the fp64 reference; one group (K 128) and splits of one group
+    run its shortest loops. (The clamp keeps the last load inside the split; its values are discarded, so an unclamped
+    read would not change the output: that is guarded by the clamp's code, not by this test.)"""
     x, packed, s, ref = _case(m, n, k, 5300 * m + n + k + num_warps)
     groups = -(-k // 128)
     split_k = None if split_k is None else min(split_k, groups)
@@ -139,7 +141,8 @@ def test_plan_and_errors():
     assert mma_plan(1, 12288, 3072, 132) == (192, 3, 8)
     assert mma_plan(1, 248320, 3072, 132) == (3880, 1, 24)  # enough programs: no split
     assert mma_plan(8, 2048, 512, 132) == (32, 1, 4)  # partial cap: K // (64 M) = 1
-    # q122 lin_in: 1280 programs of 4 warps; 9 an SM x 132 = 1188 resident -> fit: floor(1188 / 320) = 3 splits of 8
+    # q122 lin_in: 320 programs of 4 warps x 4 splits = 1280 > 9 an SM x 132 = 1188 resident -> fit: 1188 // 320 = 3
+    # splits of 8 groups
     assert mma_plan(1, 20480, 3072, 132, 4, None, 9) == (320, 4, 6)
     assert mma_plan(1, 20480, 3072, 132, 4, None, 9, fit=True) == (320, 3, 8)
     with pytest.raises(ValueError, match="split_k must be in"):
@@ -182,6 +185,9 @@ def test_int4_gemm_path_mma_and_auto_dispatch(monkeypatch):
     monkeypatch.setattr(qm, "AUTO_BYTES", 48 * 128 + 1)
     qg.int4_gemm(x, packed, s, w_mma=wm)  # one byte under the size rule
     assert log == [(qm.AUTO_FIT_CTAS, True)]
+    # path 'mma' at 9 rows (the TOK2 build, which lets fewer programs reside): the plan rounded up, not fitted
+    assert rel(qg.int4_gemm(torch.cat([x] * 3), packed, s, path="mma", w_mma=wm), torch.cat([ref] * 3)) < TOL
+    assert log == [(qm.AUTO_FIT_CTAS, True), (qm.AUTO_CTAS, False)]
 
 
 @pytest.mark.parametrize("t, top_k, n_exp, a_is_pairs, split_k", [

@@ -71,7 +71,7 @@ _GEMV_ROWS_MAX, _PATHS = 16, ("auto", "gemv", "dot", "swap")  # the most rows pa
 # it quantizes bf16 / fp16 / fp32 activations ('pre': `quantize_act_fp8` first, a second launch; 'loop' (3 stages: within
 # 2 % of 'pre' at M = 1..8, 6 % faster at 16) / 'prologue' (slower): in the kernel); SWAP_STAGES: pipeline stages
 # (with 'pre', 4 fastest of 2 / 3 / 4); split-K for at most SWAP_CTAS programs an SM (SWAP_FIT: `swap_plan(fit=True)`;
-# 2 reside, tests/swap_compile_probe.py; ~4 rounded up ran 2+ waves: h200-quant-v13 run3, 0.91-0.97x at 2-16 rows)
+# 2 of the 128-wide build reside, 4 of the 64-wide; h200-quant-v13 run3: 0.91-0.97x geomean at 2-16 rows, both widths)
 SWAP_AUTO_M, SWAP_ACT, SWAP_STAGES, SWAP_CTAS, SWAP_FIT = (2, 16), "pre", 4, 2, True
 # (block_k, prefetch) of the tensor-core kernel unless named (`_dot_config`): 128, no prefetch (h200-quant-v4's best)
 BLOCK_K_AUTO = {"fp8_block": (128, False), "int4_group": (128, False)}

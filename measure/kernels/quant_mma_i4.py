@@ -24,7 +24,7 @@ fragment), then the fragment times the rows' group scales into the accumulators.
 g, g + 8, tokens 2 q, 2 q + 1. Every per-thread tensor has NW x 32 elements, element i in lane i % 32 of warp i // 32
 (the blocked layout of a [NW * 32, 4] load of 16 contiguous bytes per row): the inline MMA relies on it, and the GPU
 tests check the result against fp32 torch. Under the interpreter (CPU tests) `EMU` computes each MMA's sums from
-the same registers in fp32 tensor arithmetic.
+the same registers in fp32 tensor arithmetic (the MMA and its emulation: `quant_mma_frag`).
 """
 
 from __future__ import annotations
@@ -325,9 +325,10 @@ def mma_call(x, w_mma, w_scale, n, out, split_k, sm, counters):
     if w_mma is None:
         raise ValueError("path 'mma' needs the weights in its layout: w_mma = quant_mma_i4.pack_int4_mma(w)")
     one = n * (x.shape[1] // 2) >= AUTO_W1_BYTES
+    fit = not one and x.shape[0] <= 8  # 9-16 rows (path 'mma' only): the TOK2 build's 72 registers let 7 reside
     return int4_mma_gemm(x, w_mma, w_scale, n, out=out, split_k=split_k, num_warps=1 if one else 4,  # 1 warp: fma
-                         ctas=AUTO_W1_CTAS if one else AUTO_FIT_CTAS, sm=sm, counters=counters, sub_mma=not one,
-                         fit=not one)
+                         ctas=AUTO_W1_CTAS if one else AUTO_FIT_CTAS if fit else AUTO_CTAS, sm=sm, counters=counters,
+                         sub_mma=not one, fit=fit)
 
 
 def moe_plan(pairs, n, k, sm, num_warps=4, split_k=None, ctas=AUTO_CTAS, fit=False):

@@ -16,7 +16,8 @@ h200-quant-v10, `[w8]` 8 warps; `[g8]` / `[g2]`, 8 / 2 groups per step, were tim
 swap-AB kernel with the launcher's plan and:
 `pre` activations quantized by `quantize_act_fp8` first (two launches), `pro` in a prologue of the kernel, `loop`
 in its K loop (one launch each); `st2/3/4` pipeline stages (default 4); `w8` 8 warps (default 4); `bn64` 64-wide
-tiles; `c2` / `c8` split-K planned for 2 / 8 programs per SM (default 4); `[sk1]` no split-K. int4:
+tiles; `cC` split-K for about C programs per SM, rounded up (the default until h200-quant-v13: 4), `cCf` for at
+most C (one wave where C reside; the default since: 2, `quant_gemm.SWAP_CTAS`); `[sk1]` no split-K. int4:
 `wmtp_int4_group_gemv[pk]` round 4's packed GEMV step with the launcher's plan (measure/results/h200-quant-v6 timed it
 with 4 programs per SM; since then 2 up to 2 rows, `quant_gemm.INT4_GEMV_CTAS`), with the same `[c2]` / `[sk1]`.
 Fixed cost: model `tiny`, components `n128k128` / `n1024k1024` (M = 1; bytes too few to matter), and `launch`: a
@@ -53,10 +54,11 @@ FP8 = {"": dict(path="dot"), "_auto": dict(path="auto"), "_gemv": dict(path="gem
        "_swap[pro-st3-bn64]": dict(_SW, act="prologue", num_stages=3, block_n=64),
        "_swap[pro-st3-c2]": dict(_SW, act="prologue", num_stages=3, ctas=2),
        "_swap[loop-st3]": dict(_SW, act="loop", num_stages=3)}
-# session 25: split-K planned for at most C programs an SM (`swap_plan(fit=True)`); the 128-wide build uses 223-243
-# registers a thread (ptxas, sm_90): 2 reside on an SM, where the plan before asked for about 4 (2+ waves). Adopted
-# from h200-quant-v13 run3: `[pre-c2f]` is `[pre]` (path 'swap', and 'auto' at 2-16 rows) since; `[pre-c4]` the
-# plan before
+# session 25: split-K planned for at most C programs an SM (`swap_plan(fit=True)`); the 128-wide build uses 223
+# registers a thread under the H200's Triton 3.6 (243 under 3.9): 2 reside on an SM, where the plan before asked for
+# about 4 (2+ waves); the 64-wide build (126 registers) lets 4 reside. Adopted from h200-quant-v13 run3 (fastest in
+# geomean on both widths; 3-4 an SM were 2-5 % faster on some 64-wide shapes): `[pre-c2f]` is `[pre]` (path 'swap',
+# and 'auto' at 2-16 rows) since; `[pre-c4]` the plan before
 FP8.update({f"_swap[pre-c{c}{'f' if fit else ''}]": dict(_SW, act="pre", num_stages=4, ctas=c, fit=fit)
             for c, fit in ((2, True), (2, False), (3, True), (4, True), (6, True), (1, False), (4, False))})
 INT4 = {"_gemv[pk]": dict(path="gemv"), "_gemv[pk-c2]": dict(path="gemv", ctas=2),
