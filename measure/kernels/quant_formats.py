@@ -106,6 +106,12 @@ def _act_quant_kernel(X, Xq, Xs, K, stride_xm, stride_qm, stride_sm,
     tl.store(Xs + m.to(tl.int64) * stride_sm + g, s)
 
 
+def splits_wanted(ctas: int, sm: int, programs: int, fit: bool = False) -> int:
+    """The K splits a split-K plan asks for so that `programs` per split come to about `ctas` programs per SM on `sm`
+    SMs: rounded up, or with `fit` at most that many (one wave where `ctas` reside); the caller caps and clamps it."""
+    return ctas * sm // programs if fit else triton.cdiv(ctas * sm, programs)
+
+
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 

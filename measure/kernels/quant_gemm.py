@@ -30,7 +30,8 @@ import triton
 from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2d,  # noqa: F401  (re-exported)
                                                 check_fp8_weight, check_int4_weight, check_routing, same_device,
                                                 dequantize_fp8_block, dequantize_int4_group, interpreting,
-                                                quantize_act_fp8, quantize_fp8_block, quantize_int4_group, weight_bytes)
+                                                quantize_act_fp8, quantize_fp8_block, quantize_int4_group, splits_wanted,
+                                                weight_bytes)
 from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
@@ -41,8 +42,7 @@ from wmtp.measure.kernels.quant_pdl import pdl_launch
 from wmtp.measure.kernels.quant_swap import launch_swap
 from wmtp.measure.kernels.quant_swap_i4 import launch_int4_swap
 
-_FP8 = torch.float8_e4m3fn
-_ACT_DTYPES = (torch.bfloat16, torch.float16)
+_FP8, _ACT_DTYPES = torch.float8_e4m3fn, (torch.bfloat16, torch.float16)
 _MAGIC = {torch.bfloat16: (0x4300, 136.0), torch.float16: (0x6400, 1032.0)}  # 2^k with ulp 1, and 2^k + 8
 _CTAS_PER_SM = 4
 _CHUNK_P = 256  # routed ids read per step by the in-kernel router (>= the threads of 8 warps)
@@ -132,7 +132,7 @@ def _split_plan(m_tiles, n_tiles, k_blocks, rows, n, w_bytes, device, split_k, g
     while the fp32 partials (written and read once, 4 B each) stay under a quarter of the weight bytes; each split
     a whole number of `g_step`-group steps. An explicit split_k counts 128-groups (a split may end mid-step)."""
     if split_k is None:
-        want = triton.cdiv(_CTAS_PER_SM * _sm_count(device), m_tiles * n_tiles)
+        want = splits_wanted(_CTAS_PER_SM, _sm_count(device), m_tiles * n_tiles)
         cap = max(1, w_bytes // (4 * 8 * max(rows * n, 1)))
         per = triton.cdiv(triton.cdiv(k_blocks, max(1, min(want, k_blocks, cap))), g_step) * g_step
         return triton.cdiv(k_blocks, per), per
@@ -237,7 +237,7 @@ def _gemv_plan(rows, live_tiles, n, k, w_bytes, device, split_k, block_n, fmt, c
         raise ValueError(f"the fp8 GEMV path needs block_n <= {GROUP} (one weight scale block per tile)")
     n_tiles = triton.cdiv(n, block_n)
     if split_k is None:
-        want = triton.cdiv((ctas or _CTAS_PER_SM) * sm, live_tiles * n_tiles)
+        want = splits_wanted(ctas or _CTAS_PER_SM, sm, live_tiles * n_tiles)
         cap = max(1, w_bytes // (4 * 8 * max(rows * n, 1)))
         per = triton.cdiv(triton.cdiv(groups, max(1, min(want, groups, cap))), g_step) * g_step
     elif not 1 <= split_k <= max(groups, 1):

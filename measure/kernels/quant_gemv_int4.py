@@ -39,6 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
+from wmtp.measure.kernels.quant_formats import splits_wanted
 from wmtp.measure.kernels.quant_kernels import finish_tile
 from wmtp.measure.kernels.quant_pdl import LINE_BYTES, pdl_enter, pdl_launch
 
@@ -343,7 +344,7 @@ def quad_plan(m, n, k, sm, block_n=None, split_k=None, ctas=2, g_step=None):
     if g_step is None:
         g_step = max(1, 8 // triton.next_power_of_2(m)) * max(1, 32 // block_n)  # 256 words per row and thread
     if split_k is None:
-        want = triton.cdiv(ctas * sm, triton.cdiv(n, block_n))
+        want = splits_wanted(ctas, sm, triton.cdiv(n, block_n))
         cap = max(1, k // (64 * m))  # partials 4 B per output and split, weights k / 2 bytes per row
         per = triton.cdiv(triton.cdiv(groups, max(1, min(want, groups, cap))), g_step) * g_step
     elif not 1 <= split_k <= groups:

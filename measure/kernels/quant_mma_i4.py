@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wmtp.measure.kernels.quant_formats import GROUP
+from wmtp.measure.kernels.quant_formats import GROUP, splits_wanted
 from wmtp.measure.kernels.quant_kernels import finish_at
 from wmtp.measure.kernels.quant_mma_frag import mma, quarters
 from wmtp.measure.kernels.quant_moe import MOE_PAIR_AUTO, MOE_PAIR_AUTO_MIN_EXPERTS
@@ -275,8 +275,7 @@ def mma_plan(m, n, k, sm, num_warps=4, split_k=None, ctas=4, fit=False):
     groups = triton.cdiv(k, GROUP)
     progs = triton.cdiv(triton.cdiv(n, 16), num_warps)
     if split_k is None:
-        want = ctas * sm // progs if fit else triton.cdiv(ctas * sm, progs)
-        split_k = max(1, min(want, groups, k // (64 * m)))
+        split_k = max(1, min(splits_wanted(ctas, sm, progs, fit), groups, k // (64 * m)))
     elif not 1 <= split_k <= groups:
         raise ValueError(f"split_k must be in [1, {groups}] (K blocks of {GROUP}), got {split_k}")
     per = triton.cdiv(groups, split_k)
@@ -337,8 +336,7 @@ def moe_plan(pairs, n, k, sm, num_warps=4, split_k=None, ctas=AUTO_CTAS, fit=Fal
     groups = triton.cdiv(k, GROUP)
     progs = triton.cdiv(triton.cdiv(n, 16), num_warps)
     if split_k is None:
-        live = max(1, pairs) * progs
-        split_k = max(1, min(ctas * sm // live if fit else triton.cdiv(ctas * sm, live), groups, k // 64))
+        split_k = max(1, min(splits_wanted(ctas, sm, max(1, pairs) * progs, fit), groups, k // 64))
     elif not 1 <= split_k <= groups:
         raise ValueError(f"split_k must be in [1, {groups}] (K blocks of {GROUP}), got {split_k}")
     per = triton.cdiv(groups, split_k)

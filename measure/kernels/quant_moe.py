@@ -30,7 +30,8 @@ import torch
 import triton
 import triton.language as tl
 
-from wmtp.measure.kernels.quant_formats import FP8_EPS, FP8_MAX, GROUP, check_routing, interpreting, quantize_act_fp8
+from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_routing, interpreting,
+                                                quantize_act_fp8, splits_wanted)
 from wmtp.measure.kernels.quant_gemv_int4 import MODE_F32, MODE_PACKED, MODE_PACKED_EMU, int4_gemv_v4
 from wmtp.measure.kernels.quant_kernels import finish_tile, fp8_act, pair_rows
 
@@ -218,7 +219,7 @@ def moe_plan(pairs, n_exp, n, k, sm, fmt, mode, block_n=None, split_k=None, ctas
     g_step = 1 if dot else 4 if fmt == "fp8_block" else max(1, 8 // block_m)
     groups = triton.cdiv(k, GROUP)
     if split_k is None:
-        want = triton.cdiv(ctas * sm, live * triton.cdiv(n, block_n))
+        want = splits_wanted(ctas, sm, live * triton.cdiv(n, block_n))
         per = triton.cdiv(triton.cdiv(groups, max(1, min(want, groups))), g_step) * g_step
     elif not 1 <= split_k <= groups:
         raise ValueError(f"split_k must be in [1, {groups}] (K blocks of {GROUP}), got {split_k}")

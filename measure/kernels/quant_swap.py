@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from wmtp.measure.kernels.quant_formats import FP8_EPS, FP8_MAX, GROUP, interpreting
+from wmtp.measure.kernels.quant_formats import FP8_EPS, FP8_MAX, GROUP, interpreting, splits_wanted
 from wmtp.measure.kernels.quant_kernels import fp8_act, finish_tile
 from wmtp.measure.kernels.quant_pdl import LINE_BYTES, pdl_enter, pdl_launch
 
@@ -107,7 +107,7 @@ def swap_plan(m, n, k, sm, block_n=None, split_k=None, ctas_per_sm=4, fit=False)
     groups = triton.cdiv(k, GROUP)
     n_tiles = triton.cdiv(n, block_n)
     if split_k is None:
-        want = ctas_per_sm * sm // n_tiles if fit else triton.cdiv(ctas_per_sm * sm, n_tiles)
+        want = splits_wanted(ctas_per_sm, sm, n_tiles, fit)
         cap = max(1, (n * k) // (2 * 8 * m * n))  # partials 8 B per output and split <= half the weight bytes
         split_k = max(1, min(want, groups, cap))
     elif not 1 <= split_k <= groups:
