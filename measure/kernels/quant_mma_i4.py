@@ -92,6 +92,13 @@ def _lanes(tp, N, NW: tl.constexpr):
 
 
 @triton.jit
+def _group_loads(w_base, s_lo, s_hi, grp, j4):
+    """Group grp's two chunks of words ([R, 4] each: the lane's 16 bytes a chunk) and its rows' two scales."""
+    return (tl.load(w_base[:, None] + 2 * grp * 128 + j4), tl.load(w_base[:, None] + (2 * grp + 1) * 128 + j4),
+            tl.load(s_lo + grp), tl.load(s_hi + grp))
+
+
+@triton.jit
 def _tiles(W, W_s, lane, q, tile, row0, x_base, x_base2, N, K2, n_groups, g_lo, g_hi, stride_wsn, NW: tl.constexpr,
            EMU: tl.constexpr, SUB_MMA: tl.constexpr, EVEN_K: tl.constexpr, TOK2: tl.constexpr, PF: tl.constexpr):
     """The fp32 accumulators of each lane (D fragment rows g / g + 8, tokens 2 q / 2 q + 1; with TOK2 also tokens
@@ -111,22 +118,12 @@ def _tiles(W, W_s, lane, q, tile, row0, x_base, x_base2, N, K2, n_groups, g_lo, 
     acc6 = tl.zeros(q.shape, tl.float32)
     acc7 = tl.zeros(q.shape, tl.float32)
     if PF:  # group g_lo's words and scales, ahead of the loop (a program's split is never empty)
-        wa = tl.load(w_base[:, None] + 2 * g_lo * 128 + j4)
-        wb = tl.load(w_base[:, None] + (2 * g_lo + 1) * 128 + j4)
-        sl = tl.load(s_lo + g_lo)
-        sh = tl.load(s_hi + g_lo)
+        wa, wb, sl, sh = _group_loads(w_base, s_lo, s_hi, g_lo, j4)
     for grp in range(g_lo, g_hi):
         if PF:  # the next group's loads issued before this group's MMAs wait on theirs (the last group: itself again)
-            nxt = tl.minimum(grp + 1, g_hi - 1)
-            na = tl.load(w_base[:, None] + 2 * nxt * 128 + j4)
-            nb = tl.load(w_base[:, None] + (2 * nxt + 1) * 128 + j4)
-            nsl = tl.load(s_lo + nxt)
-            nsh = tl.load(s_hi + nxt)
+            na, nb, nsl, nsh = _group_loads(w_base, s_lo, s_hi, tl.minimum(grp + 1, g_hi - 1), j4)
         else:
-            wa = tl.load(w_base[:, None] + 2 * grp * 128 + j4)
-            wb = tl.load(w_base[:, None] + (2 * grp + 1) * 128 + j4)
-            sl = tl.load(s_lo + grp)
-            sh = tl.load(s_hi + grp)
+            wa, wb, sl, sh = _group_loads(w_base, s_lo, s_hi, grp, j4)
         c0, c1, c2, c3, c4, c5, c6, c7 = _group_chunk(wa, x_base, x_base2, 2 * grp, q, K2, j4, NW, EMU, SUB_MMA,
                                                       EVEN_K, TOK2)
         e0, e1, e2, e3, e4, e5, e6, e7 = _group_chunk(wb, x_base, x_base2, 2 * grp + 1, q, K2, j4, NW, EMU,
