@@ -1,5 +1,5 @@
-"""Run a compile probe of this folder (`ws_compile_probe.py`, `i4_compile_probe.py`) in a process without Triton's
-interpreter (which cannot compile for a GPU), and return the JSON of its last line."""
+"""Run a compile probe of this folder (`ws_compile_probe.py`, `i4_compile_probe.py`, `swap_compile_probe.py`) in a
+process without Triton's interpreter (which cannot compile for a GPU), and return the JSON of its last line."""
 
 import json
 import os

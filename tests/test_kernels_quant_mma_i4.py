@@ -327,7 +327,7 @@ def test_resident_programs_by_hand():
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from i4_compile_probe import resident
+    from sm90_build import resident
 
     assert resident(54, 4, 4096) == 9
     assert resident(64, 1, 0) == 32
