@@ -38,7 +38,7 @@ from wmtp.measure.kernels.quant_kernels import finish_at
 from wmtp.measure.kernels.quant_mma_frag import mma, quarters
 from wmtp.measure.kernels.quant_moe import MOE_PAIR_AUTO, MOE_PAIR_AUTO_MIN_EXPERTS
 
-MAX_ROWS = 16  # tokens: two MMA N tiles of 8 (`TOK2` above 8)
+N_TILE, MAX_ROWS = 8, 16  # tokens: an MMA's N tile of 8, two of them (`TOK2`) above N_TILE
 # `quant_gemm.int4_gemm`, path='auto' with repacked weights, from measure/results/h200-quant-v11 (run2): this kernel
 # (the -136 MMA, split-K for AUTO_CTAS programs per SM) for bf16 rows M <= AUTO_MAX_ROWS, >= AUTO_BYTES of codes
 AUTO_CTAS, AUTO_BYTES, AUTO_MAX_ROWS = 8, 8 << 20, 8
@@ -306,7 +306,7 @@ def int4_mma_gemm(x, w_mma, w_scale, n, out=None, split_k=None, num_warps=4, cta
     int4_mma_kernel[(progs, split)](
         x.view(torch.int32), w_mma, w_scale, out, part, count, m, n, k // 2, kc // 2, per, split,
         x.stride(0) // 2, w_scale.stride(0), part.stride(0) if split > 1 else 0, out.stride(0),
-        NW=num_warps, SPLIT=split > 1, EMU=emu, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0, TOK2=m > 8, PF=prefetch,
+        NW=num_warps, SPLIT=split > 1, EMU=emu, SUB_MMA=sub_mma, EVEN_K=k % GROUP == 0, TOK2=m > N_TILE, PF=prefetch,
         num_warps=num_warps)
     return out
 
@@ -321,7 +321,7 @@ def mma_call(x, w_mma, w_scale, n, out, split_k, sm, counters):
     if w_mma is None:
         raise ValueError("path 'mma' needs the weights in its layout: w_mma = quant_mma_i4.pack_int4_mma(w)")
     one = n * (x.shape[1] // 2) >= AUTO_W1_BYTES
-    fit = not one and x.shape[0] <= 8  # 9-16 rows (path 'mma' only): the TOK2 build's 72 registers let 7 reside
+    fit = not one and x.shape[0] <= N_TILE  # TOK2 (path 'mma' only): its build's 72 registers let 7 reside
     return int4_mma_gemm(x, w_mma, w_scale, n, out=out, split_k=split_k, num_warps=1 if one else 4,  # 1 warp: fma
                          ctas=AUTO_W1_CTAS if one else AUTO_FIT_CTAS if fit else AUTO_CTAS, sm=sm, counters=counters,
                          sub_mma=not one, fit=fit)
