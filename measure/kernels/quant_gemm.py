@@ -30,8 +30,8 @@ import triton
 from wmtp.measure.kernels.quant_formats import (FP8_EPS, FP8_MAX, GROUP, check_2d,  # noqa: F401  (re-exported)
                                                 check_fp8_weight, check_int4_weight, check_routing, same_device,
                                                 dequantize_fp8_block, dequantize_int4_group, interpreting,
-                                                quantize_act_fp8, quantize_fp8_block, quantize_int4_group, splits_wanted,
-                                                weight_bytes)
+                                                quantize_act_fp8, quantize_fp8_block, quantize_int4_group,
+                                                splits_wanted, weight_bytes)
 from wmtp.measure.kernels.moe import route_pairs
 from wmtp.measure.kernels.quant_gemv import MAGIC_F32, quant_gemv_kernel
 from wmtp.measure.kernels.quant_gemv_int4 import int4_mode, launch_quad
