@@ -190,6 +190,63 @@ def test_ws_against_fp64(shape, d, kw):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
+@pytest.mark.parametrize("shape", [(32, 2, 128), (8, 1, 64), (16, 1, 64)])
+@pytest.mark.parametrize("d", [1, 2, 5, 7])
+@pytest.mark.parametrize("kw", [{}, dict(num_splits=37), dict(loop="pingpong"), dict(consumers=1),
+                                dict(kv="fp8", max_rows=64)])
+def test_q_in_registers_against_fp64(shape, d, kw):
+    """q_regs (Q loaded into registers once, S = Q K^T from them) on the shapes it takes: head dim <= 128, one or two
+    consumer partitions (one with fp8 K/V); NaN-poisoned output, fp64 reference."""
+    hq, hkv, hd = shape
+    kw = dict(kw)
+    fp8 = kw.pop("kv", None) == "fp8"
+    n_kv = [3001, 64, d, 700]
+    q, k, v, ptr, ind, qo = _case(hq, hkv, hd, d, n_kv, seed=d * 17 + hq)
+    if fp8:
+        k, v = k.to(torch.float8_e4m3fn), v.to(torch.float8_e4m3fn)
+    ref = ref_attention(q, k.float(), v.float(), ptr, ind, qo)
+    out = torch.full_like(q, float("nan"))
+    ws.ws_attention(q, k, v, ptr, ind, None if d == 1 else qo, d, max(n_kv), out=out, q_regs=True, **kw)
+    assert not torch.isnan(out).any()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err < 1e-2, err
+
+
+def test_q_regs_is_refused_where_it_spills_before_any_launch():
+    """Head dim 256 (64 more registers a thread beside a 128-register accumulator), three consumer partitions, and
+    two with fp8 K/V: refused with a reason, on a CPU tensor (no launch is reached)."""
+    def call(hq, hd, d, kv_dtype=torch.bfloat16, **kw):
+        q = torch.zeros(d, hq, hd, dtype=torch.bfloat16)
+        k = torch.zeros(64, 2, hd, dtype=torch.bfloat16).to(kv_dtype)
+        ptr = torch.tensor([0, 64], dtype=torch.int32)
+        ws.ws_attention(q, k, k, ptr, torch.arange(64, dtype=torch.int32), torch.tensor([0, d], dtype=torch.int32),
+                        d, 64, q_regs=True, sm_count=132, **kw)
+    with pytest.raises(ValueError, match="head dim 128 and below, got 256"):
+        call(32, 256, 2)
+    with pytest.raises(ValueError, match="3 consumer partitions spills"):
+        call(32, 128, 9)  # 144 rows: one 192-row block
+    with pytest.raises(ValueError, match="2 consumer partitions and fp8 K/V spills"):
+        call(32, 128, 5, torch.float8_e4m3fn)  # 80 rows: one 128-row block of two partitions
+
+
+@pytest.mark.parametrize("rows, head_dim, decode, consumers", [(16, 128, True, 1), (112, 128, False, 2),
+                                                                (64, 64, False, 1)])
+def test_q_regs_takes_the_score_mma_operand_from_registers(rows, head_dim, decode, consumers):
+    """With QREG every S = Q K^T warpgroup MMA (N = the key tile) reads A from registers, without it from shared
+    memory; P V reads P from registers in both; QREG adds no spill (sm_90 build, the installed Triton)."""
+    base = _probe(rows, head_dim, int(decode), consumers, 128, 0, 0, 0, 0)
+    qreg = _probe(rows, head_dim, int(decode), consumers, 128, 0, 0, 0, 1)
+    bn = ws_tiling(rows, head_dim, max_rows=128)[2]
+    score = f"m64n{bn}k16"
+    assert base["wgmma_forms"].get(f"{score} SS") and not base["wgmma_forms"].get(f"{score} RS")
+    assert qreg["wgmma_forms"].get(f"{score} RS") == base["wgmma_forms"][f"{score} SS"]
+    assert not qreg["wgmma_forms"].get(f"{score} SS")
+    pv = f"m64n{head_dim}k16 RS"
+    assert qreg["wgmma_forms"][pv] == base["wgmma_forms"][pv] > 0
+    assert qreg["spill_stores"] <= base["spill_stores"]
+
+
+@pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
 def test_ws_rejects_what_it_cannot_run():
     q, k, v, ptr, ind, qo = _case(16, 2, 256, 1, [100], seed=1)
     with pytest.raises(ValueError):  # K fp8, V bf16

@@ -61,16 +61,22 @@ def _turn_pass(turns, C: gl.constexpr, NC: gl.constexpr):
 @gluon.jit
 def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, lo, full_hi, hi, limit, qk_scale,
             s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
-            STAGES: gl.constexpr, LOOP: gl.constexpr, C: gl.constexpr, NC: gl.constexpr):
-    """The tiles of [lo, hi) in order LOOP (module doc) for consumer C of NC; returns (acc, m_i, l_i)."""
+            STAGES: gl.constexpr, LOOP: gl.constexpr, C: gl.constexpr, NC: gl.constexpr, QREG: gl.constexpr = 0):
+    """The tiles of [lo, hi) in order LOOP (module doc) for consumer C of NC; returns (acc, m_i, l_i). QREG: the
+    consumer's Q rows are loaded into registers once (the MMA's A operand), so S = Q K^T reads only K from shared
+    memory; else every tile's MMA reads Q from shared memory too."""
     dtype: gl.constexpr = q_smem.dtype
+    if QREG:
+        q_op = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+    else:
+        q_op = q_smem
     n_tiles = gl.cdiv(hi - lo, BLOCK_N)
     if LOOP == 0:
         for i in range(n_tiles):
             s = i % STAGES
             mbarrier.wait(ready.index(s), (i // STAGES) & 1)
             fence_async_shared()  # cp.async wrote through the generic proxy; the MMA reads through the async proxy
-            sc = warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            sc = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
             p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
                                               s_layout, row_o, p_layout, dtype, BLOCK_N)
@@ -83,7 +89,7 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
             mbarrier.wait(ready.index(0), 0)
             fence_async_shared()
             _turn_wait(turns, 0, C, NT)
-            sc = warpgroup_mma(q_smem, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            sc = warpgroup_mma(q_op, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
             _turn_pass(turns, C, NT)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
             p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo, full_hi, hi, limit, qk_scale, s_layout, row_o,
@@ -95,7 +101,7 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
                 fence_async_shared()
                 _turn_wait(turns, i, C, NT)
                 acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc * alpha[:, None], is_async=True)
-                sc_t = warpgroup_mma(q_smem, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+                sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
                 _turn_pass(turns, C, NT)
                 sc, acc = warpgroup_mma_wait(num_outstanding=0, deps=(sc_t, acc_t))
                 mbarrier.arrive(empty.index(prev), count=1)

@@ -39,9 +39,11 @@ VARIANTS = {
     "ws-pdl": dict(pdl=True),  # the merge a programmatic dependent launch
     "ws-paired": dict(loop="paired"),  # a tile's S = Q K^T issued with the previous tile's P V (`paged_ws_loop`)
     "ws-pp": dict(loop="pingpong"),  # as paired, the consumer partitions taking turns to issue their MMAs
+    "ws-qreg": dict(q_regs=True),  # Q in registers: S = Q K^T reads only K from shared memory (head dim <= 128)
 }
 DECODE = {"ws": {}, "ws-w2": dict(waves=2), "ws-w4": dict(waves=4), "ws-bn64": dict(block_n=64),
-          "ws-pdl": dict(pdl=True), "ws-bn32": dict(block_n=32), "ws-bn128": dict(block_n=128)}
+          "ws-pdl": dict(pdl=True), "ws-bn32": dict(block_n=32), "ws-bn128": dict(block_n=128),
+          "ws-qreg": dict(q_regs=True)}
 
 
 class Run(v2.Run):
@@ -96,9 +98,9 @@ def timed(r: Run, name: str, model: str, n: int, batch: int, d: int, kw: dict, w
     return ms
 
 
-def decode_phase(r: Run, models) -> int:
+def decode_phase(r: Run, models, names=None) -> int:
     """Decode (d = 1) where the rows kernel was short of its targets or nearly so: 64K and a 4096-key window at
-    B = 1 beside contiguous torch SDPA, and 1M at B = 16."""
+    B = 1 beside contiguous torch SDPA, and 1M at B = 16; the `DECODE` variants among `names` (None: all)."""
     for n, batch in ((65536, 1), (4096, 1), (1 << 20, 16)):
         for m in models:
             if r.late():
@@ -106,7 +108,8 @@ def decode_phase(r: Run, models) -> int:
                 return 0
             timed(r, "default", m, n, batch, 1, {}, False)
             for nm, kw in DECODE.items():
-                timed(r, nm, m, n, batch, 1, kw, True)
+                if names is None or nm in names:
+                    timed(r, nm, m, n, batch, 1, kw, True)
             if batch == 1:
                 v2.sdpa(r, m, n, batch, 1)
     return 0
@@ -163,7 +166,7 @@ def main(argv=None) -> int:
     p.add_argument("--ds", default=",".join(str(d) for d in range(1, 17)))
     p.add_argument("--ctxs", default=str(1 << 20))
     p.add_argument("--batches", default="1")
-    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--variants", default=None, help="variants by name (default: every one of the phase)")
     p.add_argument("--deadline-s", type=float, default=300.0)
     p.add_argument("--phase", choices=("check", "time", "both", "decode", "parts", "order"), default="both",
                    help="check: correctness only (run one per model in parallel to compile); time: time every variant "
@@ -174,12 +177,13 @@ def main(argv=None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     tag = f"{a.phase}_{a.models.replace(',', '-')}_{a.ctxs.replace(',', '-')}_{a.batches.replace(',', '-')}"
     r = Run(a.out, a.deadline_s, tag)
-    models, ds, names = a.models.split(","), [int(x) for x in a.ds.split(",")], a.variants.split(",")
+    models, ds = a.models.split(","), [int(x) for x in a.ds.split(",")]
+    names = a.variants.split(",") if a.variants else list(VARIANTS)
     meta = dict(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), torch=torch.__version__,
                 device=torch.cuda.get_device_name(), argv=sys.argv[1:])
     (a.out / f"paged_ws_{tag}.meta.json").write_text(json.dumps(meta, indent=1))
     if a.phase == "decode":
-        return decode_phase(r, models)
+        return decode_phase(r, models, a.variants.split(",") if a.variants else None)
     if a.phase == "order":
         return order_phase(r, [(m, d) for m in models for d in ds])
     if a.phase == "parts":

@@ -38,7 +38,8 @@ FP8_WIDE = {"[bk256-st4]": dict(block_k=256, num_stages=4), "[bk512-st3]": dict(
 INT4_WIDE = {"[bk256]": dict(block_k=256, prefetch=False), "[bk512]": dict(block_k=512, prefetch=False),
              "[bk256-pf]": dict(block_k=256, prefetch=True), "[bk512-pf-w8]": dict(block_k=512, prefetch=True,
                                                                                     num_warps=8)}
-PEERS = ("torch_bf16", "torch_scaled_mm_rowwise", "torch_scaled_mm_tensor", "torch_int4pack_mm")
+PEERS = ("torch_bf16", "torch_scaled_mm_rowwise", "torch_scaled_mm_tensor", "torch_scaled_mm_block",
+         "torch_int4pack_mm")
 GEMV_M = {"fp8": 1, "int4": 2}  # rows up to which round 2's path='auto' takes the GEMV kernel (dense)
 BASE = dict(block_k=128, prefetch=False)
 

@@ -37,7 +37,7 @@ from wmtp.measure.scripts.quant_peers import dense_format, dense_fns, dense_ref,
 from wmtp.measure.scripts.quant_shapes import dense_shapes
 
 MS = (1, 2, 4, 8, 16, 64)
-PEERS = ("torch_bf16", "torch_scaled_mm_rowwise", "torch_scaled_mm_tensor")
+PEERS = ("torch_bf16", "torch_scaled_mm_rowwise", "torch_scaled_mm_tensor", "torch_scaled_mm_block")
 _SW = dict(path="swap")
 FP8 = {"": dict(path="dot"), "_auto": dict(path="auto"), "_gemv": dict(path="gemv"),
        "_gemv[sk1]": dict(path="gemv", split_k=1),
@@ -106,7 +106,7 @@ def run_dense(b, model, comp, n, k, check, keep, ms=MS):
             if not keep(kernel, model, comp):
                 continue
             dtype, nbytes = dense_format(kernel, n, k)
-            if check and kernel.startswith("wmtp"):
+            if check and (kernel.startswith("wmtp") or kernel == "torch_scaled_mm_block"):
                 ref = dense_ref(x, wsets[0], "wmtp_int4" if "int4" in kernel else "wmtp_fp8")
                 b.check(kernel, model, comp, m, n, k, 1, 1, lambda fn=fn: fn(wsets[0]), ref)
             b.measure(kernel, model, comp, m, n, k, 1, 1, dtype, nbytes, [lambda fn=fn, w=w: fn(w) for w in wsets])
