@@ -20,7 +20,7 @@ def main(rows: int, head_dim: int, decode: bool, consumers: int, max_rows: int =
     p_regs, c_regs, x_regs = REGS8[consumers] if kv8 else (*REGS[consumers], 80)
     const = dict(M_BLOCKS=mb, BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=head_dim, STAGES=ns, P_WARPS=4, P_REGS=p_regs,
                  DECODE=decode, CONSUMERS=consumers, C_REGS=c_regs, TRIGGER=trigger, KV8=kv8, X_REGS=x_regs,
-                 LOOP=loop, QREG=qreg)
+                 LOOP=loop, OPTS=qreg)
     kv = "*fp8e4nv" if kv8 else "*bf16"
     ptrs = {"Q": "*bf16", "K": kv, "V": kv, "qo_indptr": "*i32", "kv_indptr": "*i32", "kv_indices": "*i32",
             "MidO": "*fp32", "MidL": "*fp32", "qk_scale": "fp32", "v_scale": "fp32"}
@@ -32,7 +32,7 @@ def main(rows: int, head_dim: int, decode: bool, consumers: int, max_rows: int =
             "launch_dependents": ptx.count("griddepcontrol.launch_dependents"),
             "cvt_fp8": "cvt.rn.f16x2.e4m3x2" in ptx,
             "named_barriers": sorted(set(re.findall(r"bar.sync \t?(\d+, \d+)", ptx))),
-            "wgmma_forms": _wgmma_forms(ptx),
+            "wgmma_forms": _wgmma_forms(ptx), "ex2": ptx.count("ex2.approx"),
             **ptxas_usage(ptx)}
 
 

@@ -103,12 +103,12 @@ def _ws_converter(args, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: g
 @gluon.jit
 def _ws_consumer(q_smem, shared, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  STAGES: gl.constexpr, DECODE: gl.constexpr, ROW_OFF: gl.constexpr, SUB_M: gl.constexpr,
-                 TRIGGER: gl.constexpr = 0, LOOP: gl.constexpr = 0, NC: gl.constexpr = 1, QREG: gl.constexpr = 0):
+                 TRIGGER: gl.constexpr = 0, LOOP: gl.constexpr = 0, NC: gl.constexpr = 1, OPTS: gl.constexpr = 0):
     """Online softmax over the ring's tiles for rows ROW_OFF .. ROW_OFF + SUB_M of the row block (q_smem holds
     those rows); writes the split's partial output and base-2 log-sum-exp. `shared`: what every consumer of the
     program takes alike (`_ws_partitions`). TRIGGER 2: let the dependent merge (PDL) be scheduled once the loop is
     done (`ws_attention`'s pdl='late'). Issuing the next S = Q K^T early was dropped (measure/results/h200-ws).
-    LOOP: the loop's order (`paged_ws_loop`), NC consumers in all; QREG: Q held in registers (`ws_loop`)."""
+    LOOP: the loop's order (`paged_ws_loop`), NC consumers in all; OPTS: `ws_loop`'s options (bits)."""
     (k_bufs, v_bufs, ready, empty, turns, MidO, MidL, q_start, n_q, n_kv, lo, hi, mb, kvh, group, split, qk_scale,
      v_scale, stride_oh, stride_ot, stride_os, stride_lt, stride_lh) = shared
     nw: gl.constexpr = gl.num_warps()
@@ -133,7 +133,7 @@ def _ws_consumer(q_smem, shared, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, H
     zero_s = gl.zeros([SUB_M, BLOCK_N], gl.float32, layout=s_layout)
     acc, m_i, l_i = ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, lo, full_hi, hi,
                             limit, qk_scale, s_layout, row_o, p_layout, BLOCK_N, STAGES, LOOP, ROW_OFF // SUB_M, NC,
-                            QREG)
+                            OPTS)
     if TRIGGER == 2:
         _launch_dependents()
 
@@ -167,7 +167,7 @@ def _ws_split_kernel(
     M_BLOCKS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
     STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr, DECODE: gl.constexpr,
     CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr = 0, KV8: gl.constexpr = 0,
-    X_REGS: gl.constexpr = 80, LOOP: gl.constexpr = 0, QREG: gl.constexpr = 0,
+    X_REGS: gl.constexpr = 80, LOOP: gl.constexpr = 0, OPTS: gl.constexpr = 0,
 ):
     """Grid (M_BLOCKS * kv_heads, splits, B), as the rows kernel. CONSUMERS = 2 or 3: the row block's 64-row parts
     are partitions of one warpgroup each (the default one and workers of C_REGS registers), each with its own
@@ -214,12 +214,12 @@ def _ws_split_kernel(
         _ws_partitions8((q.to(gl.float32) * qk_scale).to(gl.float16), K, V, kv_indices, MidO, MidL, q_start, n_q,
                         n_kv, kv_start, lo, hi, mb, kvh, group, split, v_scale, stride_kt, stride_kh, stride_vt,
                         stride_vh, stride_ot, stride_oh, stride_os, stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N,
-                        HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE, CONSUMERS, C_REGS, X_REGS, TRIGGER, QREG)
+                        HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE, CONSUMERS, C_REGS, X_REGS, TRIGGER, OPTS)
         return
     _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start, lo, hi, mb, kvh, group, split,
                    qk_scale, v_scale, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh, stride_os,
                    stride_lt, stride_lh, Q_ROWS, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, P_WARPS, P_REGS, DECODE,
-                   CONSUMERS, C_REGS, TRIGGER, LOOP, QREG)
+                   CONSUMERS, C_REGS, TRIGGER, LOOP, OPTS)
 
 
 @gluon.jit
@@ -228,7 +228,7 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
                    stride_lt, stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
                    DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, TRIGGER: gl.constexpr,
-                   LOOP: gl.constexpr, QREG: gl.constexpr):
+                   LOOP: gl.constexpr, OPTS: gl.constexpr):
     """The program's shared memory (the Q tile `q`, the K/V ring and its barriers) and its partitions: the producer
     and CONSUMERS consumer warpgroups."""
     dtype: gl.constexpr = q.dtype
@@ -260,23 +260,23 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
     if CONSUMERS == 1:
         gl.warp_specialize([
             (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            0, SUB, TRIGGER, LOOP, CONSUMERS, QREG)),
+                            0, SUB, TRIGGER, LOOP, CONSUMERS, OPTS)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [P_WARPS], [P_REGS])
     elif CONSUMERS == 2:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            0, SUB, TRIGGER, LOOP, CONSUMERS, QREG)),
+                            0, SUB, TRIGGER, LOOP, CONSUMERS, OPTS)),
             (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            SUB, SUB, TRIGGER, LOOP, CONSUMERS, QREG)),
+                            SUB, SUB, TRIGGER, LOOP, CONSUMERS, OPTS)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, P_WARPS], [C_REGS, P_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            0, SUB, TRIGGER, LOOP, CONSUMERS, QREG)),
+                            0, SUB, TRIGGER, LOOP, CONSUMERS, OPTS)),
             (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            SUB, SUB, TRIGGER, LOOP, CONSUMERS, QREG)),
+                            SUB, SUB, TRIGGER, LOOP, CONSUMERS, OPTS)),
             (_ws_consumer, (q_smem.slice(2 * SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, DECODE,
-                            2 * SUB, SUB, TRIGGER, LOOP, CONSUMERS, QREG)),
+                            2 * SUB, SUB, TRIGGER, LOOP, CONSUMERS, OPTS)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS))], [4, 4, P_WARPS],
         [C_REGS, C_REGS, P_REGS])
 
@@ -287,7 +287,7 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
                     stride_lh, Q_ROWS: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, P_WARPS: gl.constexpr, P_REGS: gl.constexpr,
                     DECODE: gl.constexpr, CONSUMERS: gl.constexpr, C_REGS: gl.constexpr, X_REGS: gl.constexpr,
-                    TRIGGER: gl.constexpr, QREG: gl.constexpr):
+                    TRIGGER: gl.constexpr, OPTS: gl.constexpr):
     """fp8 K/V: producer -> STAGES fp8 stages -> converter -> two fp16 stages -> consumers; q is scaled (qk_scale 1)."""
     CST: gl.constexpr = 2
     q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([Q_ROWS, HEAD_DIM], gl.float16)
@@ -320,15 +320,15 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
     if CONSUMERS == 1:
         gl.warp_specialize([
             (_ws_consumer, (q_smem, shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER, 0, CONSUMERS,
-                            QREG)),
+                            OPTS)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
             (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [P_WARPS, 4], [P_REGS, X_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (q_smem.slice(0, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, 0, SUB, TRIGGER, 0,
-                            CONSUMERS, QREG)),
+                            CONSUMERS, OPTS)),
             (_ws_consumer, (q_smem.slice(SUB, SUB), shared, BLOCK_M, BLOCK_N, HEAD_DIM, CST, DECODE, SUB, SUB,
-                            TRIGGER, 0, CONSUMERS, QREG)),
+                            TRIGGER, 0, CONSUMERS, OPTS)),
             (_ws_producer, (prod, BLOCK_N, HEAD_DIM, STAGES, P_WARPS)),
             (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [4, P_WARPS, 4], [C_REGS, P_REGS, X_REGS])
 
@@ -359,7 +359,7 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
                  p_warps: int = 4, p_regs: int | None = None, c_regs: int | None = None,
                  sm_count: int | None = None, pdl: bool | str = "late", merge: dict | None = None,
                  k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, loop: str = "serial",
-                 q_regs: bool = False, **tune) -> torch.Tensor:
+                 q_regs: bool = False, exp2: str = "mufu", ablate: str | None = None, **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode). `plan` (`ws_plan`) or its options
     in `tune` (num_splits, block_n, num_stages, waves, max_rows, consumers); p_warps / p_regs / c_regs / x_regs: the
     producer's warps and registers, each worker consumer's and the converter's (defaults: `REGS`, `REGS8`); pdl: the
@@ -369,13 +369,20 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     blocks of at most 128 rows. loop: the consumers' order over the ring, 'serial' (the default), 'paired' or
     'pingpong' (`paged_ws_loop`; bf16 K/V only). q_regs: each consumer holds its Q rows in registers, so S = Q K^T
     reads only K from shared memory (head dim 128 and below: 64 rows of 256 dims would take 64 more registers a
-    thread beside the 128 of the accumulator)."""
+    thread beside the 128 of the accumulator). exp2: the softmax's exponentials on the MUFU ('mufu', the default)
+    or as a cubic on the FMA pipes ('fma', relative error < 1e-4: `paged_ws_loop.exp2_fma`). ablate (timing only,
+    the output is wrong): 'softmax' skips the softmax (P = S), 'pv' the P V MMA: where a tile's time goes."""
+    if exp2 not in ("mufu", "fma") or ablate not in (None, "softmax", "pv"):
+        raise ValueError(f"exp2 must be 'mufu' or 'fma' and ablate None, 'softmax' or 'pv', got {exp2!r}, {ablate!r}")
     if loop not in LOOPS:
         raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
     if k_pool.dtype in FP8 and loop != "serial":  # measured with bf16 K/V only (measure/results/h200-ws4)
         raise ValueError("fp8 K/V runs the serial loop only")
     if q_regs and q.shape[-1] > 128:
         raise ValueError(f"q_regs holds Q in registers at head dim 128 and below, got {q.shape[-1]}")
+    if (q_regs or exp2 != "mufu" or ablate) and k_pool.dtype in FP8:  # q_regs gave 0.09-0.16 rel. err. (h200-ws5)
+        raise ValueError("q_regs, exp2 and ablate run with bf16 / fp16 K/V only")
+    opts = int(q_regs) | {"mufu": 0, "fma": 2}[exp2] | {None: 0, "softmax": 4, "pv": 8}[ablate]
     trigger = {False: 0, True: 1, "start": 1, "late": 2}.get(pdl)
     if trigger is None:
         raise ValueError(f"pdl must be False, True, 'start' or 'late', got {pdl!r}")
@@ -396,9 +403,8 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         raise ValueError("fp8 K/V runs row blocks of at most 128 rows (two consumers at most)")
     elif tune:
         raise ValueError("give a plan or its options, not both")
-    if q_regs and (plan.consumers == 3 or (kv8 and plan.consumers == 2)):  # ptxas spills (tests/ws_compile_probe.py)
-        raise ValueError(f"q_regs with {plan.consumers} consumer partitions{' and fp8 K/V' if kv8 else ''} spills "
-                         "registers: it takes one or two (one with fp8 K/V)")
+    if q_regs and plan.consumers == 3:  # ptxas spills (tests/ws_compile_probe.py)
+        raise ValueError("q_regs with 3 consumer partitions spills registers: it takes one or two")
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     out = torch.empty_like(q) if out is None else out
     if total_q == 0:
@@ -417,6 +423,6 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_l.stride(0), mid_l.stride(1),
         M_BLOCKS=plan.m_blocks, BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, HEAD_DIM=hd, STAGES=plan.num_stages,
         P_WARPS=p_warps, P_REGS=p_regs, DECODE=decode, CONSUMERS=plan.consumers, C_REGS=c_regs, TRIGGER=trigger,
-        KV8=int(kv8), X_REGS=regs[2] if x_regs is None else x_regs, LOOP=LOOPS[loop], QREG=int(q_regs),
+        KV8=int(kv8), X_REGS=regs[2] if x_regs is None else x_regs, LOOP=LOOPS[loop], OPTS=opts,
         num_warps=plan.num_warps // plan.consumers)
     return merge_splits(mid_o, mid_l, out, pdl=trigger > 0, **(merge or {}))

@@ -23,19 +23,40 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 LOOPS = {"serial": 0, "paired": 1, "pingpong": 2}
 
 
+# 2^f on [-0.5, 0.5], a cubic fitted for relative error (max 7.7e-5: below bf16's 3.9e-3 step of P)
+EXP2_C = (0.9999289403695095, 0.6932762416819622, 0.24260405145949604, 0.05508868380751621)
+_C0, _C1, _C2, _C3 = (gl.constexpr(c) for c in EXP2_C)
+_ROUND = gl.constexpr(12582912.0)  # 1.5 * 2^23: x + _ROUND rounds x to an integer, held in the low mantissa bits
+
+
+@gluon.jit
+def exp2_fma(x):
+    """2^x on the FMA / integer pipes, not the MUFU: x = j + f (j the nearest integer, |f| <= 1/2), 2^f by a cubic,
+    j added to its exponent bits; below 2^-125 (and -inf) 0."""
+    xc = gl.maximum(x, -127.0)
+    t = xc + _ROUND
+    f = xc - (t - _ROUND)
+    p = ((_C3 * f + _C2) * f + _C1) * f + _C0
+    bits = p.to(gl.int32, bitcast=True) + (t.to(gl.int32, bitcast=True) << 23)
+    return gl.where(xc > -125.0, bits.to(gl.float32, bitcast=True), 0.0)
+
+
 @gluon.jit
 def ws_softmax(sc, m_i, l_i, start, full_hi, hi, limit, qk_scale, s_layout: gl.constexpr, row_o: gl.constexpr,
-               p_layout: gl.constexpr, dtype: gl.constexpr, BLOCK_N: gl.constexpr):
+               p_layout: gl.constexpr, dtype: gl.constexpr, BLOCK_N: gl.constexpr, EXP: gl.constexpr = 0):
     """One tile's online-softmax update (base 2) on raw scores `sc`: the running maximum is kept in raw units, so
-    each probability is one fused multiply-add and an exp2. Returns P (MMA operand), the accumulator's rescale
-    factor (its row layout), and the new maximum and sum."""
+    each probability is one fused multiply-add and an exp2 (EXP 1: `exp2_fma`). Returns P (MMA operand), the
+    accumulator's rescale factor (its row layout), and the new maximum and sum."""
     if start + BLOCK_N > full_hi:  # the split's partial last tile, or the causal diagonal
         keys = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         see = (keys[None, :] < hi) & (keys[None, :] <= limit[:, None])
         sc = gl.where(see, sc, float("-inf"))
     m_new = gl.maximum(m_i, gl.max(sc, 1))
     m_safe = gl.where(m_new == float("-inf"), 0.0, m_new) * qk_scale
-    p = gl.exp2(sc * qk_scale - m_safe[:, None])
+    if EXP:
+        p = exp2_fma(sc * qk_scale - m_safe[:, None])
+    else:
+        p = gl.exp2(sc * qk_scale - m_safe[:, None])
     alpha = gl.exp2(m_i * qk_scale - m_safe)
     l_i = l_i * alpha + gl.sum(p, 1)
     return gl.convert_layout(p.to(dtype), p_layout), gl.convert_layout(alpha, row_o), m_new, l_i
@@ -61,12 +82,15 @@ def _turn_pass(turns, C: gl.constexpr, NC: gl.constexpr):
 @gluon.jit
 def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, lo, full_hi, hi, limit, qk_scale,
             s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
-            STAGES: gl.constexpr, LOOP: gl.constexpr, C: gl.constexpr, NC: gl.constexpr, QREG: gl.constexpr = 0):
-    """The tiles of [lo, hi) in order LOOP (module doc) for consumer C of NC; returns (acc, m_i, l_i). QREG: the
-    consumer's Q rows are loaded into registers once (the MMA's A operand), so S = Q K^T reads only K from shared
-    memory; else every tile's MMA reads Q from shared memory too."""
+            STAGES: gl.constexpr, LOOP: gl.constexpr, C: gl.constexpr, NC: gl.constexpr, OPTS: gl.constexpr = 0):
+    """The tiles of [lo, hi) in order LOOP (module doc) for consumer C of NC; returns (acc, m_i, l_i). OPTS bits:
+    1, the consumer's Q rows are loaded into registers once (the MMA's A operand), so S = Q K^T reads only K from
+    shared memory (else every tile's MMA reads Q there too); 2, exponentials by `exp2_fma`; 4 / 8 (serial order,
+    timing only: the result is wrong), no softmax (P = S, no rescale) / no P V MMA."""
     dtype: gl.constexpr = q_smem.dtype
-    if QREG:
+    EXP: gl.constexpr = (OPTS // 2) % 2
+    ABL: gl.constexpr = OPTS // 4
+    if OPTS % 2:
         q_op = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
     else:
         q_op = q_smem
@@ -78,10 +102,17 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
             fence_async_shared()  # cp.async wrote through the generic proxy; the MMA reads through the async proxy
             sc = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
-            p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
-                                              s_layout, row_o, p_layout, dtype, BLOCK_N)
-            acc = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+            if ABL == 1:
+                acc = warpgroup_mma(gl.convert_layout(sc.to(dtype), p_layout), v_bufs.index(s), acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+            else:
+                p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
+                                                  s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
+                if ABL == 2:
+                    acc = acc * alpha[:, None]
+                else:
+                    acc = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
+                    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
             mbarrier.arrive(empty.index(s), count=1)
     else:
         NT: gl.constexpr = NC if LOOP == 2 else 1
@@ -93,7 +124,7 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
             _turn_pass(turns, C, NT)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
             p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo, full_hi, hi, limit, qk_scale, s_layout, row_o,
-                                              p_layout, dtype, BLOCK_N)
+                                              p_layout, dtype, BLOCK_N, EXP)
             for i in range(1, n_tiles):
                 s = i % STAGES
                 prev = (i + STAGES - 1) % STAGES
@@ -106,7 +137,7 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
                 sc, acc = warpgroup_mma_wait(num_outstanding=0, deps=(sc_t, acc_t))
                 mbarrier.arrive(empty.index(prev), count=1)
                 p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
-                                                  s_layout, row_o, p_layout, dtype, BLOCK_N)
+                                                  s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
             last = (n_tiles + STAGES - 1) % STAGES
             _turn_wait(turns, n_tiles, C, NT)
             acc_t = warpgroup_mma(p16, v_bufs.index(last), acc * alpha[:, None], is_async=True)

@@ -40,6 +40,9 @@ VARIANTS = {
     "ws-paired": dict(loop="paired"),  # a tile's S = Q K^T issued with the previous tile's P V (`paged_ws_loop`)
     "ws-pp": dict(loop="pingpong"),  # as paired, the consumer partitions taking turns to issue their MMAs
     "ws-qreg": dict(q_regs=True),  # Q in registers: S = Q K^T reads only K from shared memory (head dim <= 128)
+    "ws-fma": dict(exp2="fma"),  # the softmax's exponentials as a cubic on the FMA pipes, not the MUFU
+    "ws-abl-sm": dict(ablate="softmax"),  # timing only (wrong output): no softmax, P = S
+    "ws-abl-pv": dict(ablate="pv"),  # timing only (wrong output): no P V MMA
 }
 DECODE = {"ws": {}, "ws-w2": dict(waves=2), "ws-w4": dict(waves=4), "ws-bn64": dict(block_n=64),
           "ws-pdl": dict(pdl=True), "ws-bn32": dict(block_n=32), "ws-bn128": dict(block_n=128),
