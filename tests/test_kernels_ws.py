@@ -176,7 +176,8 @@ def _case(hq, hkv, hd, d, n_kv, seed):
                                 dict(pdl=True), dict(pdl="late"), dict(merge=dict(split_block=128, block_d=32)),
                                 dict(pdl="late", merge=dict(split_block=128, block_d=16, num_warps=1)),
                                 dict(loop="paired"), dict(loop="pingpong"), dict(loop="pingpong", max_rows=128),
-                                dict(loop="pingpong", num_splits=37)])
+                                dict(loop="pingpong", num_splits=37), dict(loop="overlap"),
+                                dict(loop="overlap", num_splits=37), dict(loop="overlap", max_rows=128)])
 def test_ws_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     n_kv = [3001, 64, d, 700]  # a tile-aligned request, one with only the new tokens
@@ -246,6 +247,19 @@ def test_q_regs_takes_the_score_mma_operand_from_registers(rows, head_dim, decod
     pv = f"m64n{head_dim}k16 RS"
     assert qreg["wgmma_forms"][pv] == base["wgmma_forms"][pv] > 0
     assert qreg["spill_stores"] <= base["spill_stores"]
+
+
+@pytest.mark.parametrize("rows, head_dim, decode, consumers, max_rows", [(16, 128, True, 1, 128),
+                                                                          (112, 128, False, 2, 128)])
+def test_the_overlapped_loop_waits_for_s_alone(rows, head_dim, decode, consumers, max_rows):
+    """loop='overlap' (LOOP 3): the loop waits for the S MMA with one group (the P V issued after it) still in
+    flight, which the serial and paired orders never do; on one or two 64-row consumers no spill is added."""
+    serial = _probe(rows, head_dim, int(decode), consumers, max_rows, 0, 0, 0, 0)
+    paired = _probe(rows, head_dim, int(decode), consumers, max_rows, 0, 0, 1, 0)
+    over = _probe(rows, head_dim, int(decode), consumers, max_rows, 0, 0, 3, 0)
+    assert serial["wait_groups"] == paired["wait_groups"] == [0]
+    assert over["wait_groups"] == [0, 1]
+    assert over["spill_stores"] <= serial["spill_stores"]
 
 
 @pytest.mark.parametrize("rows, head_dim, decode, consumers, max_rows", [(16, 128, True, 1, 128),

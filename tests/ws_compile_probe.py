@@ -33,6 +33,7 @@ def main(rows: int, head_dim: int, decode: bool, consumers: int, max_rows: int =
             "cvt_fp8": "cvt.rn.f16x2.e4m3x2" in ptx,
             "named_barriers": sorted(set(re.findall(r"bar.sync \t?(\d+, \d+)", ptx))),
             "wgmma_forms": _wgmma_forms(ptx), "ex2": ptx.count("ex2.approx"),
+            "wait_groups": sorted(set(int(n) for n in re.findall(r"wgmma.wait_group.sync.aligned (\d+)", ptx))),
             **ptxas_usage(ptx)}
 
 

@@ -7,7 +7,10 @@ orders, picked by the constexpr LOOP:
 - 2, paired and turn-taking: as 1, and the consumer partitions of a program issue their MMA pairs in turn (consumer
   c waits for its turn on `turns[c]` and hands it to c + 1), so that one warpgroup's softmax runs while another's
   MMAs hold the tensor cores, not all softmaxes at once (FA3's "ping-pong" schedule). With one consumer partition
-  it is order 1.
+  it is order 1;
+- 3, overlapped: tile i's S = Q K^T is issued, then tile i - 1's P V; S alone is waited for, tile i's softmax runs
+  while that P V is on the tensor cores, then the P V is waited for and the stage of tile i - 1 released (the
+  intra-warpgroup overlap of FA3, one tile deep).
 Every consumer of a program walks the same tiles, so each takes n_tiles + 1 turns (one when it has no tile): the
 hand-over cannot dead-lock. Measured on the H200 (measure/results/h200-ws4): orders 1 and 2 move nem's verify
 (two or three consumers) by no more than the spread between CUDA graphs, and with one 8-warp partition (head dim
@@ -20,7 +23,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-LOOPS = {"serial": 0, "paired": 1, "pingpong": 2}
+LOOPS = {"serial": 0, "paired": 1, "pingpong": 2, "overlap": 3}
 
 
 # 2^f on [-0.5, 0.5], a cubic fitted for relative error (max 7.7e-5: below bf16's 3.9e-3 step of P)
@@ -131,13 +134,23 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
                 mbarrier.wait(ready.index(s), (i // STAGES) & 1)
                 fence_async_shared()
                 _turn_wait(turns, i, C, NT)
-                acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc * alpha[:, None], is_async=True)
-                sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-                _turn_pass(turns, C, NT)
-                sc, acc = warpgroup_mma_wait(num_outstanding=0, deps=(sc_t, acc_t))
-                mbarrier.arrive(empty.index(prev), count=1)
-                p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
-                                                  s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
+                if LOOP == 3:  # S first, then P V; the softmax runs while P V holds the tensor cores
+                    sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+                    acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc * alpha[:, None], is_async=True)
+                    sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc_t, ))
+                    p_next, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit,
+                                                         qk_scale, s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
+                    acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc_t, p16))  # P held till P V is done
+                    mbarrier.arrive(empty.index(prev), count=1)
+                    p16 = p_next
+                else:
+                    acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc * alpha[:, None], is_async=True)
+                    sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+                    _turn_pass(turns, C, NT)
+                    sc, acc = warpgroup_mma_wait(num_outstanding=0, deps=(sc_t, acc_t))
+                    mbarrier.arrive(empty.index(prev), count=1)
+                    p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
+                                                      s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
             last = (n_tiles + STAGES - 1) % STAGES
             _turn_wait(turns, n_tiles, C, NT)
             acc_t = warpgroup_mma(p16, v_bufs.index(last), acc * alpha[:, None], is_async=True)
