@@ -26,12 +26,12 @@ done
 sleep 1; while pgrep -f "phase check" > /dev/null; do sleep 2; done
 echo "checks $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
 grep -h "^check" $R/time/check-*.log | grep -v ": ok" | head -10; grep -hc ": ok" $R/time/check-*.log
-for spec in "nem 1,2,4,5,6,7,8,9,10,12,13,16 1 120" "nem 5,8,9,12 4 60" "q122 1,4,5,8,9,16 1 70" "q35 1,8,9,16 1 60"; do
+for spec in "nem 1,2,4,5,6,7,8,9,10,12,13,16 1 100" "nem 5,8,9,12 4 50" "q122 1,4,5,8,9 1 60" "q35 1,8,9 1 45"; do
   set -- $spec
   timeout -k 5 $4 python3 $B --out $R/time --phase time --models $1 --ds $2 --batches $3 --variants ws,ws-ov --deadline-s $(( $4 - 10 )) > $R/time/$1-b$3.log 2>&1
   echo "time $1 B=$3 rc=$? $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
 done
-(timeout -k 5 120 python3 -m pytest -q -n 4 -p no:cacheprovider tests/test_kernels_ws.py -k "overlap" > $R/pytest_gpu.txt 2>&1; echo "pytest rc=$?" >> $R/pytest_gpu.txt)
+(timeout -k 5 90 python3 -m pytest -q -n 4 -p no:cacheprovider tests/test_kernels_ws.py -k "overlap" > $R/pytest_gpu.txt 2>&1; echo "pytest rc=$?" >> $R/pytest_gpu.txt)
 grep -E "^FAILED" $R/pytest_gpu.txt | head; tail -2 $R/pytest_gpu.txt; echo "tests done $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
 kill $CLK
 grep -h "ms$" $R/time/*-b*.log | grep -v "^rows\|^default"
