@@ -286,6 +286,17 @@ def test_ws_rejects_what_it_cannot_run():
 
 
 
+@pytest.mark.parametrize("rows, head_dim, fp8, want", [(16, 128, False, "serial"), (80, 128, False, "overlap"),
+                                                     (144, 128, False, "overlap"), (80, 256, False, "serial"),
+                                                     (80, 128, True, "serial"), (64, 64, False, "serial")])
+def test_the_default_loop_order_by_consumer_partitions(rows, head_dim, fp8, want):
+    """Two or three consumer partitions (64-row warpgroups of a 128 / 192-row block below head dim 256) run the
+    overlapped order by default; one partition (64-row blocks, or the 8-warp partition of head dim 256) and fp8 K/V
+    the serial one (h200-ws5 run 3)."""
+    plan = ws_plan(1, 2, rows, 1, head_dim, 1 << 20, 132, kv_fp8=fp8)
+    assert ws.default_loop(plan.consumers, fp8) == want
+
+
 def test_an_unknown_loop_order_is_refused_before_any_launch():
     q = torch.zeros(1, 16, 128, dtype=torch.bfloat16)
     k = torch.zeros(4, 2, 128, dtype=torch.bfloat16)

@@ -333,6 +333,14 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
             (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [4, P_WARPS, 4], [C_REGS, P_REGS, X_REGS])
 
 
+def default_loop(consumers: int, kv_fp8: bool) -> str:
+    """The consumers' loop order a plan runs unless one is named: 'overlap' with two or three consumer partitions and
+    bf16 / fp16 K/V (nem at 1M, B = 1, d = 5..16: 0.94-0.97x the serial order's time, every d the same way; B = 4 within
+    0.96-1.04x: measure/results/h200-ws5 run 3), else 'serial' (one 8-warp partition spills in the other orders and
+    is 1.6x slower; fp8 K/V runs the serial order only)."""
+    return "overlap" if consumers > 1 and not kv_fp8 else "serial"
+
+
 def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
     """Whether the ws kernel can run these tensors: a Hopper GPU (`hopper`), not Triton's interpreter, bf16 / fp16
     q and K/V of q's dtype or fp8, and no launch has found that it does not compile with this Triton."""
@@ -358,7 +366,7 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
                  sm_scale: float | None = None, out: torch.Tensor | None = None, plan: AttentionPlan | None = None,
                  p_warps: int = 4, p_regs: int | None = None, c_regs: int | None = None,
                  sm_count: int | None = None, pdl: bool | str = "late", merge: dict | None = None,
-                 k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, loop: str = "serial",
+                 k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, loop: str | None = None,
                  q_regs: bool = False, exp2: str = "mufu", ablate: str | None = None, **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode). `plan` (`ws_plan`) or its options
     in `tune` (num_splits, block_n, num_stages, waves, max_rows, consumers); p_warps / p_regs / c_regs / x_regs: the
@@ -366,17 +374,17 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     merge as a programmatic dependent launch, scheduled from the split kernel's start (True or 'start'), from the
     end of its consumers' loops ('late', the default: measure/results/h200-merge), or not (False); merge: options of
     `merge_splits`. fp8 K/V (e4m3 / e5m2, with k_scale / v_scale): converted to fp16 by the converter partition, row
-    blocks of at most 128 rows. loop: the consumers' order over the ring, 'serial' (the default), 'paired' or
-    'pingpong' (`paged_ws_loop`; bf16 K/V only). q_regs: each consumer holds its Q rows in registers, so S = Q K^T
+    blocks of at most 128 rows. loop: the consumers' order over the ring, 'serial', 'paired', 'pingpong' or
+    'overlap' (`paged_ws_loop`; the last three bf16 K/V only); None: `default_loop`. q_regs: each consumer holds its Q rows in registers, so S = Q K^T
     reads only K from shared memory (head dim 128 and below: 64 rows of 256 dims would take 64 more registers a
     thread beside the 128 of the accumulator). exp2: the softmax's exponentials on the MUFU ('mufu', the default)
     or as a cubic on the FMA pipes ('fma', relative error < 1e-4: `paged_ws_loop.exp2_fma`). ablate (timing only,
     the output is wrong): 'softmax' skips the softmax (P = S), 'pv' the P V MMA: where a tile's time goes."""
     if exp2 not in ("mufu", "fma") or ablate not in (None, "softmax", "pv"):
         raise ValueError(f"exp2 must be 'mufu' or 'fma' and ablate None, 'softmax' or 'pv', got {exp2!r}, {ablate!r}")
-    if loop not in LOOPS:
+    if loop is not None and loop not in LOOPS:
         raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
-    if k_pool.dtype in FP8 and loop != "serial":  # measured with bf16 K/V only (measure/results/h200-ws4)
+    if k_pool.dtype in FP8 and loop not in (None, "serial"):  # measured with bf16 K/V only (measure/results/h200-ws4)
         raise ValueError("fp8 K/V runs the serial loop only")
     if q_regs and q.shape[-1] > 128:
         raise ValueError(f"q_regs holds Q in registers at head dim 128 and below, got {q.shape[-1]}")
@@ -405,6 +413,8 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         raise ValueError("give a plan or its options, not both")
     if q_regs and plan.consumers == 3:  # ptxas spills (tests/ws_compile_probe.py)
         raise ValueError("q_regs with 3 consumer partitions spills registers: it takes one or two")
+    if loop is None:
+        loop = default_loop(plan.consumers, kv8)
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     out = torch.empty_like(q) if out is None else out
     if total_q == 0:

@@ -12,9 +12,11 @@ orders, picked by the constexpr LOOP:
   while that P V is on the tensor cores, then the P V is waited for and the stage of tile i - 1 released (the
   intra-warpgroup overlap of FA3, one tile deep).
 Every consumer of a program walks the same tiles, so each takes n_tiles + 1 turns (one when it has no tile): the
-hand-over cannot dead-lock. Measured on the H200 (measure/results/h200-ws4): orders 1 and 2 move nem's verify
-(two or three consumers) by no more than the spread between CUDA graphs, and with one 8-warp partition (head dim
-256, 128 rows) they are 1.5x slower (ptxas spills): 0 stays the default."""
+hand-over cannot dead-lock. Measured on the H200: orders 1 and 2 move nem's verify (two or three consumers) by no
+more than the spread between CUDA graphs (measure/results/h200-ws4); order 3 takes 0.94-0.97x the serial order's
+time there at 1M, B = 1, d = 5..16 (h200-ws5), and is the default with two or three consumer partitions
+(`paged_ws.default_loop`); with one 8-warp partition (head dim 256, 128 rows) orders 1-3 are 1.5-1.7x slower
+(ptxas spills): 0 stays its default."""
 
 from __future__ import annotations
 

@@ -40,6 +40,7 @@ VARIANTS = {
     "ws-paired": dict(loop="paired"),  # a tile's S = Q K^T issued with the previous tile's P V (`paged_ws_loop`)
     "ws-pp": dict(loop="pingpong"),  # as paired, the consumer partitions taking turns to issue their MMAs
     "ws-qreg": dict(q_regs=True),  # Q in registers: S = Q K^T reads only K from shared memory (head dim <= 128)
+    "ws-serial": dict(loop="serial"),  # the default order before h200-ws5 (two or three consumers)
     "ws-ov": dict(loop="overlap"),  # S, then the previous P V; the softmax runs while P V is in flight
     "ws-fma": dict(exp2="fma"),  # the softmax's exponentials as a cubic on the FMA pipes, not the MUFU
     "ws-abl-sm": dict(ablate="softmax"),  # timing only (wrong output): no softmax, P = S
