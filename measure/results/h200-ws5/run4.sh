@@ -18,7 +18,7 @@ cat $R/env.txt
 timeout 300 wmtp calibrate --models q35,q122,nem --parts attention,loop --base-raw wmtp_model/data/profiles/h200.raw.csv.gz --out $R/cal > $R/cal.log 2>&1; echo "calibrate rc=$? $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
 tail -2 $R/cal.log
 timeout 220 wmtp validate --profile $R/cal/profile.json --ctx 64K,256K,1M --depths 3,5,7,9 --out $R/val_h200 > $R/val_h200.log 2>&1; echo "validate rc=$? $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
-(timeout -k 5 130 python3 -m pytest -q -n 4 -p no:cacheprovider tests/test_kernels_ws.py -k "test_ws_against_fp64 or default_loop" > $R/pytest_gpu.txt 2>&1; echo "pytest rc=$?" >> $R/pytest_gpu.txt)
+(timeout -k 5 130 python3 -m pytest -q -n 4 -p no:cacheprovider tests/test_kernels_ws.py -k "(test_ws_against_fp64 and (kw0- or kw16 or kw17 or kw18)) or default_loop" > $R/pytest_gpu.txt 2>&1; echo "pytest rc=$?" >> $R/pytest_gpu.txt)
 grep -E "^FAILED" $R/pytest_gpu.txt | head; tail -2 $R/pytest_gpu.txt; echo "tests done $(( $(date +%s) - T0 )) s" | tee -a $R/env.txt
 kill $CLK
 tail -2 $R/val_h200.log; head -8 $R/val_h200/validation.md 2>/dev/null
