@@ -5,8 +5,8 @@ or the CSV itself): one row per timed call (or per shape, with a median) of one 
 matrix [N, K] of a model (`component`: attn_qkv, lin_in, lin_out, shared_up, lm_head; experts_up / experts_down
 for the grouped MoE), M tokens, the bytes of weights + scales it read.
 
-Per weight dtype (`fp8`: W8A8 with 128 x 128 weight blocks or torch's scaled_mm; `int4`: 4-bit weight-only, group
-128) and per work kind (`gemm`: every dense GEMM, projections and lm_head, which `lm_head` items are priced with
+Per weight dtype (`fp8`: W8A8 with 128 x 128 weight blocks, ours or torch's block-scaled scaled_mm; `int4`: 4-bit
+weight-only, group 128) and per work kind (`gemm`: every dense GEMM, projections and lm_head, which `lm_head` items are priced with
 too; `moe`: the grouped experts), the implementation an
 engine could run on that GPU with the lowest geometric-mean time over the shapes every candidate ran (`CANDIDATES`)
 is fitted like the sweep's kinds (`wmtp.calibrate.fit.fit_kind`: t = c0 + c1 bytes + c2 flops, non-negative, with a
@@ -52,9 +52,14 @@ from wmtp.fileio import atomic_write_text, read_json
 from wmtp.models import MODELS
 from wmtp.profile import load_profile
 
-# (weight dtype, kind) -> implementations an engine could run for that checkpoint format on a Hopper GPU.
+# (weight dtype, kind) -> implementations an engine could run for that checkpoint format on a Hopper GPU. FP8: the
+# checkpoints' 128 x 128 weight blocks; torch's per-tensor and row-wise scaled_mm are peers in the tables, not
+# candidates: they multiply weights quantized with one scale per tensor / per output row, which a block-scaled
+# checkpoint does not hold (running it through them means requantizing it), while cuBLASLt's block-scaled GEMM
+# (`torch_scaled_mm_block`, 1 x 128 activation groups; it refuses 1-2 rows on the H200: h200-quant-v14) computes
+# the checkpoint's product.
 CANDIDATES = {
-    ("fp8", "gemm"): ("wmtp_fp8_block", "wmtp_fp8_block_gemm", "torch_scaled_mm_tensor", "torch_scaled_mm_rowwise"),
+    ("fp8", "gemm"): ("wmtp_fp8_block", "wmtp_fp8_block_gemm", "torch_scaled_mm_block"),
     ("fp8", "moe"): ("wmtp_fp8_moe",),
     ("int4", "gemm"): ("wmtp_int4_group", "torch_int4pack_mm"),
     ("int4", "moe"): ("wmtp_int4_moe",),
@@ -69,6 +74,8 @@ KERNEL_NOTES = {
                            "tensor-core tiles above (activations quantized in the call)",
     "torch_scaled_mm_tensor": "torch._scaled_mm, per-tensor scales (activations pre-quantized, not timed)",
     "torch_scaled_mm_rowwise": "torch._scaled_mm, row-wise scales (activations pre-quantized, not timed)",
+    "torch_scaled_mm_block": "torch._scaled_mm (cuBLASLt), 1x128 activation groups and 128x128 weight blocks "
+                             "(activations pre-quantized, not timed)",
     "wmtp_fp8_moe": "wmtp Triton grouped W8A8 MoE (routing sort and activation quantization in the call)",
     "wmtp_int4_group": "wmtp Triton W4A16, group 128, bf16 scales",
     "torch_int4pack_mm": "torch._weight_int4pack_mm (tinygemm), group 128, bf16 scale + zero",
