@@ -177,7 +177,8 @@ def _case(hq, hkv, hd, d, n_kv, seed):
                                 dict(pdl="late", merge=dict(split_block=128, block_d=16, num_warps=1)),
                                 dict(loop="paired"), dict(loop="pingpong"), dict(loop="pingpong", max_rows=128),
                                 dict(loop="pingpong", num_splits=37), dict(loop="overlap"),
-                                dict(loop="overlap", num_splits=37), dict(loop="overlap", max_rows=128)])
+                                dict(loop="overlap", num_splits=37), dict(loop="overlap", max_rows=128),
+                                dict(loop="overlap-pp"), dict(loop="overlap-pp", num_splits=37)])
 def test_ws_against_fp64(shape, d, kw):
     hq, hkv, hd = shape
     n_kv = [3001, 64, d, 700]  # a tile-aligned request, one with only the new tokens

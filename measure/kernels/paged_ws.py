@@ -242,7 +242,7 @@ def _ws_partitions(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_start
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=32 * P_WARPS)
         mbarrier.init(empty.index(s), count=CONSUMERS)
-    if LOOP == 2:  # the ping-pong order's hand-over barriers (`paged_ws_loop`); the other orders take no turns
+    if LOOP == 2 or LOOP == 4:  # the ping-pong orders' hand-over barriers (`paged_ws_loop`); the others take none
         turns = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
         for c in gl.static_range(4):
             mbarrier.init(turns.index(c), count=1)
@@ -374,12 +374,13 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     merge as a programmatic dependent launch, scheduled from the split kernel's start (True or 'start'), from the
     end of its consumers' loops ('late', the default: measure/results/h200-merge), or not (False); merge: options of
     `merge_splits`. fp8 K/V (e4m3 / e5m2, with k_scale / v_scale): converted to fp16 by the converter partition, row
-    blocks of at most 128 rows. loop: the consumers' order over the ring, 'serial', 'paired', 'pingpong' or
-    'overlap' (`paged_ws_loop`; the last three bf16 K/V only); None: `default_loop`. q_regs: each consumer holds its Q rows in registers, so S = Q K^T
-    reads only K from shared memory (head dim 128 and below: 64 rows of 256 dims would take 64 more registers a
-    thread beside the 128 of the accumulator). exp2: the softmax's exponentials on the MUFU ('mufu', the default)
-    or as a cubic on the FMA pipes ('fma', relative error < 1e-4: `paged_ws_loop.exp2_fma`). ablate (timing only,
-    the output is wrong): 'softmax' skips the softmax (P = S), 'pv' the P V MMA: where a tile's time goes."""
+    blocks of at most 128 rows. loop: the consumers' order over the ring, 'serial', 'paired', 'pingpong', 'overlap'
+    or 'overlap-pp' (`paged_ws_loop`; all but the first bf16 K/V only); None: `default_loop`. q_regs: each
+    consumer holds its Q rows in registers, so S = Q K^T reads only K from shared memory (head dim 128 and below: 64
+    rows of 256 dims would take 64 more registers a thread beside the 128 of the accumulator). exp2: the softmax's
+    exponentials on the MUFU ('mufu', the default) or as a cubic on the FMA pipes ('fma', relative error < 1e-4:
+    `paged_ws_loop.exp2_fma`). ablate (timing only, the output is wrong): 'softmax' skips the softmax (P = S), 'pv'
+    the P V MMA: where a tile's time goes."""
     if exp2 not in ("mufu", "fma") or ablate not in (None, "softmax", "pv"):
         raise ValueError(f"exp2 must be 'mufu' or 'fma' and ablate None, 'softmax' or 'pv', got {exp2!r}, {ablate!r}")
     if loop is not None and loop not in LOOPS:

@@ -10,7 +10,9 @@ orders, picked by the constexpr LOOP:
   it is order 1;
 - 3, overlapped: tile i's S = Q K^T is issued, then tile i - 1's P V; S alone is waited for, tile i's softmax runs
   while that P V is on the tensor cores, then the P V is waited for and the stage of tile i - 1 released (the
-  intra-warpgroup overlap of FA3, one tile deep).
+  intra-warpgroup overlap of FA3, one tile deep);
+- 4, overlapped and turn-taking: as 3, the consumer partitions issuing their MMA pairs in turn as in 2 (FA3's two
+  schedules together).
 Every consumer of a program walks the same tiles, so each takes n_tiles + 1 turns (one when it has no tile): the
 hand-over cannot dead-lock. Measured on the H200: orders 1 and 2 move nem's verify (two or three consumers) by no
 more than the spread between CUDA graphs (measure/results/h200-ws4); order 3 takes 0.94-0.97x the serial order's
@@ -25,7 +27,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-LOOPS = {"serial": 0, "paired": 1, "pingpong": 2, "overlap": 3}
+LOOPS = {"serial": 0, "paired": 1, "pingpong": 2, "overlap": 3, "overlap-pp": 4}
 
 
 # 2^f on [-0.5, 0.5], a cubic fitted for relative error (max 7.7e-5: below bf16's 3.9e-3 step of P)
@@ -120,7 +122,7 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
                     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
             mbarrier.arrive(empty.index(s), count=1)
     else:
-        NT: gl.constexpr = NC if LOOP == 2 else 1
+        NT: gl.constexpr = NC if LOOP == 2 or LOOP == 4 else 1
         if n_tiles > 0:
             mbarrier.wait(ready.index(0), 0)
             fence_async_shared()
@@ -136,9 +138,10 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
                 mbarrier.wait(ready.index(s), (i // STAGES) & 1)
                 fence_async_shared()
                 _turn_wait(turns, i, C, NT)
-                if LOOP == 3:  # S first, then P V; the softmax runs while P V holds the tensor cores
+                if LOOP >= 3:  # S first, then P V; the softmax runs while P V holds the tensor cores
                     sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
                     acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc * alpha[:, None], is_async=True)
+                    _turn_pass(turns, C, NT)
                     sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc_t, ))
                     p_next, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit,
                                                          qk_scale, s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
