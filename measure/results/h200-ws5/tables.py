@@ -13,9 +13,11 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# run -> the variant columns of its tables (those it timed)
-RUNS = {"run1": ("default", "rows", "ws", "ws-qreg"), "run2": ("ws", "ws-fma", "ws-abl-sm", "ws-abl-pv"),
-        "run3": ("ws", "ws-ov")}
+# run -> the variant columns of its tables (those it timed), and the ratio column's (numerator, denominator). `ws`
+# is the default call: the serial order in runs 1-3, the overlapped one (two or three consumers) in run 5.
+RUNS = {"run1": (("default", "rows", "ws", "ws-qreg"), ("ws-qreg", "ws")),
+        "run2": (("ws", "ws-fma", "ws-abl-sm", "ws-abl-pv"), ("ws-abl-pv", "ws")),
+        "run3": (("ws", "ws-ov"), ("ws-ov", "ws")), "run5": (("ws-serial", "ws-ovpp", "ws"), ("ws", "ws-serial"))}
 
 
 def medians(run: str, phase: str = "time") -> dict:
@@ -30,19 +32,19 @@ def medians(run: str, phase: str = "time") -> dict:
     return {k: statistics.median(v) for k, v in t.items()}
 
 
-def table(t: dict, impls: tuple, model: str, batch: int, ctx: int = 1 << 20) -> list[str]:
+def table(t: dict, impls: tuple, ratio: tuple, model: str, batch: int, ctx: int = 1 << 20) -> list[str]:
     ds = sorted({k[3] for k in t if k[0] == model and k[2] == batch and k[1] == ctx})
     if not ds:
         return []
     dec = t.get((model, ctx, batch, 1, "ws")) if batch == 1 else None
-    last = impls[-1]
-    out = [f"| {model}, B = {batch}: d | {' | '.join(impls)} | {last} / ws |", "|---" * (len(impls) + 2) + "|"]
+    num, den = ratio
+    out = [f"| {model}, B = {batch}: d | {' | '.join(impls)} | {num} / {den} |", "|---" * (len(impls) + 2) + "|"]
     for d in ds:
         cells = []
         for i in impls:
             v = t.get((model, ctx, batch, d, i))
             cells.append("-" if v is None else f"{v:.4f}" + (f" ({v / dec:.2f})" if dec else ""))
-        ws, x = t.get((model, ctx, batch, d, "ws")), t.get((model, ctx, batch, d, last))
+        ws, x = t.get((model, ctx, batch, d, den)), t.get((model, ctx, batch, d, num))
         out.append(f"| {d} | {' | '.join(cells)} | {x / ws:.3f} |" if ws and x else f"| {d} | {' | '.join(cells)} | - |")
     return out
 
@@ -57,12 +59,12 @@ def decode_table(t: dict) -> list[str]:
 
 
 def main() -> None:
-    for run, impls in RUNS.items():
+    for run, (impls, ratio) in RUNS.items():
         t = medians(run)
         print(f"## {run}\n")
         for model in ("nem", "q122", "q35"):
             for batch in (1, 4):
-                rows = table(t, impls, model, batch)
+                rows = table(t, impls, ratio, model, batch)
                 if rows:
                     print("\n".join(rows) + "\n")
     print("## run1, decode\n")
