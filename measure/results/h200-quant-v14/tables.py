@@ -44,12 +44,10 @@ def main() -> None:
     print("|---" * (len(KERNELS) + 3) + "|")
     for model, comp in shapes:
         for m in ms_:
-            cells = [rate.get((k, model, comp, m)) for k in KERNELS]
+            cells = ["err" if c is None else f"{100 * c / copy:.0f} %" for c in
+                     (rate.get((k, model, comp, m)) for k in KERNELS)]
             a, b = med.get((KERNELS[0], model, comp, m)), med.get((KERNELS[1], model, comp, m))
-            print(f"| {model} {comp} | {m} | " + " | ".join("err" if c is None else f"{100 * c / copy:.0f} %"
-                                                        for c in cells) + f" | {a / b:.2f} |" if a and b else
-                  f"| {model} {comp} | {m} | " + " | ".join("err" if c is None else f"{100 * c / copy:.0f} %"
-                                                        for c in cells) + " | - |")
+            print(f"| {model} {comp} | {m} | " + " | ".join(cells) + (f" | {a / b:.2f} |" if a and b else " | - |"))
     print("\n| M | " + " | ".join(f"ours / {SHORT[k]}" for k in KERNELS[1:]) + " |")
     print("|---" * len(KERNELS) + "|")
     for m in ms_:

@@ -45,7 +45,7 @@ def table(t: dict, impls: tuple, ratio: tuple, model: str, batch: int, ctx: int 
             v = t.get((model, ctx, batch, d, i))
             cells.append("-" if v is None else f"{v:.4f}" + (f" ({v / dec:.2f})" if dec else ""))
         ws, x = t.get((model, ctx, batch, d, den)), t.get((model, ctx, batch, d, num))
-        out.append(f"| {d} | {' | '.join(cells)} | {x / ws:.3f} |" if ws and x else f"| {d} | {' | '.join(cells)} | - |")
+        out.append(f"| {d} | {' | '.join(cells)} | " + (f"{x / ws:.3f} |" if ws and x else "- |"))
     return out
 
 
@@ -53,8 +53,8 @@ def decode_table(t: dict) -> list[str]:
     out = ["| model | keys | B | default | ws | ws-qreg | SDPA |", "|---|---|---|---|---|---|---|"]
     for (model, ctx, batch) in sorted({k[:3] for k in t}):
         cells = [t.get((model, ctx, batch, 1, i)) for i in ("default", "ws", "ws-qreg", "torch_sdpa")]
-        out.append(f"| {model} | {ctx} | {batch} | " + " | ".join("-" if v is None else f"{v * 1e3:.1f} us"
-                                                                    if v < 0.1 else f"{v:.3f} ms" for v in cells) + " |")
+        shown = ["-" if v is None else f"{v * 1e3:.1f} us" if v < 0.1 else f"{v:.3f} ms" for v in cells]
+        out.append(f"| {model} | {ctx} | {batch} | " + " | ".join(shown) + " |")
     return out
 
 
