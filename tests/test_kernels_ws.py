@@ -212,9 +212,20 @@ def test_consumer_options_against_fp64(shape, d, kw):
     _against_fp64(shape, d, kw, seed=d * 17 + hq)
 
 
+@pytest.mark.skipif(not HOPPER, reason="the ws kernel needs a Hopper GPU")
+@pytest.mark.parametrize("shape, d", [((32, 2, 128), 5), ((32, 2, 128), 7), ((32, 2, 128), 9), ((8, 1, 64), 9)])
+@pytest.mark.parametrize("kw", [dict(lazy=True, loop="overlap"), dict(lazy=True, loop="overlap", num_splits=37),
+                                dict(lazy=True, loop="overlap-pp")])
+def test_lazy_rescale_against_fp64(shape, d, kw):
+    """lazy (a row's maximum moves only by more than 2^8; the accumulator rescaled only where one moved) in the
+    overlapped orders, on blocks of two or three consumer partitions: the division by the sum makes it exact."""
+    _against_fp64(shape, d, kw, seed=d * 13 + shape[0])
+
+
 def test_q_regs_is_refused_where_it_spills_before_any_launch():
     """Head dim 256 (64 more registers a thread beside a 128-register accumulator), three consumer partitions, fp8
-    K/V, and an unknown exp2: refused with a reason, on a CPU tensor (no launch is reached)."""
+    K/V, an unknown exp2, and lazy outside the overlapped orders: refused with a reason, on a CPU tensor (no
+    launch is reached)."""
     def call(hq, hd, d, kv_dtype=torch.bfloat16, **kw):
         q = torch.zeros(d, hq, hd, dtype=torch.bfloat16)
         k = torch.zeros(64, 2, hd, dtype=torch.bfloat16).to(kv_dtype)
@@ -229,6 +240,8 @@ def test_q_regs_is_refused_where_it_spills_before_any_launch():
         call(32, 128, 2, torch.float8_e4m3fn)
     with pytest.raises(ValueError, match="exp2 must be 'mufu' or 'fma'"):
         call(32, 128, 2, exp2="poly")
+    with pytest.raises(ValueError, match="lazy runs in the overlapped orders only, not 'serial'"):
+        call(32, 128, 2, lazy=True)  # 32 rows: one consumer partition, the serial order
 
 
 @pytest.mark.parametrize("rows, head_dim, decode, consumers", [(16, 128, True, 1), (112, 128, False, 2),

@@ -367,7 +367,8 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
                  p_warps: int = 4, p_regs: int | None = None, c_regs: int | None = None,
                  sm_count: int | None = None, pdl: bool | str = "late", merge: dict | None = None,
                  k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, loop: str | None = None,
-                 q_regs: bool = False, exp2: str = "mufu", ablate: str | None = None, **tune) -> torch.Tensor:
+                 q_regs: bool = False, exp2: str = "mufu", ablate: str | None = None, lazy: bool = False,
+                 **tune) -> torch.Tensor:
     """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode). `plan` (`ws_plan`) or its options
     in `tune` (num_splits, block_n, num_stages, waves, max_rows, consumers); p_warps / p_regs / c_regs / x_regs: the
     producer's warps and registers, each worker consumer's and the converter's (defaults: `REGS`, `REGS8`); pdl: the
@@ -380,7 +381,8 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
     rows of 256 dims would take 64 more registers a thread beside the 128 of the accumulator). exp2: the softmax's
     exponentials on the MUFU ('mufu', the default) or as a cubic on the FMA pipes ('fma', relative error < 1e-4:
     `paged_ws_loop.exp2_fma`). ablate (timing only, the output is wrong): 'softmax' skips the softmax (P = S), 'pv'
-    the P V MMA: where a tile's time goes."""
+    the P V MMA: where a tile's time goes. lazy (the overlapped orders): a row's running maximum moves
+    only by more than 2^8, and the accumulator is rescaled only on tiles where one moved (`paged_ws_loop`)."""
     if exp2 not in ("mufu", "fma") or ablate not in (None, "softmax", "pv"):
         raise ValueError(f"exp2 must be 'mufu' or 'fma' and ablate None, 'softmax' or 'pv', got {exp2!r}, {ablate!r}")
     if loop is not None and loop not in LOOPS:
@@ -389,9 +391,9 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         raise ValueError("fp8 K/V runs the serial loop only")
     if q_regs and q.shape[-1] > 128:
         raise ValueError(f"q_regs holds Q in registers at head dim 128 and below, got {q.shape[-1]}")
-    if (q_regs or exp2 != "mufu" or ablate) and k_pool.dtype in FP8:  # q_regs gave 0.09-0.16 rel. err. (h200-ws5)
-        raise ValueError("q_regs, exp2 and ablate run with bf16 / fp16 K/V only")
-    opts = int(q_regs) | {"mufu": 0, "fma": 2}[exp2] | {None: 0, "softmax": 4, "pv": 8}[ablate]
+    if (q_regs or exp2 != "mufu" or ablate or lazy) and k_pool.dtype in FP8:  # q_regs: wrong on the H200 (h200-ws5)
+        raise ValueError("q_regs, exp2, ablate and lazy run with bf16 / fp16 K/V only")
+    opts = int(q_regs) | {"mufu": 0, "fma": 2}[exp2] | {None: 0, "softmax": 4, "pv": 8}[ablate] | 16 * int(lazy)
     trigger = {False: 0, True: 1, "start": 1, "late": 2}.get(pdl)
     if trigger is None:
         raise ValueError(f"pdl must be False, True, 'start' or 'late', got {pdl!r}")
@@ -416,6 +418,8 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         raise ValueError("q_regs with 3 consumer partitions spills registers: it takes one or two")
     if loop is None:
         loop = default_loop(plan.consumers, kv8)
+    if lazy and loop not in ("overlap", "overlap-pp"):
+        raise ValueError(f"lazy runs in the overlapped orders only, not {loop!r} (one consumer partition: 'serial')")
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     out = torch.empty_like(q) if out is None else out
     if total_q == 0:

@@ -34,6 +34,7 @@ LOOPS = {"serial": 0, "paired": 1, "pingpong": 2, "overlap": 3, "overlap-pp": 4}
 EXP2_C = (0.9999289403695095, 0.6932762416819622, 0.24260405145949604, 0.05508868380751621)
 _C0, _C1, _C2, _C3 = (gl.constexpr(c) for c in EXP2_C)
 _ROUND = gl.constexpr(12582912.0)  # 1.5 * 2^23: x + _ROUND rounds x to an integer, held in the low mantissa bits
+LAZY_LOG2 = gl.constexpr(8.0)  # the lazy maximum's slack, log2 units: P < 256 (FA4's threshold)
 
 
 @gluon.jit
@@ -50,15 +51,20 @@ def exp2_fma(x):
 
 @gluon.jit
 def ws_softmax(sc, m_i, l_i, start, full_hi, hi, limit, qk_scale, s_layout: gl.constexpr, row_o: gl.constexpr,
-               p_layout: gl.constexpr, dtype: gl.constexpr, BLOCK_N: gl.constexpr, EXP: gl.constexpr = 0):
+               p_layout: gl.constexpr, dtype: gl.constexpr, BLOCK_N: gl.constexpr, EXP: gl.constexpr = 0,
+               LAZY: gl.constexpr = 0):
     """One tile's online-softmax update (base 2) on raw scores `sc`: the running maximum is kept in raw units, so
-    each probability is one fused multiply-add and an exp2 (EXP 1: `exp2_fma`). Returns P (MMA operand), the
-    accumulator's rescale factor (its row layout), and the new maximum and sum."""
+    each probability is one fused multiply-add and an exp2 (EXP 1: `exp2_fma`). LAZY: a row's maximum moves only
+    when the tile's exceeds it by more than 2^LAZY_LOG2 (P then stays below that, exact after the final division), so
+    most tiles leave every factor 1 (FA4's conditional rescale). Returns P (MMA operand), the accumulator's rescale
+    factor (its row layout), and the new maximum and sum."""
     if start + BLOCK_N > full_hi:  # the split's partial last tile, or the causal diagonal
         keys = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         see = (keys[None, :] < hi) & (keys[None, :] <= limit[:, None])
         sc = gl.where(see, sc, float("-inf"))
     m_new = gl.maximum(m_i, gl.max(sc, 1))
+    if LAZY:  # (-inf) - (-inf) is NaN: a row that has seen no key keeps -inf
+        m_new = gl.where((m_new - m_i) * qk_scale > LAZY_LOG2, m_new, m_i)
     m_safe = gl.where(m_new == float("-inf"), 0.0, m_new) * qk_scale
     if EXP:
         p = exp2_fma(sc * qk_scale - m_safe[:, None])
@@ -67,6 +73,14 @@ def ws_softmax(sc, m_i, l_i, start, full_hi, hi, limit, qk_scale, s_layout: gl.c
     alpha = gl.exp2(m_i * qk_scale - m_safe)
     l_i = l_i * alpha + gl.sum(p, 1)
     return gl.convert_layout(p.to(dtype), p_layout), gl.convert_layout(alpha, row_o), m_new, l_i
+
+
+@gluon.jit
+def _rescaled(acc, alpha, resc):
+    """acc * alpha (per row) where some row's factor is not 1 (`resc`: the consumer's rows, reduced), else acc."""
+    if resc > 0:
+        acc = acc * alpha[:, None]
+    return acc
 
 
 @gluon.jit
@@ -93,10 +107,12 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
     """The tiles of [lo, hi) in order LOOP (module doc) for consumer C of NC; returns (acc, m_i, l_i). OPTS bits:
     1, the consumer's Q rows are loaded into registers once (the MMA's A operand), so S = Q K^T reads only K from
     shared memory (else every tile's MMA reads Q there too); 2, exponentials by `exp2_fma`; 4 / 8 (serial order,
-    timing only: the result is wrong), no softmax (P = S, no rescale) / no P V MMA."""
+    timing only: the result is wrong), no softmax (P = S, no rescale) / no P V MMA; 16 (orders 3, 4), the lazy
+    maximum (`ws_softmax`'s LAZY), the accumulator rescaled only on tiles where some row's maximum moved."""
     dtype: gl.constexpr = q_smem.dtype
     EXP: gl.constexpr = (OPTS // 2) % 2
-    ABL: gl.constexpr = OPTS // 4
+    ABL: gl.constexpr = (OPTS // 4) % 4
+    LAZY: gl.constexpr = (OPTS // 16) % 2
     if OPTS % 2:
         q_op = q_smem.load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
     else:
@@ -131,7 +147,9 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
             _turn_pass(turns, C, NT)
             sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
             p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo, full_hi, hi, limit, qk_scale, s_layout, row_o,
-                                              p_layout, dtype, BLOCK_N, EXP)
+                                              p_layout, dtype, BLOCK_N, EXP, LAZY)
+            if LAZY:
+                resc = gl.max((alpha != 1.0).to(gl.int32), 0)
             for i in range(1, n_tiles):
                 s = i % STAGES
                 prev = (i + STAGES - 1) % STAGES
@@ -140,11 +158,18 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
                 _turn_wait(turns, i, C, NT)
                 if LOOP >= 3:  # S first, then P V; the softmax runs while P V holds the tensor cores
                     sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-                    acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc * alpha[:, None], is_async=True)
+                    if LAZY:
+                        acc_in = _rescaled(acc, alpha, resc)
+                    else:
+                        acc_in = acc * alpha[:, None]
+                    acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc_in, is_async=True)
                     _turn_pass(turns, C, NT)
                     sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc_t, ))
                     p_next, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit,
-                                                         qk_scale, s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
+                                                         qk_scale, s_layout, row_o, p_layout, dtype, BLOCK_N, EXP,
+                                                         LAZY)
+                    if LAZY:
+                        resc = gl.max((alpha != 1.0).to(gl.int32), 0)
                     acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc_t, p16))  # P held till P V is done
                     mbarrier.arrive(empty.index(prev), count=1)
                     p16 = p_next
@@ -158,7 +183,11 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
                                                       s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
             last = (n_tiles + STAGES - 1) % STAGES
             _turn_wait(turns, n_tiles, C, NT)
-            acc_t = warpgroup_mma(p16, v_bufs.index(last), acc * alpha[:, None], is_async=True)
+            if LAZY:
+                acc_in = _rescaled(acc, alpha, resc)
+            else:
+                acc_in = acc * alpha[:, None]
+            acc_t = warpgroup_mma(p16, v_bufs.index(last), acc_in, is_async=True)
             _turn_pass(turns, C, NT)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc_t, ))
             mbarrier.arrive(empty.index(last), count=1)

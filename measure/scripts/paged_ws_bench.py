@@ -43,6 +43,7 @@ VARIANTS = {
     "ws-serial": dict(loop="serial"),  # the default order before h200-ws5 (two or three consumers)
     "ws-ov": dict(loop="overlap"),  # S, then the previous P V; the softmax runs while P V is in flight
     "ws-ovpp": dict(loop="overlap-pp"),  # as ws-ov, the consumer partitions issuing their MMA pairs in turn
+    "ws-lazy": dict(loop="overlap", lazy=True),  # as ws-ov, rescaling only where a row's maximum moved (by > 2^8)
     "ws-fma": dict(exp2="fma"),  # the softmax's exponentials as a cubic on the FMA pipes, not the MUFU
     "ws-abl-sm": dict(ablate="softmax"),  # timing only (wrong output): no softmax, P = S
     "ws-abl-pv": dict(ablate="pv"),  # timing only (wrong output): no P V MMA
