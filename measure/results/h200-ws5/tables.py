@@ -17,7 +17,8 @@ HERE = Path(__file__).resolve().parent
 # is the default call: the serial order in runs 1-3, the overlapped one (two or three consumers) in run 5.
 RUNS = {"run1": (("default", "rows", "ws", "ws-qreg"), ("ws-qreg", "ws")),
         "run2": (("ws", "ws-fma", "ws-abl-sm", "ws-abl-pv"), ("ws-abl-pv", "ws")),
-        "run3": (("ws", "ws-ov"), ("ws-ov", "ws")), "run5": (("ws-serial", "ws-ovpp", "ws"), ("ws", "ws-serial"))}
+        "run3": (("ws", "ws-ov"), ("ws-ov", "ws")), "run5": (("ws-serial", "ws-ovpp", "ws"), ("ws", "ws-serial")),
+        "run6": (("ws-serial", "ws-lazy", "ws"), ("ws-lazy", "ws"))}
 
 
 def medians(run: str, phase: str = "time") -> dict:
