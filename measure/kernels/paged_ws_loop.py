@@ -119,79 +119,102 @@ def ws_loop(q_smem, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, 
         q_op = q_smem
     n_tiles = gl.cdiv(hi - lo, BLOCK_N)
     if LOOP == 0:
-        for i in range(n_tiles):
-            s = i % STAGES
-            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            fence_async_shared()  # cp.async wrote through the generic proxy; the MMA reads through the async proxy
-            sc = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
-            if ABL == 1:
-                acc = warpgroup_mma(gl.convert_layout(sc.to(dtype), p_layout), v_bufs.index(s), acc, is_async=True)
-                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        acc, m_i, l_i = _serial_loop(q_op, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, lo, full_hi,
+                                     hi, limit, qk_scale, n_tiles, s_layout, row_o, p_layout, dtype, BLOCK_N, STAGES,
+                                     EXP, ABL)
+    else:
+        acc, m_i, l_i = _pipelined_loop(q_op, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, lo,
+                                        full_hi, hi, limit, qk_scale, n_tiles, s_layout, row_o, p_layout, dtype,
+                                        BLOCK_N, STAGES, LOOP, C, NC, EXP, LAZY)
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def _serial_loop(q_op, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, lo, full_hi, hi, limit, qk_scale,
+                 n_tiles, s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr, dtype: gl.constexpr,
+                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, EXP: gl.constexpr, ABL: gl.constexpr):
+    """Order 0 (`ws_loop`), with the timing-only ablations ABL."""
+    for i in range(n_tiles):
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        fence_async_shared()  # cp.async wrote through the generic proxy; the MMA reads through the async proxy
+        sc = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
+        if ABL == 1:
+            acc = warpgroup_mma(gl.convert_layout(sc.to(dtype), p_layout), v_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        else:
+            p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
+                                              s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
+            if ABL == 2:
+                acc = acc * alpha[:, None]
             else:
+                acc = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        mbarrier.arrive(empty.index(s), count=1)
+    return acc, m_i, l_i
+
+
+@gluon.jit
+def _pipelined_loop(q_op, k_bufs, v_bufs, ready, empty, turns, acc, m_i, l_i, zero_s, lo, full_hi, hi, limit,
+                    qk_scale, n_tiles, s_layout: gl.constexpr, row_o: gl.constexpr, p_layout: gl.constexpr,
+                    dtype: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, LOOP: gl.constexpr,
+                    C: gl.constexpr, NC: gl.constexpr, EXP: gl.constexpr, LAZY: gl.constexpr):
+    """Orders 1-4 (`ws_loop`): a tile's S and the previous tile's P V issued together."""
+    NT: gl.constexpr = NC if LOOP == 2 or LOOP == 4 else 1
+    if n_tiles > 0:
+        mbarrier.wait(ready.index(0), 0)
+        fence_async_shared()
+        _turn_wait(turns, 0, C, NT)
+        sc = warpgroup_mma(q_op, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        _turn_pass(turns, C, NT)
+        sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
+        p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo, full_hi, hi, limit, qk_scale, s_layout, row_o,
+                                          p_layout, dtype, BLOCK_N, EXP, LAZY)
+        if LAZY:
+            resc = gl.max((alpha != 1.0).to(gl.int32), 0)
+        for i in range(1, n_tiles):
+            s = i % STAGES
+            prev = (i + STAGES - 1) % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            fence_async_shared()
+            _turn_wait(turns, i, C, NT)
+            if LOOP >= 3:  # S first, then P V; the softmax runs while P V holds the tensor cores
+                sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+                if LAZY:
+                    acc_in = _rescaled(acc, alpha, resc)
+                else:
+                    acc_in = acc * alpha[:, None]
+                acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc_in, is_async=True)
+                _turn_pass(turns, C, NT)
+                sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc_t, ))
+                p_next, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit,
+                                                     qk_scale, s_layout, row_o, p_layout, dtype, BLOCK_N, EXP,
+                                                     LAZY)
+                if LAZY:
+                    resc = gl.max((alpha != 1.0).to(gl.int32), 0)
+                acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc_t, p16))  # P held till P V is done
+                mbarrier.arrive(empty.index(prev), count=1)
+                p16 = p_next
+            else:
+                acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc * alpha[:, None], is_async=True)
+                sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+                _turn_pass(turns, C, NT)
+                sc, acc = warpgroup_mma_wait(num_outstanding=0, deps=(sc_t, acc_t))
+                mbarrier.arrive(empty.index(prev), count=1)
                 p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
                                                   s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
-                if ABL == 2:
-                    acc = acc * alpha[:, None]
-                else:
-                    acc = warpgroup_mma(p16, v_bufs.index(s), acc * alpha[:, None], is_async=True)
-                    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
-            mbarrier.arrive(empty.index(s), count=1)
-    else:
-        NT: gl.constexpr = NC if LOOP == 2 or LOOP == 4 else 1
-        if n_tiles > 0:
-            mbarrier.wait(ready.index(0), 0)
-            fence_async_shared()
-            _turn_wait(turns, 0, C, NT)
-            sc = warpgroup_mma(q_op, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            _turn_pass(turns, C, NT)
-            sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc, ))
-            p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo, full_hi, hi, limit, qk_scale, s_layout, row_o,
-                                              p_layout, dtype, BLOCK_N, EXP, LAZY)
-            if LAZY:
-                resc = gl.max((alpha != 1.0).to(gl.int32), 0)
-            for i in range(1, n_tiles):
-                s = i % STAGES
-                prev = (i + STAGES - 1) % STAGES
-                mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-                fence_async_shared()
-                _turn_wait(turns, i, C, NT)
-                if LOOP >= 3:  # S first, then P V; the softmax runs while P V holds the tensor cores
-                    sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-                    if LAZY:
-                        acc_in = _rescaled(acc, alpha, resc)
-                    else:
-                        acc_in = acc * alpha[:, None]
-                    acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc_in, is_async=True)
-                    _turn_pass(turns, C, NT)
-                    sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc_t, ))
-                    p_next, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit,
-                                                         qk_scale, s_layout, row_o, p_layout, dtype, BLOCK_N, EXP,
-                                                         LAZY)
-                    if LAZY:
-                        resc = gl.max((alpha != 1.0).to(gl.int32), 0)
-                    acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc_t, p16))  # P held till P V is done
-                    mbarrier.arrive(empty.index(prev), count=1)
-                    p16 = p_next
-                else:
-                    acc_t = warpgroup_mma(p16, v_bufs.index(prev), acc * alpha[:, None], is_async=True)
-                    sc_t = warpgroup_mma(q_op, k_bufs.index(s).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-                    _turn_pass(turns, C, NT)
-                    sc, acc = warpgroup_mma_wait(num_outstanding=0, deps=(sc_t, acc_t))
-                    mbarrier.arrive(empty.index(prev), count=1)
-                    p16, alpha, m_i, l_i = ws_softmax(sc, m_i, l_i, lo + i * BLOCK_N, full_hi, hi, limit, qk_scale,
-                                                      s_layout, row_o, p_layout, dtype, BLOCK_N, EXP)
-            last = (n_tiles + STAGES - 1) % STAGES
-            _turn_wait(turns, n_tiles, C, NT)
-            if LAZY:
-                acc_in = _rescaled(acc, alpha, resc)
-            else:
-                acc_in = acc * alpha[:, None]
-            acc_t = warpgroup_mma(p16, v_bufs.index(last), acc_in, is_async=True)
-            _turn_pass(turns, C, NT)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc_t, ))
-            mbarrier.arrive(empty.index(last), count=1)
-        else:  # no tile: the one turn every consumer takes here too
-            _turn_wait(turns, 0, C, NT)
-            _turn_pass(turns, C, NT)
+        last = (n_tiles + STAGES - 1) % STAGES
+        _turn_wait(turns, n_tiles, C, NT)
+        if LAZY:
+            acc_in = _rescaled(acc, alpha, resc)
+        else:
+            acc_in = acc * alpha[:, None]
+        acc_t = warpgroup_mma(p16, v_bufs.index(last), acc_in, is_async=True)
+        _turn_pass(turns, C, NT)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc_t, ))
+        mbarrier.arrive(empty.index(last), count=1)
+    else:  # no tile: the one turn every consumer takes here too
+        _turn_wait(turns, 0, C, NT)
+        _turn_pass(turns, C, NT)
     return acc, m_i, l_i
