@@ -6,15 +6,15 @@ matrix [N, K] of a model (`component`: attn_qkv, lin_in, lin_out, shared_up, lm_
 for the grouped MoE), M tokens, the bytes of weights + scales it read.
 
 Per weight dtype (`fp8`: W8A8 with 128 x 128 weight blocks, ours or torch's block-scaled scaled_mm; `int4`: 4-bit
-weight-only, group 128) and per work kind (`gemm`: every dense GEMM, projections and lm_head, which `lm_head` items
-are priced with too; `moe`: the grouped experts), the implementation an engine could run on that GPU with the
-lowest geometric-mean time over the shapes every candidate ran (`CANDIDATES`) is fitted like the sweep's kinds
-(`wmtp.calibrate.fit.fit_kind`: t = c0 + c1 bytes + c2 flops, non-negative, with a factor per model and work component, leave-one-shape-out error) and stored as `KIND@DTYPE` (`gemm@fp8`,
-`moe@int4`, ...), recording the implementation chosen and every candidate's geometric mean. Bytes are counted as
-the latency model counts a work item's (`wmtp.latency`): the weights + scales the call read, plus the bf16
-activations in and out (fp32 logits for the lm_head). The constant is one call's
-here (one row is one GEMM), so pricing multiplies it by the work item's launches (`const_per_kernel`; a MoE layer:
-its two grouped calls, `const_launches`), and a work item is interpolated when one of its calls, its bytes and
+weight-only, group 128) and per work kind (`gemm`: every dense GEMM, projections and lm_head, which `lm_head` items are
+priced with too; `moe`: the grouped experts), the implementation an engine could run on that GPU with the lowest
+geometric-mean time over the shapes every candidate ran (`CANDIDATES`) is fitted like the sweep's kinds
+(`wmtp.calibrate.fit.fit_kind`: t = c0 + c1 bytes + c2 flops, non-negative, with a factor per model and work component,
+leave-one-shape-out error) and stored as `KIND@DTYPE` (`gemm@fp8`, `moe@int4`, ...), recording the implementation chosen
+and every candidate's geometric mean. Bytes are counted as the latency model counts a work item's (`wmtp.latency`): the
+weights + scales the call read, plus the bf16 activations in and out (fp32 logits for the lm_head). The constant is one
+call's here (one row is one GEMM), so pricing multiplies it by the work item's launches (`const_per_kernel`; a MoE
+layer: its two grouped calls, `const_launches`), and a work item is interpolated when one of its calls, its bytes and
 flops divided by its launches, lies inside the measured range. Flops are 2 M N K (x top_k for the experts).
 
 Per M regime (as an engine picks a kernel by the rows of a call): where another candidate is fastest at some M
