@@ -296,7 +296,8 @@ def simulate(
     """Monte Carlo decode with the latency model: TPOT with a 95 % interval, fixed or adaptive depth."""
     from dataclasses import asdict
 
-    from wmtp.simulate import decode_profile, parse_phases, read_trace, step_time_fn, trace_replay_warning
+    from wmtp.simulate import (decode_profile, parse_phases, read_trace, step_time_fn, trace_cap_warning,
+                               trace_replay_warning)
     from wmtp.simulate import simulate as run
 
     from wmtp.simulate import MAX_TOKENS
@@ -329,7 +330,7 @@ def simulate(
     ph, acc_source = _sim_acceptance(sc, method, tokens, ph, trace)
     steps = step_time_fn(sc, method, decode_profile(ph, tr, n_tokens=tokens))
     res = run(steps, ph, tokens, policy, seed, tr)
-    warnings += trace_replay_warning(tr, res.steps, tokens)
+    warnings += trace_cap_warning(tr, policy) + trace_replay_warning(tr, res.steps, tokens)
     out = asdict(res)
     if res.tpot_ci95[0] != res.tpot_ci95[0]:  # NaN is not JSON
         out["tpot_ci95"] = None

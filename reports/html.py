@@ -173,14 +173,14 @@ def model_rel_error(sc: dec.Scenario) -> tuple[float, str]:
     return 0.05, "assumed: no held-out error for this cost model"
 
 
-def _window_al_source(src: str, acc, depth: int) -> str:
+def _window_al_source(row: dict, acc, depth: int) -> str:
     """A window-curve row's acceptance source (`decisions.window_curve`) with its origin: the AL(W) model's tag names
     it (a preset's dose-response, interpolated or not); the native draft's or the held-fixed profile's is said."""
-    if src.startswith("the native draft's"):
-        return f"{src}: {_with_origin(acc.native, acc.native.tag(depth))}"
-    if src.startswith("held fixed"):
+    if row["accept_kind"] == "native":
+        return f"{row['accept_source']}: {_with_origin(acc.native, acc.native.tag(depth))}"
+    if row["accept_kind"] == "held_fixed":
         return f"held fixed (no AL(W) model): {_with_origin(acc.window, acc.window.tag(depth))}"
-    return src
+    return row["accept_source"]
 
 
 def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
@@ -193,7 +193,7 @@ def window_figure(sc: dec.Scenario, acc) -> tuple[go.Figure, dict]:
                     hovertemplate="W=%{x}: %{y:.3f} ms, %{customdata}<extra></extra>")
     fig.add_scatter(x=ws, y=[r["accept_length"] for r in rows], name="window AL (tokens/step)", yaxis="y2",
                     mode="lines+markers", line=dict(color="#2ca02c", dash="dot"),
-                    customdata=[html.escape(_window_al_source(r["accept_source"], acc, sc.depth)) for r in rows],
+                    customdata=[html.escape(_window_al_source(r, acc, sc.depth)) for r in rows],
                     hovertemplate="W=%{x}: AL %{y:.2f}, %{customdata}<extra></extra>")
     native = rows[0]["native_tpot_ms"]
     err, err_src = model_rel_error(sc)

@@ -56,6 +56,10 @@ def test_window_curve_with_and_without_al_model():
     fixed = dec.window_curve(sc, replace(acc, window_al=None), [1024, 4032, 65536])
     assert dec.break_even_window(fixed)["acceptance"].startswith("held fixed")
     assert fixed[0]["window_tpot_ms"] < fixed[-1]["window_tpot_ms"]  # cost only: a smaller window is cheaper
+    # each row says which acceptance it took, for the report's hover text (not read back from its wording)
+    assert {r["accept_kind"] for r in rows} == {"al_model"} and {r["accept_kind"] for r in fixed} == {"held_fixed"}
+    short = dec.window_curve(scenario("q35", ctx=8192), replace(acc, window_al=model), [1024, 16384])
+    assert [r["accept_kind"] for r in short] == ["al_model", "native"]  # 16384 + sink covers 8K keys
 
 
 def test_al_of_w_model_hits_its_points_and_the_native_value():

@@ -373,3 +373,22 @@ def test_a_trace_that_covers_the_decode_is_not_replayed(tmp_path):  # the contro
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["steps"] == 4 and not any("replayed" in w for w in out["warnings"])
+
+
+# --- simulate --trace deeper than --depth -------------------------------------------------------------------------
+
+def test_a_trace_deeper_than_the_depth_says_its_counts_were_capped(tmp_path):
+    """Counts 7, 7, 2, 3 at --depth 4 (a step drafts 3): the two 7s were capped at 3, unsaid. Capped, the cycle emits
+    4 + 4 + 3 + 4 = 15 tokens in 4 steps, so 15 tokens take exactly 4 steps (7s counted in full would have been
+    8 + 8 + 3 + 4 = 23)."""
+    trace = tmp_path / "t.txt"
+    trace.write_text("7\n7\n2\n3\n")
+    r = invoke("simulate", "--model", "q35", "--depth", "4", "--trace", trace, "--tokens", "15", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert (out["steps"], out["tokens"]) == (4, 15)
+    capped = [w for w in out["warnings"] if "capped" in w]
+    assert len(capped) == 1 and "2 of the trace's 4 steps" in capped[0] and "d - 1 = 3" in capped[0], out["warnings"]
+    r = invoke("simulate", "--model", "q35", "--depth", "8", "--trace", trace, "--tokens", "15", "--json")
+    assert r.exit_code == 0, r.output  # the control: at d = 8 a step drafts 7, nothing is capped
+    assert not any("capped" in w for w in json.loads(r.stdout)["warnings"])

@@ -129,20 +129,22 @@ def break_even_context(sc: Scenario, acc: AcceptanceChoice, threshold: float = 0
 
 
 def window_curve(sc: Scenario, acc: AcceptanceChoice, windows) -> list[dict]:
-    """TPOT against W, the window's acceptance at each W from `acc`'s AL(W) model (held fixed without one)."""
+    """TPOT against W, the window's acceptance at each W from `acc`'s AL(W) model (held fixed without one).
+    `accept_kind` says which: 'native' (the window covers the context), 'al_model' or 'held_fixed'."""
     n_tpot, _, n_al, n_src = sc.priced("native", acc.native)
     rows, al_model = [], acc.window_al
     for w in windows:
         prof = window_profile(acc, w, sc.sink, sc.ctx)
         al_w = prof.accept_length(sc.depth)
         if window_covers_context(w, sc.sink, sc.ctx):
-            src = "the native draft's (the window covers the context)"
+            kind, src = "native", "the native draft's (the window covers the context)"
         elif al_model is not None:
-            src = al_model.tag(w, sc.ctx)
+            kind, src = "al_model", al_model.tag(w, sc.ctx)
         else:
-            src = "held fixed (no AL(W) model): " + acc.window.tag(sc.depth)
+            kind, src = "held_fixed", "held fixed (no AL(W) model): " + acc.window.tag(sc.depth)
         tpot, step, _, w_src = sc.priced("window", None, window=w, accept_length=al_w)
         rows.append({"window": w, "window_step_ms": step, "accept_length": al_w, "accept_source": src,
+                     "accept_kind": kind,
                      "window_tpot_ms": tpot, "native_tpot_ms": n_tpot, "beats_native": tpot < n_tpot,
                      "window_step_source": w_src, "native_step_source": n_src})
     return rows
@@ -153,8 +155,8 @@ def break_even_window(rows: list[dict]) -> dict:
     winners = [r["window"] for r in rows if r["beats_native"]]
     return {"optimal_window": best["window"], "optimal_tpot_ms": best["window_tpot_ms"],
             "beats_native_range": [min(winners), max(winners)] if winners else None,
-            "acceptance": "held fixed: cost-only curve" if any(r["accept_source"].startswith("held fixed")
-                                                                for r in rows) else "AL(W) model"}
+            "acceptance": "held fixed: cost-only curve" if any(r["accept_kind"] == "held_fixed" for r in rows)
+            else "AL(W) model"}
 
 
 def batch_frontier(sc: Scenario, acc: AcceptanceChoice, max_batch: int | None = None) -> list[dict]:

@@ -106,6 +106,23 @@ def simulate(step_ms: Callable[[int], float], phases: Sequence[Phase], n_tokens:
     return SimResult(str(policy), emitted, steps, total, tpot, _batch_means_ci(per_step), emitted / steps, hist)
 
 
+def trace_cap_warning(trace: Sequence[int] | None, policy: int | str,
+                      depths: Sequence[int] = defaults.DEPTH_GRID) -> list[str]:
+    """A trace step that accepted more draft tokens than a step of this depth drafts (d - 1; adaptive: the deepest
+    depth's) is capped there (`simulate`): said out loud, with how many steps, since a trace recorded at a deeper
+    depth says less about a shallower one than its counts suggest."""
+    if trace is None:
+        return []
+    deepest = max(depths) if policy == "adaptive" else int(policy)
+    over = sum(1 for a in trace if a > deepest - 1)
+    if not over:
+        return []
+    return [f"{over:,} of the trace's {len(trace):,} steps accepted more than d - 1 = {deepest - 1} draft tokens "
+            f"(up to {max(trace)}): they were capped at {deepest - 1}, as a step of depth {deepest} drafts no "
+            "more; the trace was likely recorded at a deeper depth, and its counts capped are an approximation "
+            "of what this depth would accept"]
+
+
 def trace_replay_warning(trace: Sequence[int] | None, steps: int, tokens: int) -> list[str]:
     """A trace shorter than the decode is replayed from its start (step i takes trace[i % len(trace)]): said out loud,
     since the replays are no new measurements and the 95 % interval counts them as steps of their own."""
