@@ -330,7 +330,7 @@ def simulate(
     ph, acc_source = _sim_acceptance(sc, method, tokens, ph, trace)
     steps = step_time_fn(sc, method, decode_profile(ph, tr, n_tokens=tokens))
     res = run(steps, ph, tokens, policy, seed, tr)
-    warnings += trace_cap_warning(tr, policy) + trace_replay_warning(tr, res.steps, tokens)
+    warnings += trace_cap_warning(tr, res) + trace_replay_warning(tr, res.steps, tokens)
     out = asdict(res)
     if res.tpot_ci95[0] != res.tpot_ci95[0]:  # NaN is not JSON
         out["tpot_ci95"] = None

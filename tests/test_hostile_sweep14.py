@@ -388,7 +388,25 @@ def test_a_trace_deeper_than_the_depth_says_its_counts_were_capped(tmp_path):
     out = json.loads(r.stdout)
     assert (out["steps"], out["tokens"]) == (4, 15)
     capped = [w for w in out["warnings"] if "capped" in w]
-    assert len(capped) == 1 and "2 of the trace's 4 steps" in capped[0] and "d - 1 = 3" in capped[0], out["warnings"]
+    assert len(capped) == 1 and "2 of the decode's 4 steps" in capped[0] and "d - 1 = 3" in capped[0], out["warnings"]
+    assert out["capped_steps"] == 2
     r = invoke("simulate", "--model", "q35", "--depth", "8", "--trace", trace, "--tokens", "15", "--json")
     assert r.exit_code == 0, r.output  # the control: at d = 8 a step drafts 7, nothing is capped
     assert not any("capped" in w for w in json.loads(r.stdout)["warnings"])
+
+
+def test_an_adaptive_decode_counts_the_steps_it_capped(tmp_path):
+    """Adaptive depth starts at the middle of the depth grid and moves at most one step per 16 steps, so a trace of
+    nine 9s (d - 1 = 9 only at the grid's deepest, 10) is capped at every one of its 9 steps at the start depth; the
+    count comes from the decode itself, not from comparing the trace with the deepest depth (which saw none over 9)."""
+    from wmtp import defaults
+
+    start = defaults.DEPTH_GRID[len(defaults.DEPTH_GRID) // 2]
+    assert start - 1 < 9 <= max(defaults.DEPTH_GRID) - 1
+    trace = tmp_path / "t.txt"
+    trace.write_text("9\n" * 9)
+    r = invoke("simulate", "--model", "q35", "--depth", "adaptive", "--trace", trace, "--tokens", 9 * start, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert (out["steps"], out["capped_steps"]) == (9, 9)
+    assert any("9 of the decode's 9 steps" in w and "depth in use" in w for w in out["warnings"]), out["warnings"]

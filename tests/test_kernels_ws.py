@@ -201,7 +201,8 @@ def _against_fp64(shape, d, kw, seed):
 @pytest.mark.parametrize("d", [1, 2, 5, 7, 9])
 @pytest.mark.parametrize("kw", [dict(q_regs=True), dict(q_regs=True, num_splits=37), dict(q_regs=True, loop="pingpong"),
                                 dict(q_regs=True, consumers=1), dict(exp2="fma"), dict(exp2="fma", num_splits=37),
-                                dict(exp2="fma", q_regs=True), dict(exp2="fma", loop="paired")])
+                                dict(exp2="fma", q_regs=True), dict(exp2="fma", loop="paired"),
+                                dict(q_regs=True, loop="serial")])
 def test_consumer_options_against_fp64(shape, d, kw):
     """q_regs (Q loaded into registers once, S = Q K^T from them) where it runs (head dim <= 128, one or two consumer
     partitions) and exp2='fma' (the softmax's exponentials as a cubic on the FMA pipes) everywhere, against fp64
@@ -218,30 +219,70 @@ def test_consumer_options_against_fp64(shape, d, kw):
                                 dict(lazy=True, loop="overlap-pp")])
 def test_lazy_rescale_against_fp64(shape, d, kw):
     """lazy (a row's maximum moves only by more than 2^8; the accumulator rescaled only where one moved) in the
-    overlapped orders, on blocks of two or three consumer partitions: the division by the sum makes it exact."""
-    _against_fp64(shape, d, kw, seed=d * 13 + shape[0])
+    overlapped orders, on blocks of two or three consumer partitions: the division by the sum makes it exact. With
+    N(0, 1) keys no row's maximum moves by 2^8 after its first tile, so the rescale branch would go untested: one key
+    past the first 2000 of the long request is scaled by 40, which moves most rows' maxima by far more."""
+    hq, hkv, hd = shape
+    n_kv = [3001, 64, d, 700]
+    q, k, v, ptr, ind, qo = _case(hq, hkv, hd, d, n_kv, seed=d * 13 + hq)
+    k[ind[2049].long()] *= 40
+    ref = ref_attention(q, k.float(), v.float(), ptr, ind, qo)
+    out = torch.full_like(q, float("nan"))
+    ws.ws_attention(q, k, v, ptr, ind, None if d == 1 else qo, d, max(n_kv), out=out, **kw)
+    assert not torch.isnan(out).any()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err < 1e-2, err
 
 
-def test_q_regs_is_refused_where_it_spills_before_any_launch():
-    """Head dim 256 (64 more registers a thread beside a 128-register accumulator), three consumer partitions, fp8
-    K/V, an unknown exp2, and lazy outside the overlapped orders: refused with a reason, on a CPU tensor (no
-    launch is reached)."""
+def test_consumer_options_are_refused_where_they_do_not_run_before_any_launch():
+    """Refused with a reason, on a CPU tensor (no launch is reached): q_regs at head dim 256 (64 more registers a
+    thread beside a 128-register accumulator) and with three consumer partitions (spills); q_regs, exp2, ablate and
+    lazy each with fp8 K/V; an unknown exp2 or ablate; ablate outside the serial order (its ablations are of that
+    order); lazy outside the overlapped orders."""
     def call(hq, hd, d, kv_dtype=torch.bfloat16, **kw):
         q = torch.zeros(d, hq, hd, dtype=torch.bfloat16)
         k = torch.zeros(64, 2, hd, dtype=torch.bfloat16).to(kv_dtype)
         ptr = torch.tensor([0, 64], dtype=torch.int32)
         ws.ws_attention(q, k, k, ptr, torch.arange(64, dtype=torch.int32), torch.tensor([0, d], dtype=torch.int32),
-                        d, 64, q_regs=True, sm_count=132, **kw)
+                        d, 64, sm_count=132, **kw)
     with pytest.raises(ValueError, match="head dim 128 and below, got 256"):
-        call(32, 256, 2)
+        call(32, 256, 2, q_regs=True)
     with pytest.raises(ValueError, match="3 consumer partitions spills"):
-        call(32, 128, 9)  # 144 rows: one 192-row block
-    with pytest.raises(ValueError, match="bf16 / fp16 K/V only"):  # fp8: a wrong result on the H200 (h200-ws5)
-        call(32, 128, 2, torch.float8_e4m3fn)
+        call(32, 128, 9, q_regs=True)  # 144 rows: one 192-row block
+    for opt in (dict(q_regs=True), dict(exp2="fma"), dict(ablate="pv"), dict(lazy=True)):
+        with pytest.raises(ValueError, match="bf16 / fp16 K/V only"):  # q_regs on fp8: a wrong result (h200-ws5)
+            call(32, 128, 5, torch.float8_e4m3fn, **opt)
     with pytest.raises(ValueError, match="exp2 must be 'mufu' or 'fma'"):
         call(32, 128, 2, exp2="poly")
-    with pytest.raises(ValueError, match="lazy runs in the overlapped orders only, not 'serial'"):
+    with pytest.raises(ValueError, match="ablate None, 'softmax' or 'pv', got 'mufu', 'none'"):
+        call(32, 128, 2, ablate="none")
+    with pytest.raises(ValueError, match="ablate runs in the serial order only .* not 'overlap'"):
+        call(32, 128, 5, ablate="softmax", loop="overlap")
+    with pytest.raises(ValueError, match=r"lazy runs in the overlapped orders only, not 'serial' \(the default wi"):
         call(32, 128, 2, lazy=True)  # 32 rows: one consumer partition, the serial order
+    with pytest.raises(ValueError, match="lazy runs in the overlapped orders only, not 'paired'$"):
+        call(32, 128, 5, lazy=True, loop="paired")  # 80 rows: two partitions, an order lazy does not run in
+
+
+def test_ablations_run_the_serial_order_whatever_the_plans_default(monkeypatch):
+    """ablate with no loop named takes the serial order even where the plan's default is the overlapped one (80 rows
+    at head dim 128: two consumer partitions), since run 2's ablations were of the serial order: the launch gets
+    LOOP 0 and the ablation's option bit (8: no P V MMA); without ablate the same plan gets LOOP 3."""
+    seen = []
+
+    class Launch:
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append((kw["LOOP"], kw["OPTS"]))
+
+    monkeypatch.setattr(ws, "_ws_split_kernel", Launch())
+    monkeypatch.setattr(ws, "merge_splits", lambda mid_o, mid_l, out, **kw: out)
+    q = torch.zeros(5, 32, 128, dtype=torch.bfloat16)
+    k = torch.zeros(64, 2, 128, dtype=torch.bfloat16)
+    args = (q, k, k, torch.tensor([0, 64], dtype=torch.int32), torch.arange(64, dtype=torch.int32),
+            torch.tensor([0, 5], dtype=torch.int32), 5, 64)
+    ws.ws_attention(*args, sm_count=132, ablate="pv")
+    ws.ws_attention(*args, sm_count=132)
+    assert seen == [(0, 8), (3, 0)]
 
 
 @pytest.mark.parametrize("rows, head_dim, decode, consumers", [(16, 128, True, 1), (112, 128, False, 2),

@@ -1,5 +1,6 @@
 """Compile the ws kernel for sm_90 with the installed Triton (no GPU needed) and print what the PTX holds as JSON:
-`python tests/ws_compile_probe.py ROWS HEAD_DIM DECODE CONSUMERS [MAX_ROWS [TRIGGER [KV8 [LOOP [QREG]]]]]` (run by
+`python tests/ws_compile_probe.py ROWS HEAD_DIM DECODE CONSUMERS [MAX_ROWS [TRIGGER [KV8 [LOOP [OPTS]]]]]`
+(OPTS: `paged_ws_loop.ws_loop`'s option bits) (run by
 tests/test_kernels_ws.py in a process without Triton's interpreter, which cannot compile Gluon)."""
 
 import re
@@ -15,12 +16,12 @@ from wmtp.measure.kernels.paged_ws import REGS, REGS8, _ws_split_kernel
 
 
 def main(rows: int, head_dim: int, decode: bool, consumers: int, max_rows: int = 128, trigger: int = 0,
-         kv8: int = 0, loop: int = 0, qreg: int = 0) -> dict:
+         kv8: int = 0, loop: int = 0, opts: int = 0) -> dict:
     bm, mb, bn, ns, nw = ws_tiling(rows, head_dim, max_rows=max_rows, kv_fp8=bool(kv8))
     p_regs, c_regs, x_regs = REGS8[consumers] if kv8 else (*REGS[consumers], 80)
     const = dict(M_BLOCKS=mb, BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=head_dim, STAGES=ns, P_WARPS=4, P_REGS=p_regs,
                  DECODE=decode, CONSUMERS=consumers, C_REGS=c_regs, TRIGGER=trigger, KV8=kv8, X_REGS=x_regs,
-                 LOOP=loop, OPTS=qreg)
+                 LOOP=loop, OPTS=opts)
     kv = "*fp8e4nv" if kv8 else "*bf16"
     ptrs = {"Q": "*bf16", "K": kv, "V": kv, "qo_indptr": "*i32", "kv_indptr": "*i32", "kv_indices": "*i32",
             "MidO": "*fp32", "MidL": "*fp32", "qk_scale": "fp32", "v_scale": "fp32"}

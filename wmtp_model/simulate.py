@@ -41,6 +41,7 @@ class SimResult:
     tpot_ci95: tuple[float, float]
     mean_accept_length: float
     depth_histogram: dict = field(default_factory=dict)
+    capped_steps: int = 0  # trace steps whose recorded count exceeded that step's d - 1 (`trace_cap_warning`)
 
 
 def _alphas_at(phases: Sequence[Phase], emitted: int) -> Sequence[float]:
@@ -77,13 +78,15 @@ def simulate(step_ms: Callable[[int], float], phases: Sequence[Phase], n_tokens:
     cost = {d: step_ms(d) for d in (depths if adaptive else [policy])}
     depth = (depths[len(depths) // 2] if adaptive else policy)
     est = [0.7] * (max(depths) if adaptive else max(policy, 1))  # per-position estimate (adaptive)
-    emitted, steps, total = 0, 0, 0.0
+    emitted, steps, total, capped = 0, 0, 0.0, 0
     per_step = []  # (tokens, ms)
     hist: dict = {}
     while emitted < n_tokens:
         gamma = depth - 1
         if trace is not None:
-            accepted = min(int(trace[steps % len(trace)]), gamma)
+            recorded = int(trace[steps % len(trace)])
+            accepted = min(recorded, gamma)
+            capped += recorded > gamma
         else:
             alphas = _alphas_at(phases, emitted)
             accepted = 0
@@ -103,24 +106,20 @@ def simulate(step_ms: Callable[[int], float], phases: Sequence[Phase], n_tokens:
                 score = {d: cost[d] / _al(est, d) for d in depths if abs(d - depth) <= 1}
                 depth = min(score, key=score.get)
     tpot = total / emitted
-    return SimResult(str(policy), emitted, steps, total, tpot, _batch_means_ci(per_step), emitted / steps, hist)
+    return SimResult(str(policy), emitted, steps, total, tpot, _batch_means_ci(per_step), emitted / steps, hist,
+                     capped)
 
 
-def trace_cap_warning(trace: Sequence[int] | None, policy: int | str,
-                      depths: Sequence[int] = defaults.DEPTH_GRID) -> list[str]:
-    """A trace step that accepted more draft tokens than a step of this depth drafts (d - 1; adaptive: the deepest
-    depth's) is capped there (`simulate`): said out loud, with how many steps, since a trace recorded at a deeper
-    depth says less about a shallower one than its counts suggest."""
-    if trace is None:
+def trace_cap_warning(trace: Sequence[int] | None, res: SimResult) -> list[str]:
+    """Trace steps that accepted more draft tokens than the step's depth drafts (d - 1; adaptive: the depth in use
+    then) were capped there (`simulate`): said out loud, with how many, since a trace recorded at a deeper depth says
+    less about a shallower one than its counts suggest."""
+    if trace is None or not res.capped_steps:
         return []
-    deepest = max(depths) if policy == "adaptive" else int(policy)
-    over = sum(1 for a in trace if a > deepest - 1)
-    if not over:
-        return []
-    return [f"{over:,} of the trace's {len(trace):,} steps accepted more than d - 1 = {deepest - 1} draft tokens "
-            f"(up to {max(trace)}): they were capped at {deepest - 1}, as a step of depth {deepest} drafts no "
-            "more; the trace was likely recorded at a deeper depth, and its counts capped are an approximation "
-            "of what this depth would accept"]
+    at = (f"d - 1 = {int(res.policy) - 1}" if res.policy != "adaptive" else "the d - 1 of the depth in use")
+    return [f"{res.capped_steps:,} of the decode's {res.steps:,} steps took a trace count above {at} (the trace "
+            f"holds counts up to {max(trace)}): they were capped there, as a step drafts no more; the trace was "
+            "likely recorded at a deeper depth, and its counts capped approximate what this depth would accept"]
 
 
 def trace_replay_warning(trace: Sequence[int] | None, steps: int, tokens: int) -> list[str]:

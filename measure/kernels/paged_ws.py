@@ -335,9 +335,9 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
 
 def default_loop(consumers: int, kv_fp8: bool) -> str:
     """The consumers' loop order a plan runs unless one is named: 'overlap' with two or three consumer partitions and
-    bf16 / fp16 K/V (nem at 1M, B = 1, d = 5..16: 0.94-0.97x the serial order's time, every d the same way; B = 4 within
-    0.96-1.04x: measure/results/h200-ws5 run 3), else 'serial' (one 8-warp partition spills in the other orders and
-    is 1.6x slower; fp8 K/V runs the serial order only)."""
+    bf16 / fp16 K/V (nem at 1M, B = 1, d = 5..13: 0.91-0.97x the serial order's time in four calls, d = 10 0.997x; at
+    B = 4 0.94-1.08x, geomean 0.997: measure/results/h200-ws5), else 'serial' (one 8-warp partition spills in the
+    other orders and is 1.6x slower; fp8 K/V runs the serial order only)."""
     return "overlap" if consumers > 1 and not kv_fp8 else "serial"
 
 
@@ -416,10 +416,13 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         raise ValueError("give a plan or its options, not both")
     if q_regs and plan.consumers == 3:  # ptxas spills (tests/ws_compile_probe.py)
         raise ValueError("q_regs with 3 consumer partitions spills registers: it takes one or two")
-    if loop is None:
-        loop = default_loop(plan.consumers, kv8)
+    if ablate and loop not in (None, "serial"):
+        raise ValueError(f"ablate runs in the serial order only (run 2 of h200-ws5 ablated it), not {loop!r}")
+    if loop is None:  # the ablations are of the serial order, whatever the plan's default
+        loop = "serial" if ablate else default_loop(plan.consumers, kv8)
     if lazy and loop not in ("overlap", "overlap-pp"):
-        raise ValueError(f"lazy runs in the overlapped orders only, not {loop!r} (one consumer partition: 'serial')")
+        why = " (the default with one consumer partition)" if loop == "serial" and plan.consumers == 1 else ""
+        raise ValueError(f"lazy runs in the overlapped orders only, not {loop!r}{why}")
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     out = torch.empty_like(q) if out is None else out
     if total_q == 0:

@@ -1,6 +1,7 @@
-"""The ws kernel's consumer loop over the K/V ring (`paged_ws`): one tile's online softmax, and the loop in two
+"""The ws kernel's consumer loop over the K/V ring (`paged_ws`): one tile's online softmax, and the loop in five
 orders, picked by the constexpr LOOP:
-- 0, serial (the shipped default): per tile, S = Q K^T, wait, softmax, O += P V, wait, release the stage;
+- 0, serial (the default with one consumer partition and with fp8 K/V): per tile, S = Q K^T, wait, softmax,
+  O += P V, wait, release the stage;
 - 1, paired: tile i's S = Q K^T is issued together with tile i - 1's P V (the MMAs of a warpgroup back to back,
   no wait between them), then both are waited for, the stage of tile i - 1 released, and tile i's softmax runs; the
   last P V after the loop. A stage is released one tile later than in the serial order;

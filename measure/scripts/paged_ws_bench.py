@@ -182,10 +182,10 @@ def main(argv=None) -> int:
                         "order: the default path and the direct call alternately at 1M, B = 1 (--models x --ds)")
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    # the d values are in the name: two calls into one OUT that differ only in them wrote one file, the second
-    # replacing the first (measure/results/h200-ws5 run 6 lost its decode rows so)
+    # the d values and variants are in the name: two calls into one OUT that differed only in them wrote one file,
+    # the second replacing the first (measure/results/h200-ws5 run 6 lost its decode rows so)
     tag = (f"{a.phase}_{a.models.replace(',', '-')}_{a.ctxs.replace(',', '-')}_{a.batches.replace(',', '-')}"
-           f"_d{a.ds.replace(',', '-')}")
+           f"_d{a.ds.replace(',', '-')}" + (f"_{a.variants.replace(',', '+')}" if a.variants else ""))
     r = Run(a.out, a.deadline_s, tag)
     models, ds = a.models.split(","), [int(x) for x in a.ds.split(",")]
     names = a.variants.split(",") if a.variants else list(VARIANTS)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # run -> the variant columns of its tables (those it timed), and the ratio column's (numerator, denominator). `ws`
-# is the default call: the serial order in runs 1-3, the overlapped one (two or three consumers) in run 5.
+# is the default call: the serial order in runs 1-3, the overlapped one (two or three consumers) in runs 5 and 6.
 RUNS = {"run1": (("default", "rows", "ws", "ws-qreg"), ("ws-qreg", "ws")),
         "run2": (("ws", "ws-fma", "ws-abl-sm", "ws-abl-pv"), ("ws-abl-pv", "ws")),
         "run3": (("ws", "ws-ov"), ("ws-ov", "ws")), "run5": (("ws-serial", "ws-ovpp", "ws"), ("ws", "ws-serial")),
