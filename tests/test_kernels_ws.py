@@ -13,6 +13,7 @@ from wmtp.kernel_plan import (WS3_SET, WS_SET, attention_features, default_kerne
 
 ws = pytest.importorskip("wmtp.measure.kernels.paged_ws")
 from wmtp.measure.kernels.gluon_support import build_failure  # noqa: E402 (after the skip, with the module)
+from wmtp.measure.kernels import paged_ws_loop  # noqa: E402
 
 HOPPER = torch.cuda.is_available() and ws.hopper(torch.device("cuda"))
 SMEM = 227 * 1024  # bytes a Hopper block may use
@@ -347,7 +348,7 @@ def test_the_default_loop_order_by_consumer_partitions(rows, head_dim, fp8, want
     overlapped order by default; one partition (64-row blocks, or the 8-warp partition of head dim 256) and fp8 K/V
     the serial one (h200-ws5 run 3)."""
     plan = ws_plan(1, 2, rows, 1, head_dim, 1 << 20, 132, kv_fp8=fp8)
-    assert ws.default_loop(plan.consumers, fp8) == want
+    assert paged_ws_loop.default_loop(plan.consumers, fp8) == want
 
 
 def test_an_unknown_loop_order_is_refused_before_any_launch():

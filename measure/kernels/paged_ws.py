@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from wmtp.kernel_plan import AttentionPlan, ws_plan
 from wmtp.measure.kernels.gluon_support import hopper
 from wmtp.measure.kernels.paged_merge import FP8, merge_splits
-from wmtp.measure.kernels.paged_ws_loop import LOOPS, ws_loop
+from wmtp.measure.kernels.paged_ws_loop import LOOPS, plan_loop, ws_loop
 
 LOG2E = 1.4426950408889634
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -333,12 +333,19 @@ def _ws_partitions8(q, K, V, kv_indices, MidO, MidL, q_start, n_q, n_kv, kv_star
             (_ws_converter, (conv, BLOCK_N, HEAD_DIM, STAGES, CST, 16))], [4, P_WARPS, 4], [C_REGS, P_REGS, X_REGS])
 
 
-def default_loop(consumers: int, kv_fp8: bool) -> str:
-    """The consumers' loop order a plan runs unless one is named: 'overlap' with two or three consumer partitions and
-    bf16 / fp16 K/V (nem at 1M, B = 1, d = 5..13: 0.91-0.97x the serial order's time in four calls, d = 10 0.997x; at
-    B = 4 0.94-1.08x, geomean 0.997: measure/results/h200-ws5), else 'serial' (one 8-warp partition spills in the
-    other orders and is 1.6x slower; fp8 K/V runs the serial order only)."""
-    return "overlap" if consumers > 1 and not kv_fp8 else "serial"
+def _consumer_opts(q, k_pool, loop, q_regs, exp2, ablate, lazy) -> int:
+    """`ws_attention`'s consumer options checked before any plan, as `paged_ws_loop.ws_loop`'s OPTS bits."""
+    if exp2 not in ("mufu", "fma") or ablate not in (None, "softmax", "pv"):
+        raise ValueError(f"exp2 must be 'mufu' or 'fma' and ablate None, 'softmax' or 'pv', got {exp2!r}, {ablate!r}")
+    if loop is not None and loop not in LOOPS:
+        raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
+    if k_pool.dtype in FP8 and loop not in (None, "serial"):  # measured with bf16 K/V only (measure/results/h200-ws4)
+        raise ValueError("fp8 K/V runs the serial loop only")
+    if q_regs and q.shape[-1] > 128:
+        raise ValueError(f"q_regs holds Q in registers at head dim 128 and below, got {q.shape[-1]}")
+    if (q_regs or exp2 != "mufu" or ablate or lazy) and k_pool.dtype in FP8:  # q_regs: wrong on the H200 (h200-ws5)
+        raise ValueError("q_regs, exp2, ablate and lazy run with bf16 / fp16 K/V only")
+    return int(q_regs) | {"mufu": 0, "fma": 2}[exp2] | {None: 0, "softmax": 4, "pv": 8}[ablate] | 16 * int(lazy)
 
 
 def ws_available(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
@@ -369,31 +376,21 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
                  k_scale: float = 1.0, v_scale: float = 1.0, x_regs: int | None = None, loop: str | None = None,
                  q_regs: bool = False, exp2: str = "mufu", ablate: str | None = None, lazy: bool = False,
                  **tune) -> torch.Tensor:
-    """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode). `plan` (`ws_plan`) or its options
-    in `tune` (num_splits, block_n, num_stages, waves, max_rows, consumers); p_warps / p_regs / c_regs / x_regs: the
+    """Same contract as `paged_attention.paged_attention` (qo_indptr None: decode). `plan` (`ws_plan`) or its options in
+    `tune` (num_splits, block_n, num_stages, waves, max_rows, consumers); p_warps / p_regs / c_regs / x_regs: the
     producer's warps and registers, each worker consumer's and the converter's (defaults: `REGS`, `REGS8`); pdl: the
-    merge as a programmatic dependent launch, scheduled from the split kernel's start (True or 'start'), from the
-    end of its consumers' loops ('late', the default: measure/results/h200-merge), or not (False); merge: options of
+    merge as a programmatic dependent launch, scheduled from the split kernel's start (True or 'start'), from the end of
+    its consumers' loops ('late', the default: measure/results/h200-merge), or not (False); merge: options of
     `merge_splits`. fp8 K/V (e4m3 / e5m2, with k_scale / v_scale): converted to fp16 by the converter partition, row
-    blocks of at most 128 rows. loop: the consumers' order over the ring, 'serial', 'paired', 'pingpong', 'overlap'
-    or 'overlap-pp' (`paged_ws_loop`; all but the first bf16 K/V only); None: `default_loop`. q_regs: each
+    blocks of at most 128 rows. loop: the consumers' order over the ring, 'serial', 'paired', 'pingpong', 'overlap' or
+    'overlap-pp' (`paged_ws_loop`; all but the first bf16 K/V only); None: `paged_ws_loop.default_loop`. q_regs: each
     consumer holds its Q rows in registers, so S = Q K^T reads only K from shared memory (head dim 128 and below: 64
     rows of 256 dims would take 64 more registers a thread beside the 128 of the accumulator). exp2: the softmax's
     exponentials on the MUFU ('mufu', the default) or as a cubic on the FMA pipes ('fma', relative error < 1e-4:
-    `paged_ws_loop.exp2_fma`). ablate (timing only, the output is wrong): 'softmax' skips the softmax (P = S), 'pv'
-    the P V MMA: where a tile's time goes. lazy (the overlapped orders): a row's running maximum moves
-    only by more than 2^8, and the accumulator is rescaled only on tiles where one moved (`paged_ws_loop`)."""
-    if exp2 not in ("mufu", "fma") or ablate not in (None, "softmax", "pv"):
-        raise ValueError(f"exp2 must be 'mufu' or 'fma' and ablate None, 'softmax' or 'pv', got {exp2!r}, {ablate!r}")
-    if loop is not None and loop not in LOOPS:
-        raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
-    if k_pool.dtype in FP8 and loop not in (None, "serial"):  # measured with bf16 K/V only (measure/results/h200-ws4)
-        raise ValueError("fp8 K/V runs the serial loop only")
-    if q_regs and q.shape[-1] > 128:
-        raise ValueError(f"q_regs holds Q in registers at head dim 128 and below, got {q.shape[-1]}")
-    if (q_regs or exp2 != "mufu" or ablate or lazy) and k_pool.dtype in FP8:  # q_regs: wrong on the H200 (h200-ws5)
-        raise ValueError("q_regs, exp2, ablate and lazy run with bf16 / fp16 K/V only")
-    opts = int(q_regs) | {"mufu": 0, "fma": 2}[exp2] | {None: 0, "softmax": 4, "pv": 8}[ablate] | 16 * int(lazy)
+    `paged_ws_loop.exp2_fma`). ablate (timing only, the output is wrong): 'softmax' skips the softmax (P = S), 'pv' the
+    P V MMA: where a tile's time goes. lazy (the overlapped orders): a row's running maximum moves only by more than
+    2^8, and the accumulator is rescaled only on tiles where one moved (`paged_ws_loop`)."""
+    opts = _consumer_opts(q, k_pool, loop, q_regs, exp2, ablate, lazy)
     trigger = {False: 0, True: 1, "start": 1, "late": 2}.get(pdl)
     if trigger is None:
         raise ValueError(f"pdl must be False, True, 'start' or 'late', got {pdl!r}")
@@ -414,15 +411,7 @@ def ws_attention(q, k_pool, v_pool, kv_indptr, kv_indices, qo_indptr, max_q: int
         raise ValueError("fp8 K/V runs row blocks of at most 128 rows (two consumers at most)")
     elif tune:
         raise ValueError("give a plan or its options, not both")
-    if q_regs and plan.consumers == 3:  # ptxas spills (tests/ws_compile_probe.py)
-        raise ValueError("q_regs with 3 consumer partitions spills registers: it takes one or two")
-    if ablate and loop not in (None, "serial"):
-        raise ValueError(f"ablate runs in the serial order only (run 2 of h200-ws5 ablated it), not {loop!r}")
-    if loop is None:  # the ablations are of the serial order, whatever the plan's default
-        loop = "serial" if ablate else default_loop(plan.consumers, kv8)
-    if lazy and loop not in ("overlap", "overlap-pp"):
-        why = " (the default with one consumer partition)" if loop == "serial" and plan.consumers == 1 else ""
-        raise ValueError(f"lazy runs in the overlapped orders only, not {loop!r}{why}")
+    loop = plan_loop(plan.consumers, kv8, loop, q_regs, ablate, lazy)
     sm_scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(hd)
     out = torch.empty_like(q) if out is None else out
     if total_q == 0:

@@ -18,7 +18,7 @@ Every consumer of a program walks the same tiles, so each takes n_tiles + 1 turn
 hand-over cannot dead-lock. Measured on the H200: orders 1 and 2 move nem's verify (two or three consumers) by no
 more than the spread between CUDA graphs (measure/results/h200-ws4); order 3 takes 0.94-0.97x the serial order's
 time there at 1M, B = 1, d = 5..16 (h200-ws5), and is the default with two or three consumer partitions
-(`paged_ws.default_loop`); with one 8-warp partition (head dim 256, 128 rows) orders 1-3 are 1.5-1.7x slower
+(`default_loop`); with one 8-warp partition (head dim 256, 128 rows) orders 1-3 are 1.5-1.7x slower
 (ptxas spills): 0 stays its default."""
 
 from __future__ import annotations
@@ -29,6 +29,29 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 
 LOOPS = {"serial": 0, "paired": 1, "pingpong": 2, "overlap": 3, "overlap-pp": 4}
+
+
+def plan_loop(consumers: int, kv8: bool, loop, q_regs, ablate, lazy) -> str:
+    """The loop order a launch of `consumers` consumer partitions runs (`default_loop` unless named), with the
+    `paged_ws.ws_attention` options that need the plan checked."""
+    if q_regs and consumers == 3:  # ptxas spills (tests/ws_compile_probe.py)
+        raise ValueError("q_regs with 3 consumer partitions spills registers: it takes one or two")
+    if ablate and loop not in (None, "serial"):
+        raise ValueError(f"ablate runs in the serial order only (run 2 of h200-ws5 ablated it), not {loop!r}")
+    if loop is None:  # the ablations are of the serial order, whatever the plan's default
+        loop = "serial" if ablate else default_loop(consumers, kv8)
+    if lazy and loop not in ("overlap", "overlap-pp"):
+        why = " (the default with one consumer partition)" if loop == "serial" and consumers == 1 else ""
+        raise ValueError(f"lazy runs in the overlapped orders only, not {loop!r}{why}")
+    return loop
+
+
+def default_loop(consumers: int, kv_fp8: bool) -> str:
+    """The consumers' loop order a plan runs unless one is named: 'overlap' with two or three consumer partitions and
+    bf16 / fp16 K/V (nem at 1M, B = 1, d = 5..13: 0.91-0.97x the serial order's time in four calls, d = 10 0.997x; at
+    B = 4 0.94-1.08x, geomean 0.997: measure/results/h200-ws5), else 'serial' (one 8-warp partition spills in the
+    other orders and is 1.6x slower; fp8 K/V runs the serial order only)."""
+    return "overlap" if consumers > 1 and not kv_fp8 else "serial"
 
 
 # 2^f on [-0.5, 0.5], a cubic fitted for relative error (max 7.7e-5: below bf16's 3.9e-3 step of P)
