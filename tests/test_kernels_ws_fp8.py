@@ -97,10 +97,10 @@ def test_fp8_default_kernel_is_ws_for_verifies():
 def test_fp8_compiles_for_hopper(rows, head_dim, decode, consumers):
     """KV8 builds for sm_90 with this Triton: warp-specialized, cp.async into the fp8 ring, the e4m3 -> fp16
     conversion, warpgroup MMAs, a partition barrier for the converter, in the shared memory the plan budgets."""
-    from test_kernels_ws import _probe
+    from ws_checks import probe
 
     max_rows = 64 if head_dim == 256 else 128
-    got = _probe(rows, head_dim, int(decode), consumers, max_rows, 0, 1)
+    got = probe(rows, head_dim, int(decode), consumers, max_rows, 0, 1)
     assert got["setmaxnreg"] and got["cp_async"] and got["wgmma"] and got["arrive_noinc"] and got["cvt_fp8"]
     assert got["named_barriers"]  # the converter's barrier over its own warps
     bm, mb, bn, ns, nw = ws_tiling(rows, head_dim, max_rows=max_rows, kv_fp8=True)
@@ -109,10 +109,10 @@ def test_fp8_compiles_for_hopper(rows, head_dim, decode, consumers):
 
 
 def _case8(hq, hkv, hd, d, n_kv, seed, scales):
-    """`test_kernels_ws._case`'s requests with K and V in e4m3 at per-tensor scales (values of about N(0, 1) / scale)."""
-    from test_kernels_ws import _case
+    """`ws_checks.case`'s requests with K and V in e4m3 at per-tensor scales (values of about N(0, 1) / scale)."""
+    from ws_checks import case
 
-    q, k, v, ptr, ind, qo = _case(hq, hkv, hd, d, n_kv, seed)
+    q, k, v, ptr, ind, qo = case(hq, hkv, hd, d, n_kv, seed)
     return q, (k.float() / scales[0]).to(E4M3), (v.float() / scales[1]).to(E4M3), ptr, ind, qo
 
 
