@@ -167,7 +167,7 @@ def test_features_where_ws_is_not_the_default_by_hand(backend):
                                 dict(loop="pingpong", num_splits=37), dict(loop="overlap"),
                                 dict(loop="overlap", num_splits=37), dict(loop="overlap", max_rows=128),
                                 dict(loop="overlap-pp"), dict(loop="overlap-pp", num_splits=37)])
-def test_wsagainst_fp64(shape, d, kw):
+def test_ws_against_fp64(shape, d, kw):
     against_fp64(shape, d, kw, seed=d * 31 + shape[0])
 
 

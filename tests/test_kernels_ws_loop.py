@@ -24,7 +24,7 @@ HOPPER = torch.cuda.is_available() and ws.hopper(torch.device("cuda"))
                                 dict(q_regs=True, consumers=1), dict(exp2="fma"), dict(exp2="fma", num_splits=37),
                                 dict(exp2="fma", q_regs=True), dict(exp2="fma", loop="paired"),
                                 dict(q_regs=True, loop="serial")])
-def test_consumer_optionsagainst_fp64(shape, d, kw):
+def test_consumer_options_against_fp64(shape, d, kw):
     """q_regs (Q loaded into registers once, S = Q K^T from them) where it runs (head dim <= 128, one or two consumer
     partitions) and exp2='fma' (the softmax's exponentials as a cubic on the FMA pipes) everywhere, against fp64
     torch with a NaN-poisoned output; 37 forced splits leave most splits a partial tile or empty."""
@@ -38,7 +38,7 @@ def test_consumer_optionsagainst_fp64(shape, d, kw):
 @pytest.mark.parametrize("shape, d", [((32, 2, 128), 5), ((32, 2, 128), 7), ((32, 2, 128), 9), ((8, 1, 64), 9)])
 @pytest.mark.parametrize("kw", [dict(lazy=True, loop="overlap"), dict(lazy=True, loop="overlap", num_splits=37),
                                 dict(lazy=True, loop="overlap-pp")])
-def test_lazy_rescaleagainst_fp64(shape, d, kw):
+def test_lazy_rescale_against_fp64(shape, d, kw):
     """lazy (a row's maximum moves only by more than 2^8; the accumulator rescaled only where one moved) in the
     overlapped orders, on blocks of two or three consumer partitions: the division by the sum makes it exact. With
     N(0, 1) keys no row's maximum moves by 2^8 after its first tile, so the rescale branch would go untested: one key
